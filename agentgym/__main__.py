@@ -1,0 +1,5 @@
+"""``python -m agentgym`` is the ``agentgym`` command."""
+
+from agentgym.cli import main
+
+main()

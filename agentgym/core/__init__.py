@@ -1,0 +1,63 @@
+"""The contracts every plugin shares: envs, tasks, tools, parsers, rewards, registry.
+
+Each contract is documented in its own module; this package re-exports the public names.
+"""
+
+from agentgym.core.env import AgentEnv
+from agentgym.core.episode import Episode, Submitted
+from agentgym.core.errors import (
+    AgentGymError,
+    DuplicateIdError,
+    EnvStateError,
+    MissingResourceError,
+    UnknownIdError,
+)
+from agentgym.core.evaluation import EpisodeResult, EvalReport, evaluate, run_episode
+from agentgym.core.hookspecs import hookimpl
+from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
+from agentgym.core.policies import NoopPolicy, OraclePolicy, ScriptedPolicy, TextPolicy
+from agentgym.core.registry import EnvSpec, Spec, build, get, make
+from agentgym.core.reward import Reward, RewardResult, WeightedSum
+from agentgym.core.task import GeneratedTasks, SolutionTurn, Task, TaskList, TaskSource, load_tasks
+from agentgym.core.tools import Tool, ToolError, submit, tool
+
+__all__ = [
+    "AgentEnv",
+    "AgentGymError",
+    "DuplicateIdError",
+    "EnvSpec",
+    "EnvStateError",
+    "Episode",
+    "EpisodeResult",
+    "EvalReport",
+    "GeneratedTasks",
+    "MissingResourceError",
+    "NoopPolicy",
+    "OraclePolicy",
+    "ParsedTurn",
+    "Reward",
+    "RewardResult",
+    "ScriptedPolicy",
+    "SolutionTurn",
+    "Spec",
+    "Submitted",
+    "Task",
+    "TaskList",
+    "TaskSource",
+    "TextPolicy",
+    "Tool",
+    "ToolCall",
+    "ToolCallParser",
+    "ToolError",
+    "UnknownIdError",
+    "WeightedSum",
+    "build",
+    "evaluate",
+    "get",
+    "hookimpl",
+    "load_tasks",
+    "make",
+    "run_episode",
+    "submit",
+    "tool",
+]

@@ -1,0 +1,333 @@
+"""``AgentEnv``: the multi-turn, tool-using environment contract.
+
+An episode is a conversation. ``reset`` picks a task and returns the opening messages;
+each ``step`` takes one assistant turn (the model's raw text, or an already-parsed
+assistant message), runs the tool calls it contains, and returns the new messages (tool
+results, or error messages the agent can act on). The episode ends when a tool raises
+:class:`~agentgym.core.episode.Submitted` (*terminated*) or when the turn limit is reached
+(*truncated*, as Gymnasium defines it: a limit, not an outcome of the task). The reward is
+computed when the episode ends and returned by that final ``step``; earlier steps return 0.
+
+The async methods ``areset``, ``astep`` and ``aclose`` are the native forms, since sandbox
+and browser I/O is async. ``reset``, ``step`` and ``close`` run them on one long-lived
+event-loop thread owned by the env (see :mod:`agentgym.core.loop_thread`).
+
+Given the same seed and actions, observations and infos are identical (tool-call ids
+included): timings belong to the rollout loop, not to ``info``.
+
+To write an env, subclass and provide tasks, tools and a reward::
+
+    class Echo(AgentEnv):
+        system_prompt = "Repeat the word, then submit it."
+
+        @tool
+        def submit(self, answer: str) -> str:
+            '''Submit your final answer.
+
+            Args:
+                answer: The answer.
+            '''
+            raise Submitted(answer)
+
+Subclasses may override ``setup_episode`` / ``teardown_episode`` (acquire and release a
+sandbox or browser), ``initial_messages`` and ``grade``.
+"""
+
+from __future__ import annotations
+
+import copy
+import weakref
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+import gymnasium
+
+from agentgym.core.episode import Episode, Message, Submitted
+from agentgym.core.errors import EnvStateError
+from agentgym.core.loop_thread import LoopThread
+from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
+from agentgym.core.reward import Reward, RewardResult
+from agentgym.core.spaces import MessagesSpace, TextActionSpace
+from agentgym.core.task import Task, TaskSource
+from agentgym.core.tools import BoundTool, Tool, ToolError
+
+AnyTool = Tool | BoundTool
+T = TypeVar("T")
+
+
+class AgentEnv(gymnasium.Env[list[Message], Any]):
+    """Base class of every agentgym environment.
+
+    Args:
+        tasks: the tasks episodes draw from.
+        reward: scores a finished episode (may also be set as a class attribute).
+        parser: the tool-call format of model text: a registered parser id (``hermes``,
+            ``xml``, ``openai``) or a :class:`~agentgym.core.parsers.ToolCallParser`.
+        max_turns: assistant turns before the episode is truncated.
+        render_mode: ``None`` or ``"ansi"`` (``render()`` returns the transcript).
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    #: Sent as the first message of every episode when not empty.
+    system_prompt: str = ""
+    reward: Reward | None = None
+
+    def __init__(
+        self,
+        tasks: TaskSource,
+        *,
+        reward: Reward | None = None,
+        parser: str | ToolCallParser = "hermes",
+        max_turns: int = 10,
+        render_mode: str | None = None,
+    ):
+        from agentgym.core.registry import build
+
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(
+                f"render_mode {render_mode!r} is not supported; use one of"
+                f" {self.metadata['render_modes']} or None"
+            )
+        self.tasks = tasks
+        self.reward = reward or self.reward
+        if self.reward is None:
+            raise TypeError(f"{type(self).__name__} needs a reward (argument or class attribute)")
+        self.parser = build("parsers", parser) if isinstance(parser, str) else parser
+        self.max_turns = max_turns
+        self.render_mode = render_mode
+        self.observation_space = MessagesSpace()
+        self.action_space = TextActionSpace()
+        self.episode: Episode | None = None
+        self._loop = LoopThread(f"agentgym-{type(self).__name__}")
+        self._finalizer = weakref.finalize(self, self._loop.stop)
+        self._closed = False
+
+    # ---- what subclasses provide ------------------------------------------------------
+
+    def tools(self) -> Sequence[AnyTool]:
+        """The tools of the current episode. Default: the class's ``@tool`` methods."""
+        found: dict[str, AnyTool] = {}
+        for cls in reversed(type(self).__mro__):
+            for name, value in vars(cls).items():
+                if isinstance(value, Tool):
+                    found[name] = getattr(self, name)
+        return list(found.values())
+
+    async def setup_episode(self, task: Task) -> None:
+        """Prepare what the episode needs (a sandbox, a browser page). Default: nothing."""
+
+    async def teardown_episode(self) -> None:
+        """Release what ``setup_episode`` acquired. Called once per episode, even on error."""
+
+    def initial_messages(self, task: Task) -> list[Message]:
+        """The opening messages: the system prompt (if any) and the task's prompt."""
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return system + task.prompt_messages()
+
+    async def grade(self, episode: Episode) -> RewardResult:
+        """Score the finished episode. Default: ``self.reward``."""
+        assert self.reward is not None
+        return await self.reward(episode)
+
+    # ---- the Gymnasium API, async-native ------------------------------------------------
+
+    @property
+    def task(self) -> Task | None:
+        """The current episode's task, its solution rendered in this env's format."""
+        return self.episode.task if self.episode else None
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI function schemas of the current tools (fresh copies)."""
+        return [t.schema() for t in self.tools()]
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
+        """Start an episode. ``options={"task_id": ...}`` picks the task; otherwise it is
+        drawn with the env's seeded generator. Returns ``(messages, info)`` where info has
+        ``task_id`` and ``tools`` (the tools' JSON schemas)."""
+        self._check_open()
+        gymnasium.Env.reset(self, seed=seed)
+        await self._end_episode()
+        options = options or {}
+        if "task_id" in options:
+            task = self.tasks.get(str(options["task_id"]))
+        else:
+            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        episode = Episode(task=task.rendered(self.parser), env=self)
+        self.episode = episode
+        await self.setup_episode(episode.task)
+        episode.messages = self.initial_messages(episode.task)
+        info = {"task_id": task.id, "tools": self.tool_schemas()}
+        return copy.deepcopy(episode.messages), info
+
+    async def astep(
+        self, action: str | Message
+    ) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
+        """Play one assistant turn. Returns ``(messages, reward, terminated, truncated,
+        info)``:
+
+        * ``messages``: the new messages (tool results and error messages).
+        * ``reward``: the episode's reward on the step that ends it, else ``0.0``.
+        * ``terminated``: the agent finished (a tool raised ``Submitted``).
+        * ``truncated``: the turn limit was reached first.
+        * ``info``: ``turn``, ``tool_calls`` (parsed, with ids), ``tool_errors`` (count this
+          turn), ``errors`` (their messages), ``no_tool_call``; at the end also
+          ``finish_reason`` and ``reward_metrics``.
+        """
+        episode = self._require_episode()
+        episode.turn += 1
+        parsed = self.parser.parse_action(action)
+        calls = [
+            ToolCall(c.name, c.arguments, f"call_{episode.turn}_{i}")
+            for i, c in enumerate(parsed.tool_calls)
+        ]
+        episode.messages.append(self._assistant_message(action, parsed, calls))
+        new: list[Message] = []
+        errors = list(parsed.errors)
+        for call in calls:
+            if episode.submitted:
+                result = "Not run: the episode already ended with a submission."
+            else:
+                result, error = await self._run_tool(episode, call)
+                if error:
+                    errors.append(error)
+            new.append(
+                {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result}
+            )
+        if parsed.errors:
+            new.append({"role": "user", "content": self._format_error_message(parsed.errors)})
+        elif not calls:
+            names = ", ".join(t.name for t in self.tools())
+            new.append(
+                {
+                    "role": "user",
+                    "content": (
+                        f"No tool call found. Call one of the tools ({names}) in this format:"
+                        f" {self.parser.example}"
+                    ),
+                }
+            )
+        episode.tool_calls += len(calls)
+        episode.tool_errors += len(errors)
+        episode.messages.extend(new)
+        info: dict[str, Any] = {
+            "turn": episode.turn,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+            "tool_errors": len(errors),
+            "errors": errors,
+            "no_tool_call": not calls and not parsed.errors,
+        }
+        terminated = episode.submitted
+        truncated = not terminated and episode.turn >= self.max_turns
+        reward = 0.0
+        if terminated or truncated:
+            episode.finish_reason = "submitted" if terminated else "max_turns"
+            result = await self.grade(episode)
+            reward = float(result.value)
+            episode.metrics = dict(result.metrics)
+            info.update(
+                finish_reason=episode.finish_reason, reward_metrics=copy.deepcopy(result.metrics)
+            )
+        return copy.deepcopy(new), reward, terminated, truncated, info
+
+    async def aclose(self) -> None:
+        """End the current episode and release its resources. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            await self._end_episode()
+
+    # ---- sync wrappers --------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
+        """Sync form of :meth:`areset`."""
+        return self._loop.run(self.areset(seed=seed, options=options))
+
+    def step(self, action: str | Message) -> tuple[list[Message], float, bool, bool, dict]:
+        """Sync form of :meth:`astep`."""
+        return self._loop.run(self.astep(action))
+
+    def close(self) -> None:
+        """Sync form of :meth:`aclose`; also stops the env's loop thread. Idempotent."""
+        if not self._closed:
+            self._loop.run(self.aclose())
+        self._loop.stop()
+
+    def run_coroutine(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on this env's loop thread, where the sync methods run theirs.
+
+        Use it to drive async code (e.g. :func:`~agentgym.core.evaluation.run_episode`)
+        from sync code without creating a second event loop for the env's resources.
+        """
+        return self._loop.run(coro)
+
+    def render(self) -> str | None:
+        """With ``render_mode="ansi"``, the conversation so far as text."""
+        if self.render_mode != "ansi":
+            return None
+        lines = []
+        for m in self.episode.messages if self.episode else []:
+            lines.append(f"[{m['role']}] {m.get('content') or ''}")
+            lines += [
+                f"  -> {c['function']['name']}({c['function']['arguments']})"
+                for c in m.get("tool_calls", [])
+            ]
+        return "\n".join(lines)
+
+    # ---- internals --------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvStateError(f"{type(self).__name__} is closed; make a new env")
+
+    def _require_episode(self) -> Episode:
+        self._check_open()
+        if self.episode is None:
+            raise EnvStateError("step() called before reset(); call reset() first")
+        if self.episode.done:
+            raise EnvStateError(
+                f"the episode already ended ({self.episode.finish_reason}); call reset()"
+            )
+        return self.episode
+
+    async def _end_episode(self) -> None:
+        if self.episode is not None:
+            self.episode = None
+            await self.teardown_episode()
+
+    def _assistant_message(
+        self, action: str | Message, parsed: ParsedTurn, calls: list[ToolCall]
+    ) -> Message:
+        if not calls:
+            text = action if isinstance(action, str) else action.get("content") or ""
+            return {"role": "assistant", "content": text}
+        return {
+            "role": "assistant",
+            "content": parsed.content,
+            "tool_calls": [c.to_openai() for c in calls],
+        }
+
+    def _format_error_message(self, errors: list[str]) -> str:
+        return "Your tool call could not be read:\n" + "\n".join(f"- {e}" for e in errors)
+
+    async def _run_tool(self, episode: Episode, call: ToolCall) -> tuple[str, str | None]:
+        """Run one call; returns (the tool message's content, error text or None)."""
+        tools = {t.name: t for t in self.tools()}
+        found = tools.get(call.name)
+        if found is None:
+            error = f"Unknown tool {call.name!r}. Available tools: {', '.join(tools)}."
+            return f"Error: {error}", error
+        try:
+            return await found.call(call.arguments), None
+        except Submitted as done:
+            episode.submitted, episode.submission = True, done.answer
+            return done.message, None
+        except ToolError as e:
+            error = f"{call.name}: {e}"
+        except Exception as e:  # a crashing tool is the agent's problem to see, not ours
+            error = f"{call.name} failed: {type(e).__name__}: {e}"
+        return f"Error: {error}", error

@@ -1,0 +1,58 @@
+"""The exceptions agentgym raises to users.
+
+Every message names the bad value, says why it is wrong and gives the fix, so that the
+text of the exception is enough to act on.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class AgentGymError(Exception):
+    """Base class of every error agentgym raises on purpose."""
+
+
+class UnknownIdError(AgentGymError, KeyError):
+    """An id (env, policy, parser, ...) that no loaded plugin provides."""
+
+    def __init__(self, kind: str, value: str, known: Iterable[str], list_command: str):
+        self.kind, self.value, self.known = kind, value, sorted(known)
+        close = difflib.get_close_matches(value, self.known, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        shown = ", ".join(self.known[:20]) + (" ..." if len(self.known) > 20 else "")
+        message = (
+            f"Unknown {kind} {value!r}.{hint} Run `{list_command}` to see them all"
+            f" (known: {shown or 'none'})."
+        )
+        super().__init__(message)
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0])
+
+
+class DuplicateIdError(AgentGymError):
+    """Two plugins contributed the same id for the same kind of component."""
+
+    def __init__(self, kind: str, value: str, first: str, second: str):
+        self.kind, self.value, self.plugins = kind, value, (first, second)
+        super().__init__(
+            f"The {kind} id {value!r} is registered by two plugins: {first!r} and {second!r}."
+            f" Uninstall one of them, or skip one with AGENTGYM_DISABLE_PLUGINS={second}."
+        )
+
+
+class MissingResourceError(AgentGymError):
+    """Data, an image or a program an env needs cannot be reached.
+
+    ``what`` says what is missing; ``fix`` says how to supply it.
+    """
+
+    def __init__(self, what: str, fix: str):
+        self.what, self.fix = what, fix
+        super().__init__(f"{what}. {fix}")
+
+
+class EnvStateError(AgentGymError, RuntimeError):
+    """An env method was called in a state that does not allow it (step before reset)."""

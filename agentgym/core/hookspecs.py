@@ -1,0 +1,114 @@
+"""Every hook a plugin can implement: one per kind of thing a plugin contributes.
+
+A plugin is a module (or object) with functions decorated ``@agentgym.hookimpl`` whose
+names match the specs below, published through the entry-point group ``agentgym``::
+
+    [project.entry-points.agentgym]
+    myplugin = "myplugin.plugin"
+
+All hooks are collected (none is first-result): agentgym calls each plugin's
+implementation, records which plugin contributed which id, and raises
+:class:`~agentgym.core.errors.DuplicateIdError` when two plugins contribute the same id.
+Implementations should import heavy dependencies lazily (inside factories), so that
+``import agentgym`` stays fast. ``docs/hooks.md`` documents each hook; a test keeps the two
+in step.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from agentgym.core.registry import EnvSpec, Spec
+    from agentgym.core.tools import Tool
+
+PROJECT = "agentgym"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def agentgym_envs() -> list[EnvSpec]:
+    """Environments this plugin provides.
+
+    Returns:
+        A list of :class:`~agentgym.core.registry.EnvSpec`. Each becomes available as
+        ``agentgym.make(spec.id)`` and ``gymnasium.make(spec.id)``. ``entry_point`` may be
+        a ``"module:Class"`` string so the env's module is imported only when made.
+    """
+
+
+@hookspec
+def agentgym_tools() -> list[Tool]:
+    """Reusable tools this plugin provides, for envs of any plugin to use.
+
+    Returns:
+        A list of :class:`~agentgym.core.tools.Tool` (functions decorated with ``@tool``),
+        listed by ``agentgym list tools`` and looked up with
+        ``agentgym.core.registry.get("tools", name)``.
+    """
+
+
+@hookspec
+def agentgym_rewards() -> list[Spec]:
+    """Reward functions this plugin provides.
+
+    Returns:
+        A list of :class:`~agentgym.core.registry.Spec` whose ``factory(**kwargs)`` returns
+        a :class:`~agentgym.core.reward.Reward`.
+    """
+
+
+@hookspec
+def agentgym_task_sources() -> list[Spec]:
+    """Task sources this plugin provides (files, datasets, generators).
+
+    Returns:
+        A list of :class:`~agentgym.core.registry.Spec` whose ``factory(**kwargs)`` returns
+        a :class:`~agentgym.core.task.TaskSource`.
+    """
+
+
+@hookspec
+def agentgym_sandboxes() -> list[Spec]:
+    """Sandbox backends this plugin provides (where agents' commands run).
+
+    Returns:
+        A list of :class:`~agentgym.core.registry.Spec` whose ``factory(**kwargs)`` returns
+        a sandbox. The sandbox protocol lives in ``agentgym.core``.
+    """
+
+
+@hookspec
+def agentgym_policies() -> list[Spec]:
+    """Policies (text-level agents or token-level models) this plugin provides.
+
+    Returns:
+        A list of :class:`~agentgym.core.registry.Spec`. A policy named on the command line
+        as ``ID`` or ``ID:ARG`` is built by ``factory(ARG)`` (``ARG`` is ``None`` when
+        absent), e.g. ``scripted:turns.json``.
+    """
+
+
+@hookspec
+def agentgym_tool_call_parsers() -> list[Spec]:
+    """Tool-call formats this plugin can read from model text and write back.
+
+    Returns:
+        A list of :class:`~agentgym.core.registry.Spec` whose ``factory()`` returns a
+        :class:`~agentgym.core.parsers.ToolCallParser`; envs accept ``parser=ID``.
+    """
+
+
+@hookspec
+def agentgym_cli_commands() -> list[click.Command]:
+    """Subcommands this plugin adds to the ``agentgym`` command line.
+
+    Returns:
+        A list of ``click.Command`` (or ``click.Group``); each is added under its own name,
+        e.g. a group ``swe`` with a command ``synth`` gives ``agentgym swe synth``.
+    """

@@ -1,0 +1,170 @@
+"""Tasks and where they come from.
+
+A :class:`Task` is data: an id, the prompt, metadata the env and reward read, and an
+optional reference solution. A solution is a list of assistant turns; each turn is text
+already in the env's tool-call format, or a :class:`SolutionTurn` (free text plus calls)
+that the env renders in whatever format it was made with. The ``oracle`` policy replays it.
+
+A :class:`TaskSource` is a sized, indexable sequence of tasks that can also be looked up by
+id. Sources here: :class:`TaskList` (in memory), :func:`load_tasks` (a JSONL or JSON file
+of :meth:`Task.to_dict` rows), and :class:`GeneratedTasks` (a deterministic generator).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentgym.core.errors import MissingResourceError, UnknownIdError
+from agentgym.core.parsers import ToolCall
+
+if TYPE_CHECKING:
+    from agentgym.core.parsers import ToolCallParser
+
+Message = dict[str, Any]
+
+
+@dataclass
+class SolutionTurn:
+    """A format-neutral assistant turn of a reference solution."""
+
+    tool_calls: list[ToolCall]
+    content: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "content": self.content,
+            "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in self.tool_calls],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SolutionTurn:
+        calls = [ToolCall(c["name"], dict(c.get("arguments", {}))) for c in data["tool_calls"]]
+        return cls(tool_calls=calls, content=data.get("content", ""))
+
+
+@dataclass
+class Task:
+    """One task: what the agent is asked, what the grader needs, how it can be solved."""
+
+    id: str
+    prompt: str | list[Message]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    solution: list[str | Message | SolutionTurn] | None = None
+
+    def prompt_messages(self) -> list[Message]:
+        """The prompt as chat messages (a string prompt is one user message)."""
+        if isinstance(self.prompt, str):
+            return [{"role": "user", "content": self.prompt}]
+        return [dict(m) for m in self.prompt]
+
+    def rendered(self, parser: ToolCallParser) -> Task:
+        """A copy whose solution turns are written in ``parser``'s format."""
+        if self.solution is None:
+            return self
+        turns = [
+            parser.render(t.content, t.tool_calls) if isinstance(t, SolutionTurn) else t
+            for t in self.solution
+        ]
+        return Task(self.id, self.prompt, self.metadata, turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`from_dict` reads it back."""
+        data: dict[str, Any] = {"id": self.id, "prompt": self.prompt, "metadata": self.metadata}
+        if self.solution is not None:
+            data["solution"] = [
+                t.to_dict() if isinstance(t, SolutionTurn) else t for t in self.solution
+            ]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Task:
+        if "id" not in data or "prompt" not in data:
+            raise ValueError(f"a task needs an 'id' and a 'prompt'; got the keys {sorted(data)}")
+        solution = data.get("solution")
+        if solution is not None:
+            solution = [
+                SolutionTurn.from_dict(t)
+                if isinstance(t, dict) and "tool_calls" in t and "role" not in t
+                else t
+                for t in solution
+            ]
+        return cls(str(data["id"]), data["prompt"], dict(data.get("metadata") or {}), solution)
+
+
+class TaskSource(Sequence[Task]):
+    """A sized, indexable sequence of tasks that can also be looked up by id."""
+
+    def get(self, task_id: str) -> Task:
+        """The task with this id, or :class:`UnknownIdError` suggesting close ids."""
+        index = self._index().get(task_id)
+        if index is None:
+            raise UnknownIdError("task", task_id, self._index(), "agentgym eval ENV -n N")
+        return self[index]
+
+    def ids(self) -> list[str]:
+        return list(self._index())
+
+    def _index(self) -> dict[str, int]:
+        if getattr(self, "_ids", None) is None:
+            self._ids = {task.id: i for i, task in enumerate(self)}
+        return self._ids
+
+    def __iter__(self) -> Iterator[Task]:
+        return (self[i] for i in range(len(self)))
+
+
+class TaskList(TaskSource):
+    """Tasks held in memory."""
+
+    def __init__(self, tasks: Sequence[Task]):
+        if not tasks:
+            raise ValueError("a task source needs at least one task; got an empty list")
+        self._tasks = list(tasks)
+        self._ids = None
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __getitem__(self, index: int) -> Task:  # type: ignore[override]
+        return self._tasks[index]
+
+
+class GeneratedTasks(TaskSource):
+    """``size`` tasks made on demand by ``make(index)``; ``make`` must be deterministic."""
+
+    def __init__(self, size: int, make: Callable[[int], Task]):
+        if size < 1:
+            raise ValueError(f"a generated task source needs size >= 1, got {size}")
+        self._size, self._make, self._ids = size, make, None
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, index: int) -> Task:  # type: ignore[override]
+        if not -self._size <= index < self._size:
+            raise IndexError(f"task index {index} out of range for {self._size} tasks")
+        return self._make(index % self._size)
+
+
+def load_tasks(path: str | Path) -> TaskList:
+    """Read tasks from a JSONL file (one :meth:`Task.to_dict` row a line) or a JSON list."""
+    path = Path(path)
+    if not path.is_file():
+        raise MissingResourceError(
+            f"Task file {str(path)!r} does not exist",
+            "Point the env at an existing JSONL file of tasks, e.g."
+            " agentgym.make(ENV, tasks='tasks.jsonl') or `-e tasks=tasks.jsonl` on the CLI",
+        )
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".json":
+            rows = json.loads(text)
+        else:
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        return TaskList([Task.from_dict(row) for row in rows])
+    except (json.JSONDecodeError, ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"cannot read tasks from {str(path)!r}: {e}") from e

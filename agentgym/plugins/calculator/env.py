@@ -1,0 +1,162 @@
+"""The reference env: evaluate an arithmetic expression with a tool, submit the result.
+
+Tasks come from a seeded generator (``split`` ``"train"`` or ``"test"``, disjoint by
+construction) or from a task file (``tasks=path.jsonl``). Each task's reference solution
+is two turns: call ``calculator`` with the task's expression, submit what it returned.
+A very small model can learn it from demonstrations, since both arguments are copied:
+the expression from the prompt, the answer from the tool's result.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import math
+import operator
+import random
+from typing import Any
+
+from agentgym.core.env import AgentEnv
+from agentgym.core.episode import Episode
+from agentgym.core.parsers import ToolCall, ToolCallParser
+from agentgym.core.reward import Reward, RewardResult
+from agentgym.core.task import GeneratedTasks, SolutionTurn, Task, TaskSource, load_tasks
+from agentgym.core.tools import ToolError, submit, tool
+
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_LIMIT = 1e15
+
+
+def evaluate_expression(expression: str) -> float | int:
+    """Evaluate arithmetic safely (numbers, + - * / // % **, parentheses)."""
+
+    def walk(node: ast.AST) -> Any:
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            left, right = walk(node.left), walk(node.right)
+            if isinstance(node.op, ast.Pow) and (abs(right) > 64 or abs(left) > 1e6):
+                raise ToolError("exponent or base too large")
+            return _BINARY[type(node.op)](left, right)
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            return _UNARY[type(node.op)](walk(node.operand))
+        raise ToolError(f"unsupported syntax {ast.unparse(node)!r}: use numbers, + - * / ( )")
+
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError as e:
+        raise ToolError(f"cannot parse {expression!r}: {e.msg}") from None
+    try:
+        value = walk(tree.body)
+    except ZeroDivisionError:
+        raise ToolError("division by zero") from None
+    if isinstance(value, complex) or abs(value) > _LIMIT or not math.isfinite(value):
+        raise ToolError("result out of range")
+    return value
+
+
+def format_number(value: float | int) -> str:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value) if isinstance(value, int) else f"{value:.10g}"
+
+
+@tool
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression and return the result.
+
+    Args:
+        expression: The expression, e.g. "12 * 7 + 3".
+    """
+    return format_number(evaluate_expression(expression))
+
+
+def _split_of(expression: str) -> str:
+    digest = hashlib.sha256(expression.encode()).digest()
+    return "test" if digest[0] % 10 == 0 else "train"
+
+
+def make_task(index: int, split: str = "train", seed: int = 0) -> Task:
+    """Task ``index`` of ``split``: deterministic in (split, seed, index)."""
+    rng = random.Random(f"calculator:{split}:{seed}:{index}")
+    while True:
+        operands = [rng.randint(2, 99) for _ in range(rng.choice((2, 3)))]
+        ops = [rng.choice("+-*") for _ in operands[1:]]
+        tail = "".join(f" {o} {n}" for o, n in zip(ops, operands[1:], strict=True))
+        expression = f"{operands[0]}{tail}"
+        if _split_of(expression) == split:
+            break
+    answer = format_number(evaluate_expression(expression))
+    return Task(
+        id=f"calculator-{split}-{index}",
+        prompt=f"What is {expression}?",
+        metadata={"expression": expression, "answer": answer},
+        solution=[
+            SolutionTurn([ToolCall("calculator", {"expression": expression})]),
+            SolutionTurn([ToolCall("submit", {"answer": answer})]),
+        ],
+    )
+
+
+class NumericAnswer(Reward):
+    """1.0 when the submission equals ``task.metadata["answer"]`` as a number."""
+
+    name = "numeric_answer"
+
+    def score(self, episode: Episode) -> RewardResult:
+        expected = float(episode.task.metadata["answer"])
+        if not episode.submitted:
+            return RewardResult(0.0, {"submitted": False})
+        try:
+            got = float(str(episode.submission).strip())
+        except ValueError:
+            return RewardResult(0.0, {"submitted": True, "parsed": False})
+        correct = math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-9)
+        return RewardResult(float(correct), {"submitted": True, "parsed": True})
+
+
+class CalculatorEnv(AgentEnv):
+    """Compute an arithmetic expression with the calculator tool, then submit the result.
+
+    Args:
+        split: ``"train"`` or ``"test"`` (disjoint expressions).
+        num_tasks: how many generated tasks the split holds.
+        seed: seed of the task generator (not of episode sampling: pass that to reset).
+        tasks: a task file (JSONL of ``Task.to_dict`` rows) used instead of the generator.
+        max_turns: turns before truncation.
+        parser: tool-call format (``hermes``, ``xml``, ``openai`` or a parser object).
+    """
+
+    system_prompt = "Use the calculator tool to evaluate the expression, then submit the result."
+    reward = NumericAnswer()
+    calculator = calculator
+    submit = submit
+
+    def __init__(
+        self,
+        split: str = "train",
+        num_tasks: int = 1000,
+        seed: int = 0,
+        tasks: str | TaskSource | None = None,
+        max_turns: int = 4,
+        parser: str | ToolCallParser = "hermes",
+        render_mode: str | None = None,
+    ):
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        if tasks is None:
+            source: TaskSource = GeneratedTasks(num_tasks, lambda i: make_task(i, split, seed))
+        elif isinstance(tasks, TaskSource):
+            source = tasks
+        else:
+            source = load_tasks(tasks)
+        super().__init__(source, parser=parser, max_turns=max_turns, render_mode=render_mode)

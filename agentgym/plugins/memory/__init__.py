@@ -1,0 +1,1 @@
+"""The memory plugin (its issue fills it in)."""

@@ -1,0 +1,1 @@
+"""The swe plugin (its issue fills it in)."""

@@ -1,0 +1,1 @@
+"""The terminal plugin (its issue fills it in)."""

@@ -1,0 +1,1 @@
+"""The web plugin (its issue fills it in)."""

@@ -1,0 +1,1 @@
+"""Trainers: TRL GRPO (DAPO options) and rejection fine-tuning."""

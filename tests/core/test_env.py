@@ -1,0 +1,256 @@
+"""The AgentEnv contract, exercised through the calculator reference env."""
+
+import asyncio
+import json
+
+import gymnasium
+import pytest
+
+import agentgym
+from agentgym.core import EnvStateError, Submitted, TaskList, ToolCall
+from agentgym.core.env import AgentEnv
+from agentgym.core.reward import Reward, RewardResult
+from agentgym.core.task import SolutionTurn, Task
+from agentgym.core.tools import tool
+
+
+@pytest.fixture
+def env():
+    env = agentgym.make("calculator")
+    yield env
+    env.close()
+
+
+def call(name, **arguments):
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def test_make_returns_the_env_itself(env):
+    assert isinstance(env, AgentEnv)
+    assert env.spec.id == "calculator"
+    assert env.unwrapped is env
+
+
+def test_reset_returns_messages_and_tool_schemas(env):
+    messages, info = env.reset(seed=0)
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert info["task_id"] == env.task.id
+    assert {s["function"]["name"] for s in info["tools"]} == {"calculator", "submit"}
+    assert messages in env.observation_space
+
+
+def test_solved_episode_terminates_with_reward(env):
+    env.reset(seed=0)
+    expression = env.task.metadata["expression"]
+    new, reward, terminated, truncated, info = env.step(call("calculator", expression=expression))
+    assert new == [
+        {
+            "role": "tool",
+            "tool_call_id": "call_1_0",
+            "name": "calculator",
+            "content": env.task.metadata["answer"],
+        }
+    ]
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    new, reward, terminated, truncated, info = env.step(call("submit", answer=new[0]["content"]))
+    assert (reward, terminated, truncated) == (1.0, True, False)
+    assert info["finish_reason"] == "submitted"
+
+
+def test_wrong_answer_scores_zero(env):
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step(call("submit", answer="-0.5"))
+    assert (reward, terminated) == (0.0, True)
+    assert info["reward_metrics"] == {"submitted": True, "parsed": True}
+
+
+def test_turn_limit_truncates_rather_than_terminates():
+    env = agentgym.make("calculator", max_turns=2)
+    env.reset(seed=0)
+    assert env.step("thinking...")[2:4] == (False, False)
+    _, reward, terminated, truncated, info = env.step("still thinking")
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    assert info["finish_reason"] == "max_turns"
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("action", "error"),
+    [
+        (
+            '<tool_call>{"name": "calculator", "arguments": {"expression": </tool_call>',
+            "not valid JSON",
+        ),
+        (call("sqrt", x=4), "Unknown tool 'sqrt'. Available tools: calculator, submit"),
+        (call("calculator"), "missing required argument(s) 'expression'"),
+        (call("calculator", expression=5), "argument 'expression' must be string"),
+        (call("calculator", expression="2 +"), "cannot parse"),
+        (call("calculator", expr="2"), "unknown argument(s) 'expr'"),
+    ],
+)
+def test_bad_turns_become_messages_to_the_agent(env, action, error):
+    env.reset(seed=0)
+    new, reward, terminated, truncated, info = env.step(action)
+    assert info["tool_errors"] == 1
+    assert error in info["errors"][0]
+    assert any(error in m["content"] for m in new)
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert env.episode.tool_errors == 1
+
+
+def test_turn_without_tool_call_explains_the_format(env):
+    env.reset(seed=0)
+    new, *_, info = env.step("The answer is 4.")
+    assert info["no_tool_call"] and info["tool_errors"] == 0
+    assert "<tool_call>" in new[0]["content"] and "calculator, submit" in new[0]["content"]
+
+
+def test_calls_after_submit_are_not_run(env):
+    env.reset(seed=0)
+    answer = env.task.metadata["answer"]
+    new, reward, terminated, *_ = env.step(
+        call("submit", answer=answer) + call("calculator", expression="1")
+    )
+    assert terminated and reward == 1.0
+    assert new[1]["content"].startswith("Not run")
+
+
+def test_parsed_assistant_messages_are_accepted(env):
+    env.reset(seed=0)
+    expression = env.task.metadata["expression"]
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "abc",
+                "type": "function",
+                "function": {
+                    "name": "calculator",
+                    "arguments": json.dumps({"expression": expression}),
+                },
+            }
+        ],
+    }
+    new, *_ = env.step(message)
+    assert new[0]["content"] == env.task.metadata["answer"]
+    assert env.episode.messages[-2]["tool_calls"][0]["function"]["name"] == "calculator"
+
+
+@pytest.mark.parametrize("parser", ["hermes", "xml", "openai"])
+def test_solution_is_rendered_in_the_envs_format(parser):
+    env = agentgym.make("calculator", parser=parser)
+    env.reset(seed=3)
+    rewards = [env.step(turn)[1] for turn in env.task.solution]
+    assert rewards == [0.0, 1.0]
+    env.close()
+
+
+def test_order_is_enforced(env):
+    with pytest.raises(EnvStateError, match="before reset"):
+        env.step("hi")
+    env.reset(seed=0)
+    env.step(call("submit", answer="1"))
+    with pytest.raises(EnvStateError, match="call reset"):
+        env.step("hi")
+
+
+def test_close_is_idempotent_and_final(env):
+    env.reset(seed=0)
+    env.close()
+    env.close()
+    with pytest.raises(EnvStateError, match="closed"):
+        env.reset()
+
+
+def test_seeding_and_task_options():
+    a, b = agentgym.make("calculator"), agentgym.make("calculator")
+    assert a.reset(seed=5) == b.reset(seed=5)
+    assert a.reset()[1]["task_id"] == b.reset()[1]["task_id"]
+    _, info = a.reset(options={"task_id": "calculator-train-7"})
+    assert info["task_id"] == "calculator-train-7"
+    with pytest.raises(KeyError, match="Did you mean"):
+        a.reset(options={"task_id": "calculator-train-7x"})
+    a.close()
+    b.close()
+
+
+def test_async_api_and_sync_api_inside_a_running_loop():
+    env = agentgym.make("calculator")
+
+    async def main():
+        messages, _ = await env.areset(seed=1)
+        new, *_ = await env.astep(call("calculator", expression="6 * 7"))
+        assert new[0]["content"] == "42"
+        # The sync API still works from inside a running loop: it uses the env's own thread.
+        assert env.reset(seed=1)[0] == messages
+        await env.aclose()
+
+    asyncio.run(main())
+    env.close()
+
+
+def test_gymnasium_make_after_import_and_render():
+    env = gymnasium.make("calculator", render_mode="ansi")
+    env.reset(seed=0)
+    env.step(call("calculator", expression="1+1"))
+    text = env.render()
+    assert "[user] What is" in text and "-> calculator" in text and "[tool] 2" in text
+    env.close()
+
+
+def test_train_and_test_splits_are_disjoint():
+    train = agentgym.make("calculator", split="train", num_tasks=1000).unwrapped
+    test = agentgym.make("calculator", split="test", num_tasks=300).unwrapped
+    expressions = {t.metadata["expression"] for t in train.tasks}
+    assert not expressions & {t.metadata["expression"] for t in test.tasks}
+    train.close()
+    test.close()
+
+
+class Always(Reward):
+    def score(self, episode):
+        return RewardResult(1.0)
+
+
+class ToyEnv(AgentEnv):
+    """A minimal env written against the public API only."""
+
+    reward = Always()
+
+    @tool
+    def finish(self, note: str) -> str:
+        """Finish the episode.
+
+        Args:
+            note: A note.
+        """
+        raise Submitted(note)
+
+    @tool
+    def crash(self) -> str:
+        """A tool with a bug."""
+        raise RuntimeError("boom")
+
+    def __init__(self, **kwargs):
+        task = Task("t", "Finish.", solution=[SolutionTurn([ToolCall("finish", {"note": "x"})])])
+        super().__init__(TaskList([task]), **kwargs)
+
+
+def test_a_crashing_tool_is_reported_to_the_agent_not_raised():
+    env = ToyEnv()
+    env.reset(seed=0)
+    new, _, terminated, _, info = env.step(call("crash"))
+    assert "crash failed: RuntimeError: boom" in new[0]["content"]
+    assert info["tool_errors"] == 1 and not terminated
+    assert env.step(env.task.solution[0])[2] is True
+    env.close()
+
+
+def test_bad_constructor_arguments_are_explained():
+    with pytest.raises(ValueError, match="max_turns must be >= 1, got 0"):
+        ToyEnv(max_turns=0)
+    with pytest.raises(ValueError, match="render_mode 'human' is not supported"):
+        ToyEnv(render_mode="human")
+    with pytest.raises(KeyError, match=r"Unknown parser 'json'.*agentgym list parsers"):
+        ToyEnv(parser="json")

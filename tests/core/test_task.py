@@ -1,0 +1,67 @@
+import json
+
+import pytest
+
+import agentgym
+from agentgym.core import GeneratedTasks, SolutionTurn, Task, TaskList, ToolCall, load_tasks
+from agentgym.core.parsers import HermesParser
+
+
+def test_task_round_trips_through_jsonl(tmp_path):
+    tasks = [
+        Task(
+            "a",
+            "Compute 1 + 1.",
+            {"answer": "2"},
+            [SolutionTurn([ToolCall("submit", {"answer": "2"})], "Easy.")],
+        ),
+        Task("b", [{"role": "user", "content": "Hi"}], {}, ["<tool_call>raw</tool_call>"]),
+        Task("c", "No solution."),
+    ]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("\n".join(json.dumps(t.to_dict()) for t in tasks) + "\n")
+    loaded = load_tasks(path)
+    assert [t.to_dict() for t in loaded] == [t.to_dict() for t in tasks]
+    assert loaded.get("b").prompt_messages() == [{"role": "user", "content": "Hi"}]
+    rendered = loaded.get("a").rendered(HermesParser())
+    assert rendered.solution[0].startswith("Easy.\n<tool_call>")
+
+
+def test_task_file_drives_the_calculator_env(tmp_path):
+    task = Task(
+        "mine",
+        "What is 2 * 21?",
+        {"expression": "2 * 21", "answer": "42"},
+        [
+            SolutionTurn([ToolCall("calculator", {"expression": "2 * 21"})]),
+            SolutionTurn([ToolCall("submit", {"answer": "42"})]),
+        ],
+    )
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(task.to_dict()) + "\n")
+    env = agentgym.make("calculator", tasks=str(path))
+    _, info = env.reset()
+    assert info["task_id"] == "mine"
+    assert [env.step(t)[1] for t in env.task.solution] == [0.0, 1.0]
+    env.close()
+
+
+def test_bad_task_files_name_the_problem(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": "x"}\n')
+    with pytest.raises(ValueError, match="needs an 'id' and a 'prompt'"):
+        load_tasks(path)
+    path.write_text("{oops\n")
+    with pytest.raises(ValueError, match="cannot read tasks from"):
+        load_tasks(path)
+
+
+def test_sources_validate_their_size():
+    with pytest.raises(ValueError, match="at least one task"):
+        TaskList([])
+    with pytest.raises(ValueError, match="size >= 1"):
+        GeneratedTasks(0, lambda i: Task(str(i), ""))
+    source = GeneratedTasks(3, lambda i: Task(f"t{i}", ""))
+    assert source.ids() == ["t0", "t1", "t2"]
+    with pytest.raises(IndexError):
+        source[3]
