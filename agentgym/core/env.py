@@ -46,6 +46,7 @@ from agentgym.core.episode import Episode, Message, Submitted
 from agentgym.core.errors import EnvStateError
 from agentgym.core.loop_thread import LoopThread
 from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
+from agentgym.core.registry import build
 from agentgym.core.reward import Reward, RewardResult
 from agentgym.core.spaces import MessagesSpace, TextActionSpace
 from agentgym.core.task import Task, TaskSource
@@ -81,8 +82,6 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         max_turns: int = 10,
         render_mode: str | None = None,
     ):
-        from agentgym.core.registry import build
-
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         if render_mode not in (None, *self.metadata["render_modes"]):

@@ -129,3 +129,16 @@ def agentgym_envs():
     with pytest.warns(PluginLoadWarning, match="'raising'.*bad config"):
         envs = host.entries("envs")
     assert "calculator" in envs
+
+
+def test_a_duplicate_does_not_break_import_but_make_and_list_explain_it(fake_plugin):
+    fake_plugin("copycat", DUPLICATE_CALCULATOR)
+    code = "import agentgym; agentgym.make('calculator')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "UserWarning: The env id 'calculator' is registered by two plugins" in out.stderr
+    assert "DuplicateIdError" in out.stderr
+    listed = subprocess.run([sys.executable, "-m", "agentgym", "list", "envs"],
+                            capture_output=True, text=True)
+    assert listed.returncode == 1
+    assert "Error: The env id 'calculator' is registered by two plugins" in listed.stderr
