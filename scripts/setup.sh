@@ -3,8 +3,26 @@
 # build installed first (a plain `torch` requirement would pull a multi-GB CUDA build),
 # then agentgym from this source with every extra that installs without a GPU.
 # agentgym is never installed by name: that name on PyPI belongs to an unrelated project.
+# As root on Debian/Ubuntu it also installs the system programs the sandboxes use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# System programs: bubblewrap (the local sandbox), docker.io (the docker sandbox's engine),
+# debootstrap (builds the docker sandbox's default image without a registry).
+missing=()
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v dockerd >/dev/null || missing+=(docker.io)
+command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing ${missing[*]} with apt-get"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  else
+    echo "warning: install ${missing[*]} for the sandboxes (e.g. apt-get install ${missing[*]})" >&2
+  fi
+fi
 
 PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv

@@ -1,0 +1,206 @@
+"""What an agent may try, and what every sandbox backend must contain.
+
+Each test runs against ``local`` and ``docker``. After each, the ``make_sandbox`` fixture
+closes the sandboxes and proves the next one works.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentgym.core.sandbox import TIMEOUT_EXIT_CODE, SandboxLimits
+
+
+def test_writing_outside_the_workspace_fails(make_sandbox, run, tmp_path):
+    box = make_sandbox()
+    token = secrets.token_hex(4)
+    for target in (f"/usr/{token}", f"/etc/{token}", f"/{token}", f"/bin/{token}"):
+        result = run(box.exec(f"echo pwned > {target}"))
+        assert result.exit_code != 0, f"wrote {target}: {result}"
+        assert not os.path.exists(target)
+    # Writing the workspace and /tmp works.
+    assert run(box.exec("echo ok > /tmp/a && echo ok > a && cat /tmp/a a")).output == "ok\nok\n"
+
+
+def test_another_episodes_workspace_is_unreachable(make_sandbox, run):
+    first, second = make_sandbox(), make_sandbox()
+    secret = f"secret-{secrets.token_hex(8)}"
+    run(first.exec(f"echo {secret} > {secret}.txt && cp {secret}.txt /tmp/"))
+    search = (f"grep -rl --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr {secret} / "
+              f"2>/dev/null; ls /proc/*/root/workspace/{secret}.txt 2>/dev/null;"
+              f" find / -name '{secret}*' -not -path '/proc/*' 2>/dev/null; true")
+    result = run(second.exec(search, timeout=60))
+    assert secret not in result.output
+    assert run(first.exec(f"cat {secret}.txt")).output == f"{secret}\n"
+
+
+def test_the_network_is_unreachable(make_sandbox, run):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    try:
+        box = make_sandbox()
+        probe = (
+            "python3 -c \"import socket; socket.create_connection(('127.0.0.1', "
+            f"{port}), timeout=3); print('CONNEC' + 'TED')\""
+        )
+        result = run(box.exec(probe, timeout=20))
+        assert "CONNECTED" not in result.output and result.exit_code != 0
+        outside = run(box.exec(
+            "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=3)\"",
+            timeout=20))
+        assert outside.exit_code != 0
+    finally:
+        server.close()
+
+
+def test_host_unix_sockets_are_absent(make_sandbox, run, tmp_path):
+    path = Path("/tmp") / f"agentgym-test-{secrets.token_hex(4)}.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen()
+    try:
+        box = make_sandbox()
+        for target in ("/var/run/docker.sock", "/run/docker.sock", str(path)):
+            result = run(box.exec(
+                "python3 -c \"import socket,sys; s=socket.socket(socket.AF_UNIX);"
+                f" s.connect('{target}'); print('CONNEC' + 'TED')\""))
+            assert "CONNECTED" not in result.output, target
+        assert run(box.exec("ls /run /var/run 2>&1; true")).output.count("docker") == 0
+    finally:
+        listener.close()
+        path.unlink()
+
+
+def test_host_processes_cannot_be_signalled(make_sandbox, run):
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    try:
+        box = make_sandbox()
+        run(box.exec(f"kill -9 {victim.pid} {os.getpid()} 1; kill -9 -1", timeout=10))
+        time.sleep(0.2)
+        assert victim.poll() is None, "a host process was killed from inside the sandbox"
+        assert run(box.exec("echo alive")).output.strip().endswith("alive")
+        ps = run(box.exec("ps -e -o pid= 2>/dev/null | wc -l || ls /proc | grep -c '^[0-9]'"))
+        assert int(ps.output.split()[0]) < 10, f"the sandbox sees host processes: {ps}"
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def host_process_count() -> int:
+    return sum(name.isdigit() for name in os.listdir("/proc"))
+
+
+def test_a_fork_bomb_is_contained(make_sandbox, run):
+    before = host_process_count()
+    box = make_sandbox(limits=SandboxLimits(pids=64, timeout_s=10))
+    run(box.exec(":(){ :|:& };:", timeout=5))
+    time.sleep(2)
+    assert host_process_count() - before < 64 + 16, "the pids limit did not hold"
+    subprocess.run(["true"], check=True)  # the host can still start processes
+    run(box.close())
+    deadline = time.monotonic() + 10
+    while host_process_count() > before + 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert host_process_count() <= before + 4, "the bomb outlived its sandbox"
+
+
+def test_a_memory_hog_is_killed(make_sandbox, run):
+    box = make_sandbox(limits=SandboxLimits(memory_mb=128, timeout_s=30))
+    hog = "python3 -c \"x = bytearray(1024 * 1024 * 1024); print('GOT', 'IT')\""
+    result = run(box.exec(hog))
+    assert "GOT IT" not in result.output and result.exit_code != 0
+    assert run(box.exec("echo fine")).output.strip().endswith("fine")
+
+
+def test_filling_the_workspace_disk_stops_at_the_limit(make_sandbox, run):
+    box = make_sandbox(limits=SandboxLimits(disk_mb=64, timeout_s=60))
+    result = run(box.exec("dd if=/dev/zero of=big bs=1M count=200 2>&1; ls -l big"))
+    assert "No space left" in result.output
+    size = int(run(box.exec("stat -c %s big")).output.strip())
+    assert size <= 64 * 1024 * 1024
+    tmp = run(box.exec("dd if=/dev/zero of=/tmp/big bs=1M count=200 2>&1"))
+    assert "No space left" in tmp.output
+
+
+def test_gigabytes_of_output_are_truncated(make_sandbox, run):
+    box = make_sandbox(limits=SandboxLimits(output_bytes=10_000, timeout_s=60))
+    start = time.monotonic()
+    result = run(box.exec("head -c 3000000000 /dev/zero | tr '\\0' x; echo; echo END"))
+    assert result.truncated
+    assert len(result.output) < 12_000
+    assert "truncated" in result.output
+    assert time.monotonic() - start < 60
+    assert run(box.exec("echo next")).output == "next\n"
+
+
+def test_commands_that_never_end_time_out(make_sandbox, run):
+    box = make_sandbox()
+    for command in ("sleep 1000", "while :; do :; done", "tail -f /dev/null"):
+        start = time.monotonic()
+        result = run(box.exec(command, timeout=1))
+        assert result.exit_code == TIMEOUT_EXIT_CODE and result.timed_out, command
+        assert time.monotonic() - start < 10
+    run(box.exec("cd /tmp"))
+    run(box.exec("sleep 1000", timeout=0.5))
+    assert run(box.exec("pwd")).output == "/tmp\n"
+
+
+def test_daemons_die_with_the_sandbox(make_sandbox, run, host_processes):
+    box = make_sandbox()
+    tag = str(1000 + secrets.randbelow(8000))
+    result = run(box.exec(f"nohup sleep {tag}1 >/dev/null 2>&1 & setsid sleep {tag}2 "
+                          f">/dev/null 2>&1 < /dev/null & echo started"))
+    assert result.output.strip() == "started"
+    time.sleep(0.3)
+    assert len(host_processes(f"sleep {tag}[12]")) == 2
+    run(box.close())
+    deadline = time.monotonic() + 10
+    while host_processes(f"sleep {tag}[12]") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert host_processes(f"sleep {tag}[12]") == []
+
+
+def test_binary_garbage_and_invalid_utf8(make_sandbox, run):
+    box = make_sandbox()
+    result = run(box.exec("head -c 200000 /dev/urandom; printf '\\xff\\xfe\\x00end'"))
+    assert isinstance(result.output, str) and result.output.endswith("\x00end")
+    assert run(box.exec("echo clean")).output == "clean\n"
+
+
+def test_the_template_never_changes(make_sandbox, run, tmp_path):
+    template = tmp_path / "repo"
+    (template / "pkg").mkdir(parents=True)
+    (template / "pkg" / "a.py").write_text("x = 1\n")
+    (template / "keep.txt").write_text("keep\n")
+    box = make_sandbox(template=str(template))
+    run(box.exec("echo 'x = 2' > pkg/a.py && rm keep.txt && mkdir new && chmod 000 pkg"))
+    assert run(box.exec("chmod 755 pkg; cat pkg/a.py; ls")).output == "x = 2\nnew\npkg\n"
+    assert (template / "pkg" / "a.py").read_text() == "x = 1\n"
+    assert (template / "keep.txt").read_text() == "keep\n"
+    assert sorted(p.name for p in template.iterdir()) == ["keep.txt", "pkg"]
+    other = make_sandbox(template=str(template))
+    assert run(other.exec("cat pkg/a.py keep.txt")).output == "x = 1\nkeep\n"
+
+
+def test_session_state_and_files(make_sandbox, run):
+    box = make_sandbox()
+    run(box.exec("mkdir -p sub && cd sub && export GREETING='hi there'"))
+    assert run(box.exec("pwd; echo $GREETING")).output == "/workspace/sub\nhi there\n"
+    assert run(box.exec("false")).exit_code == 1
+    assert run(box.exec("echo 'unbalanced")).exit_code != 0
+    assert run(box.exec("echo still here")).output == "still here\n"
+    run(box.write_file("dir/data.bin", b"\x00\xffabc"))
+    assert run(box.read_file("/workspace/dir/data.bin")) == b"\x00\xffabc"
+    assert run(box.list_dir("dir")) == ["data.bin"]
+    with pytest.raises(FileNotFoundError):
+        run(box.read_file("missing.txt"))

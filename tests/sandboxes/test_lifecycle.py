@@ -1,0 +1,176 @@
+"""Sandboxes never leak: not on error, interrupt, interpreter exit, crash, nor over a soak."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from agentgym.core.sandbox import SandboxError, SandboxLimits, open_sandbox
+from agentgym.sandboxes import local
+
+
+def leftovers(backend: str) -> dict[str, int]:
+    """What sandboxes of ``backend`` can leave behind, counted on the host."""
+    # Mounts that name agentgym's folders (other programs may mount meanwhile).
+    mounts = sum("agentgym" in line for line in Path("/proc/self/mountinfo").read_text()
+                 .splitlines())
+    if backend == "local":
+        procs = subprocess.run(["pgrep", "-c", "-x", "bwrap"], capture_output=True, text=True)
+        dirs = list(local.SANDBOX_DIR.iterdir()) if local.SANDBOX_DIR.exists() else []
+        return {"processes": int(procs.stdout.strip() or 0), "workspaces": len(dirs),
+                "cgroups": len(local.existing_groups()), "mounts": mounts}
+    import docker
+
+    containers = docker.from_env().containers.list(all=True,
+                                                   filters={"label": "agentgym.sandbox=1"})
+    return {"containers": len(containers), "mounts": mounts}
+
+
+def settled(backend: str) -> dict[str, int]:
+    """The leftover counts once sandboxes closed by earlier tests have finished exiting."""
+    previous, deadline = leftovers(backend), time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        if (now := leftovers(backend)) == previous:
+            return now
+        previous = now
+    return previous
+
+
+def wait_for(backend: str, expected: dict[str, int], seconds: float = 20) -> dict[str, int]:
+    deadline = time.monotonic() + seconds
+    while (now := leftovers(backend)) != expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return now
+
+
+def python(code: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+@pytest.mark.parametrize("ending", ["exit without close", "KeyboardInterrupt", "exception"])
+def test_sandboxes_close_however_the_program_ends(backend, ending):
+    before = settled(backend)
+    body = {
+        "exit without close": "box = await open_sandbox(B)\n    await box.exec('sleep 0 &')",
+        "KeyboardInterrupt": "async with await open_sandbox(B) as box:\n"
+                             "        await box.exec('true')\n        raise KeyboardInterrupt",
+        "exception": "async with await open_sandbox(B) as box:\n"
+                     "        raise ValueError('tool bug')",
+    }[ending]
+    child = python(f"""
+        import asyncio
+        from agentgym.core.sandbox import open_sandbox
+        B = {backend!r}
+        async def main():
+            {body}
+        asyncio.run(main())
+    """)
+    child.communicate(timeout=120)
+    assert wait_for(backend, before) == before
+
+
+def test_a_killed_program_is_cleaned_by_gc(backend, agentgym_cli):
+    before = settled(backend)
+    child = python(f"""
+        import asyncio, time
+        from agentgym.core.sandbox import open_sandbox
+        async def main():
+            box = await open_sandbox({backend!r})
+            await box.exec('nohup sleep 600 >/dev/null 2>&1 &')
+            print('ready', flush=True)
+            time.sleep(600)
+        asyncio.run(main())
+    """)
+    assert child.stdout.readline().strip() == "ready"
+    assert leftovers(backend) != before
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    out = subprocess.run([agentgym_cli, "sandbox", "gc"], capture_output=True, text=True,
+                         check=True)
+    assert f"{backend}: removed" in out.stdout
+    assert wait_for(backend, before) == before
+
+
+def test_a_cancelled_command_leaves_the_session_usable(make_sandbox, run):
+    box = make_sandbox()
+
+    async def cancel_mid_command():
+        task = asyncio.ensure_future(box.exec("sleep 30; echo late"))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await box.exec("echo next", timeout=20)
+
+    result = run(cancel_mid_command())
+    assert result.output == "next\n"
+
+
+def test_exec_after_close_raises(make_sandbox, run):
+    box = make_sandbox()
+    run(box.close())
+    run(box.close())
+    with pytest.raises(SandboxError, match="closed"):
+        run(box.exec("true"))
+
+
+SOAK_EPISODES = 500
+
+
+def test_soak_leaves_nothing_behind(backend):
+    """500 episodes, 8 at a time, with faults injected at random; then count leftovers."""
+    before = settled(backend)
+    rng = random.Random(1234)
+    faults = ["none", "timeout", "exit", "exception", "cancel", "daemon", "kill-all"]
+    plan = [rng.choice(faults) for _ in range(SOAK_EPISODES)]
+    limits = SandboxLimits(timeout_s=10, pids=64, memory_mb=256, disk_mb=64)
+    outcomes: dict[str, int] = {}
+
+    async def episode(fault: str) -> None:
+        async with await open_sandbox(backend, limits=limits) as box:
+            await box.exec("echo start > f && cd /tmp")
+            if fault == "timeout":
+                assert (await box.exec("sleep 5", timeout=0.2)).timed_out
+            elif fault == "exit":
+                await box.exec("exit 4")
+            elif fault == "exception":
+                raise ValueError("injected")
+            elif fault == "cancel":
+                task = asyncio.ensure_future(box.exec("sleep 5"))
+                await asyncio.sleep(0.05)
+                task.cancel()
+                raise asyncio.CancelledError
+            elif fault == "daemon":
+                await box.exec("nohup sleep 300 >/dev/null 2>&1 &")
+            elif fault == "kill-all":
+                await box.exec("kill -9 -1")
+            assert (await box.exec("cat /workspace/f")).output == "start\n"
+
+    async def main() -> None:
+        gate = asyncio.Semaphore(8)
+
+        async def guarded(fault: str) -> None:
+            async with gate:
+                try:
+                    await episode(fault)
+                    outcome = "ok"
+                except (ValueError, asyncio.CancelledError) as e:
+                    outcome = type(e).__name__
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+
+        await asyncio.gather(*(guarded(f) for f in plan))
+
+    asyncio.run(main())
+    expected_failures = sum(f in ("exception", "cancel") for f in plan)
+    assert outcomes.get("ok", 0) == SOAK_EPISODES - expected_failures, outcomes
+    assert wait_for(backend, before) == before
