@@ -3,7 +3,8 @@
 ::
 
     agentgym list [envs|tools|rewards|plugins|sandboxes|policies|parsers] [--json]
-    agentgym eval ENV_ID --policy POLICY [-e KEY=VALUE ...] [-n N] [--json] [--out FILE.jsonl]
+    agentgym eval ENV_ID --policy POLICY [-e KEY=VALUE ...] [-n N] [--k K] [--json] [--out F]
+    agentgym rollout ENV_ID --policy POLICY -n N --out FILE.jsonl [--mode pipeline] [--resume]
     agentgym plugin new NAME [--dir DIR]
 
 Plugins add subcommands through the ``agentgym_cli_commands`` hook. ``--json`` prints one
@@ -12,8 +13,10 @@ JSON object on stdout and nothing else; progress and diagnostics go to stderr.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ from rich.table import Table
 import agentgym
 from agentgym.core.errors import AgentGymError
 from agentgym.core.plugins import plugin_host
+from agentgym.rollout.pipeline import MODES
 
 LIST_KINDS = [
     "envs",
@@ -133,7 +137,7 @@ def list_command(kind: str | None, as_json: bool) -> None:
         console.print()
 
 
-# ---- eval ---------------------------------------------------------------------------------
+# ---- eval and rollout ---------------------------------------------------------------
 
 
 def _build_policy(name: str) -> Any:
@@ -141,106 +145,144 @@ def _build_policy(name: str) -> Any:
     return plugin_host().get("policies", policy_id).build(argument or None)
 
 
-@main.command("eval")
-@click.argument("env_id")
-@click.option(
-    "--policy",
-    "-p",
-    required=True,
-    help="A policy id from `agentgym list policies`, e.g. oracle, noop, scripted:F.",
-)
-@click.option(
-    "-e",
-    "--env-kwarg",
-    "env_kwargs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Keyword argument for the env, as in make(ENV_ID, KEY=VALUE). Repeatable.",
-)
-@click.option(
-    "-n",
-    "episodes",
-    default=10,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Episodes to run, over the env's tasks in order (cycling).",
-)
-@click.option("--seed", default=0, show_default=True, help="Seed of the first episode.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write one JSON line per episode (with its messages) to this file.",
-)
-def eval_command(
-    env_id: str,
-    policy: str,
-    env_kwargs: tuple[str, ...],
-    episodes: int,
-    seed: int,
-    as_json: bool,
-    out: Path | None,
-) -> None:
-    """Evaluate POLICY on ENV_ID and report mean reward and pass rate."""
-    from agentgym.core.evaluation import evaluate
+def rollout_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options ``eval`` and ``rollout`` share."""
+    options = [
+        click.argument("env_id"),
+        click.option("--policy", "-p", required=True,
+                     help="A policy from `agentgym list policies`: oracle, noop,"
+                          " scripted:FILE, hf:PATH, openai:URL, vllm:MODEL."),
+        click.option("-e", "--env-kwarg", "env_kwargs", multiple=True, metavar="KEY=VALUE",
+                     help="Keyword argument for the env, as in make(ENV_ID, KEY=VALUE)."),
+        click.option("-n", "episodes", default=10, show_default=True,
+                     type=click.IntRange(min=1),
+                     help="Tasks to run, from the env's tasks in order (cycling)."),
+        click.option("--k", "attempts", default=1, show_default=True,
+                     type=click.IntRange(min=1), help="Attempts per task (pass@k)."),
+        click.option("--mode", type=click.Choice(MODES), default="pipeline",
+                     show_default=True, help="How episodes are scheduled."),
+        click.option("--concurrency", default=8, show_default=True,
+                     type=click.IntRange(min=1), help="Episodes generating at once."),
+        click.option("--max-tokens", default=256, show_default=True,
+                     type=click.IntRange(min=1), help="Tokens per model turn."),
+        click.option("--max-total-tokens", default=8192, show_default=True,
+                     type=click.IntRange(min=1), help="Prompt plus completion per episode."),
+        click.option("--temperature", default=1.0, show_default=True,
+                     type=click.FloatRange(min=0.0), help="Sampling temperature (0: greedy)."),
+        click.option("--seed", default=0, show_default=True, help="Base seed of episodes."),
+        click.option("--ray-address", default=None,
+                     help="Run envs as Ray actors on this cluster ('local' starts one)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _run(env_id: str, policy: str, env_kwargs: tuple[str, ...], episodes: int,
+         attempts: int, mode: str, concurrency: int, max_tokens: int, max_total_tokens: int,
+         temperature: float, seed: int, ray_address: str | None, quiet: bool,
+         on_done: Callable[[Any], None] | None = None,
+         skip: set[tuple[str, int]] | None = None) -> list[Any]:
+    from agentgym.rollout.evaluate import plan_jobs, rollout
+    from agentgym.rollout.generation import Sampling
+    from agentgym.rollout.loop import RolloutConfig
+    from agentgym.rollout.pipeline import PipelineConfig
 
     kwargs = parse_env_kwargs(env_kwargs)
     agent = _build_policy(policy)
-    env = agentgym.make(env_id, **kwargs)
-    sink = out.open("w", encoding="utf-8") if out else None
+    make_env = None
+    if ray_address:
+        from agentgym.rollout.ray_executor import remote_env_factory
+
+        make_env = remote_env_factory(env_id, kwargs, address=ray_address)
+    total = episodes * attempts - len(skip or ())
+    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[stages]}"),
+               TextColumn("mean reward {task.fields[mean]:.3f}"), TimeElapsedColumn()]
+    with Progress(*columns, console=stderr, disable=quiet or not stderr.is_terminal,
+                  transient=quiet) as progress:
+        bar = progress.add_task(f"{env_id} / {policy}", total=max(total, 0), stages="",
+                                mean=0.0)
+        rewards: list[float] = []
+
+        def done(trajectory: Any) -> None:
+            rewards.append(trajectory.reward)
+            if on_done:
+                on_done(trajectory)
+            progress.update(bar, advance=1, mean=sum(rewards) / len(rewards))
+
+        def stages(counts: Any) -> None:
+            text = " ".join(f"{s} {counts[s]}" for s in ("init", "ready", "run", "grade")
+                            if counts[s])
+            progress.update(bar, stages=text)
+
+        plan_jobs(["x"], episodes, attempts)  # validates n and k before anything starts
+        return asyncio.run(rollout(
+            env_id, agent, episodes, k=attempts, env_kwargs=kwargs, policy_name=policy,
+            pipeline=PipelineConfig(mode=mode, concurrency=concurrency),
+            config=RolloutConfig(Sampling(max_tokens=max_tokens, temperature=temperature),
+                                 max_total_tokens=max_total_tokens, seed=seed),
+            skip=skip, make_env=make_env, on_done=done, on_stage=stages))
+
+
+@main.command("eval")
+@rollout_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write each episode's trajectory to this JSONL file.")
+def eval_command(as_json: bool, out: Path | None, **options: Any) -> None:
+    """Evaluate a policy on ENV_ID: mean reward, pass@1, pass@k, turns, stage times."""
+    from agentgym.rollout.evaluate import EvalReport
+    from agentgym.rollout.trajectory import TrajectoryWriter
+
+    writer = TrajectoryWriter(out) if out else None
     try:
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("mean reward {task.fields[mean]:.3f}"),
-            TimeElapsedColumn(),
-            console=stderr,
-            disable=not stderr.is_terminal,
-            transient=as_json,
-        ) as progress:
-            bar = progress.add_task(f"{env_id} / {policy}", total=episodes, mean=0.0)
-            total = 0.0
-
-            def on_episode(result: Any) -> None:
-                nonlocal total
-                total += result.reward
-                if sink:
-                    from dataclasses import asdict
-
-                    sink.write(
-                        json.dumps({"env": env_id, "policy": policy, **asdict(result)}, default=str)
-                        + "\n"
-                    )
-                    sink.flush()
-                progress.update(bar, advance=1, mean=total / (result.index + 1))
-
-            report = env.unwrapped.run_coroutine(
-                evaluate(
-                    env.unwrapped,
-                    agent,
-                    episodes,
-                    env_id=env_id,
-                    policy_name=policy,
-                    seed=seed,
-                    on_episode=on_episode,
-                )
-            )
+        trajectories = _run(quiet=as_json, on_done=writer.write if writer else None, **options)
     finally:
-        env.close()
-        if sink:
-            sink.close()
+        if writer:
+            writer.close()
+    trajectories.sort(key=lambda t: t.episode)
+    report = EvalReport(options["env_id"], options["policy"], trajectories,
+                        k=options["attempts"])
     summary = report.summary()
     if as_json:
         click.echo(json.dumps(summary))
         return
-    table = Table(title=f"eval {env_id} --policy {policy}", title_justify="left", show_header=False)
+    table = Table(title=f"eval {options['env_id']} --policy {options['policy']}",
+                  title_justify="left", show_header=False)
     for key, value in summary.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                              for k, v in value.items())
         table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
     Console().print(table)
-    failed = [r for r in report.results if r.error]
-    for result in failed[:3]:
-        stderr.print(f"[red]episode {result.index} ({result.task_id}) failed:[/] {result.error}")
+    for trajectory in [t for t in trajectories if t.error][:3]:
+        stderr.print(f"[red]episode {trajectory.episode} ({trajectory.task_id}) failed:[/]"
+                     f" {trajectory.error}")
+
+
+@main.command("rollout")
+@rollout_options
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The JSONL file of trajectories (one line per episode).")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted run: skip the episodes --out already holds.")
+def rollout_command(out: Path, resume: bool, **options: Any) -> None:
+    """Collect trajectories of a policy on ENV_ID into a JSONL file."""
+    from agentgym.rollout.trajectory import TrajectoryWriter
+
+    try:
+        writer = TrajectoryWriter(out, resume=resume)
+    except FileExistsError as e:
+        raise click.ClickException(str(e)) from e
+    with writer:
+        skipped = len(writer.done)
+        trajectories = _run(quiet=False, on_done=writer.write, skip=set(writer.done), **options)
+    rewards = [t.reward for t in trajectories]
+    mean = sum(rewards) / len(rewards) if rewards else 0.0
+    click.echo(f"wrote {len(trajectories)} trajectories to {out}"
+               + (f" (skipped {skipped} already there)" if skipped else "")
+               + f"; mean reward {mean:.3f}", err=True)
 
 
 # ---- plugin -------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from agentgym.core.errors import (
     MissingResourceError,
     UnknownIdError,
 )
-from agentgym.core.evaluation import EpisodeResult, EvalReport, evaluate, run_episode
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
 from agentgym.core.policies import NoopPolicy, OraclePolicy, ScriptedPolicy, TextPolicy
@@ -28,8 +27,6 @@ __all__ = [
     "EnvSpec",
     "EnvStateError",
     "Episode",
-    "EpisodeResult",
-    "EvalReport",
     "GeneratedTasks",
     "MissingResourceError",
     "NoopPolicy",
@@ -52,12 +49,10 @@ __all__ = [
     "UnknownIdError",
     "WeightedSum",
     "build",
-    "evaluate",
     "get",
     "hookimpl",
     "load_tasks",
     "make",
-    "run_episode",
     "submit",
     "tool",
 ]

@@ -48,6 +48,7 @@ from agentgym.core.loop_thread import LoopThread
 from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
 from agentgym.core.registry import build
 from agentgym.core.reward import Reward, RewardResult
+from agentgym.core.sandbox import SandboxError
 from agentgym.core.spaces import MessagesSpace, TextActionSpace
 from agentgym.core.task import Task, TaskSource
 from agentgym.core.tools import BoundTool, Tool, ToolError
@@ -72,6 +73,11 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     #: Sent as the first message of every episode when not empty.
     system_prompt: str = ""
     reward: Reward | None = None
+    #: When True, the step that ends an episode returns reward 0.0 with
+    #: ``info["grading_deferred"]`` and :meth:`agrade` computes the reward later. The rollout
+    #: pipeline sets it so that grading (tests in a sandbox) overlaps other episodes'
+    #: generation instead of holding a generation slot.
+    defer_grading: bool = False
 
     def __init__(
         self,
@@ -224,13 +230,35 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         reward = 0.0
         if terminated or truncated:
             episode.finish_reason = "submitted" if terminated else "max_turns"
-            result = await self.grade(episode)
-            reward = float(result.value)
-            episode.metrics = dict(result.metrics)
-            info.update(
-                finish_reason=episode.finish_reason, reward_metrics=copy.deepcopy(result.metrics)
-            )
+            info["finish_reason"] = episode.finish_reason
+            if self.defer_grading:
+                info["grading_deferred"] = True
+            else:
+                reward, info["reward_metrics"] = await self.agrade()
         return copy.deepcopy(new), reward, terminated, truncated, info
+
+    def end_episode(self, reason: str) -> None:
+        """End the current episode from outside as truncated (a token or time limit of the
+        rollout loop), so that :meth:`agrade` can grade what the agent did so far."""
+        episode = self._require_episode()
+        episode.finish_reason = reason
+
+    async def agrade(self) -> tuple[float, dict[str, Any]]:
+        """Grade the episode that just ended: ``(reward, metrics)``. ``astep`` calls it on
+        the final step unless :attr:`defer_grading` is set; the result is kept in
+        ``episode.reward`` and ``episode.metrics``."""
+        episode = self.episode
+        if episode is None or not episode.done:
+            raise EnvStateError("agrade() needs an episode that has ended; step it to the end")
+        if episode.reward is None:
+            result = await self.grade(episode)
+            episode.reward, episode.metrics = float(result.value), dict(result.metrics)
+        return episode.reward, copy.deepcopy(episode.metrics)
+
+    async def arelease(self) -> None:
+        """End the current episode and release its resources (its sandbox, browser) while
+        keeping the env usable: the next ``areset`` starts afresh. Pools of envs use it."""
+        await self._end_episode()
 
     async def aclose(self) -> None:
         """End the current episode and release its resources. Idempotent."""
@@ -327,6 +355,8 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
             return done.message, None
         except ToolError as e:
             error = f"{call.name}: {e}"
+        except SandboxError:
+            raise  # the episode cannot go on: its rollout ends it with this reason
         except Exception as e:  # a crashing tool is the agent's problem to see, not ours
             error = f"{call.name} failed: {type(e).__name__}: {e}"
         return f"Error: {error}", error

@@ -42,6 +42,7 @@ class Episode:
     tool_calls: int = 0
     tool_errors: int = 0
     finish_reason: str | None = None
+    reward: float | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -22,9 +22,9 @@ from gymnasium.utils.env_checker import data_equivalence
 
 from agentgym.core.env import AgentEnv
 from agentgym.core.errors import AgentGymError
-from agentgym.core.evaluation import run_episode
 from agentgym.core.policies import NoopPolicy, OraclePolicy
 from agentgym.core.spaces import is_message
+from agentgym.rollout.loop import play_episode
 
 
 class EnvCheckError(AgentGymError, AssertionError):
@@ -150,7 +150,7 @@ def _check_reference_policies(make_env: Any, env: AgentEnv) -> None:
     for policy, expected in ((OraclePolicy(), 1.0), (NoopPolicy(), 0.0)):
         fresh = make_env()
         try:
-            result = fresh.unwrapped.run_coroutine(run_episode(fresh.unwrapped, policy, task_id))
+            result = fresh.unwrapped.run_coroutine(play_episode(fresh.unwrapped, policy, task_id))
         finally:
             fresh.close()
         name = type(policy).__name__

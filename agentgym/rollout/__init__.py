@@ -1,0 +1,1 @@
+"""Rollouts: token-level policies, the agent loop, trajectories, the async pipeline."""

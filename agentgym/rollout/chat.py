@@ -1,0 +1,113 @@
+"""Token-in/token-out chat: tokenizing only what the environment adds.
+
+The rollout loop keeps the exact token sequence the model saw and appends each sampled
+completion as is. Only the environment's new messages are tokenized, with the chat
+template (delta tokenization): the template renders a fixed conversation ending in an
+assistant turn, then the same conversation plus the new messages and the generation
+prompt; the tokens of the difference, taken from just after the end-of-turn token, are
+what the environment contributes. This is exact only when the template is
+*prefix-preserving* (rendering more messages never rewrites earlier ones), which
+:func:`check_prefix_preserving` verifies once per tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentgym.core.errors import AgentGymError
+
+Message = dict[str, Any]
+
+_BASE: list[Message] = [
+    {"role": "system", "content": "S"},
+    {"role": "user", "content": "U"},
+    {"role": "assistant", "content": "A"},
+]
+
+
+class TemplateError(AgentGymError):
+    """The tokenizer's chat template cannot be used token-in/token-out."""
+
+
+def _render(tokenizer: Any, messages: list[Message], tools: list | None,
+            generation_prompt: bool) -> str:
+    return tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
+                                         add_generation_prompt=generation_prompt)
+
+
+def check_prefix_preserving(tokenizer: Any) -> None:
+    """Raise :class:`TemplateError` unless rendering a longer conversation keeps the
+    rendering of every earlier message, tool calls and tool results included."""
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise TemplateError(
+            f"tokenizer {type(tokenizer).__name__} has no chat template; load one that has"
+            " (an instruct model's tokenizer) or set tokenizer.chat_template"
+        )
+    call = {"id": "call_1_0", "type": "function",
+            "function": {"name": "f", "arguments": json.dumps({"x": 1})}}
+    conversation = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U"},
+        {"role": "assistant", "content": "<think>t</think>A", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1_0", "name": "f", "content": "R"},
+        {"role": "assistant", "content": "<think>t2</think>B"},
+        {"role": "user", "content": "U2"},
+    ]
+    for cut in (3, 4, 5):
+        head = _render(tokenizer, conversation[:cut], None, False)
+        whole = _render(tokenizer, conversation, None, False)
+        if not whole.startswith(head):
+            raise TemplateError(
+                "the tokenizer's chat template is not prefix-preserving: rendering a longer"
+                f" conversation rewrites message {cut} and earlier (templates that strip"
+                " earlier reasoning, like some Qwen3 templates, do this). Token-in/token-out"
+                " rollouts would train on text the model never saw. Fix: use a template that"
+                " keeps earlier turns verbatim (e.g. TRL's *_training.jinja variants in"
+                " trl/chat_templates/), or set tokenizer.chat_template to one"
+            )
+
+
+class ChatTokens:
+    """Tokenizes prompts and environment deltas for one tokenizer (and tool list)."""
+
+    def __init__(self, tokenizer: Any, tools: list[dict[str, Any]] | None = None):
+        if not getattr(tokenizer, "_agentgym_checked", False):
+            check_prefix_preserving(tokenizer)
+            tokenizer._agentgym_checked = True
+        self.tokenizer, self.tools = tokenizer, tools
+        self.eos_id = tokenizer.eos_token_id
+        self.eos_text = tokenizer.eos_token
+        if self.eos_id is None:
+            raise TemplateError("the tokenizer has no eos token: set tokenizer.eos_token to the"
+                                " end-of-turn token of its chat template")
+        base = _render(tokenizer, _BASE, None, False)
+        end = base.rfind(self.eos_text)
+        if end < 0:
+            raise TemplateError(
+                f"the chat template does not end assistant turns with eos {self.eos_text!r};"
+                " set tokenizer.eos_token to its end-of-turn token"
+            )
+        self._base, self._cut = base, end + len(self.eos_text)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def prompt(self, messages: list[Message]) -> list[int]:
+        """The opening prompt, tools and generation prompt included."""
+        return self.encode(_render(self.tokenizer, messages, self.tools, True))
+
+    def observation(self, messages: list[Message]) -> list[int]:
+        """Tokens the template puts after an assistant turn's end-of-turn token, for the
+        environment's ``messages`` and the next generation prompt."""
+        full = _render(self.tokenizer, _BASE + messages, None, True)
+        if not full.startswith(self._base[: self._cut]):
+            raise TemplateError("the chat template rendered earlier turns differently when"
+                                " new messages were added; it is not prefix-preserving")
+        return self.encode(full[self._cut:])
+
+    def decode_turn(self, token_ids: list[int]) -> str:
+        """The text of a sampled turn, without its end-of-turn token."""
+        if token_ids and token_ids[-1] == self.eos_id:
+            token_ids = token_ids[:-1]
+        return self.tokenizer.decode(token_ids, skip_special_tokens=False)

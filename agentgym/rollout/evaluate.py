@@ -1,0 +1,139 @@
+"""Evaluation and collection: run a policy on an env through the rollout pipeline.
+
+:func:`rollout` plays episodes and streams their trajectories to a callback (a
+:class:`~agentgym.rollout.trajectory.TrajectoryWriter` for ``agentgym rollout``);
+:func:`evaluate` does the same and summarises them in an :class:`EvalReport` (mean reward,
+pass@1, pass@k, mean turns, finish reasons, per-stage time). Both take any policy, text-level
+(oracle, noop, scripted) or token-level (hf, openai, vllm).
+
+Episodes are ``-n`` tasks taken from the env's tasks in order (cycling when there are fewer),
+each attempted ``k`` times.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from math import comb
+from typing import Any
+
+from agentgym.rollout.loop import RolloutConfig
+from agentgym.rollout.pipeline import PipelineConfig, RolloutPipeline
+from agentgym.rollout.trajectory import Trajectory
+
+STAGES = ("init", "generate", "tool", "grade")
+
+
+def plan_jobs(task_ids: list[str], n: int, k: int = 1) -> list[tuple[str, int]]:
+    """``n`` tasks in order (cycling), ``k`` attempts each: ``(task_id, episode)`` pairs."""
+    if n < 1 or k < 1:
+        raise ValueError(f"need n >= 1 and k >= 1 episodes, got n={n}, k={k}")
+    if not task_ids:
+        raise ValueError("the env has no tasks")
+    return [(task_ids[i % len(task_ids)], i * k + a) for i in range(n) for a in range(k)]
+
+
+def pass_at_k(attempts: int, successes: int, k: int) -> float:
+    """The unbiased pass@k estimate from ``attempts`` tries with ``successes`` passes."""
+    if attempts - successes < k:
+        return 1.0
+    return 1.0 - comb(attempts - successes, k) / comb(attempts, k)
+
+
+@dataclass
+class EvalReport:
+    """Trajectories of one policy on one env, and their summary."""
+
+    env: str
+    policy: str
+    trajectories: list[Trajectory]
+    k: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.trajectories)
+
+    def _mean(self, values: list[float]) -> float:
+        return sum(values) / len(values) if values else 0.0
+
+    @property
+    def mean_reward(self) -> float:
+        return self._mean([t.reward for t in self.trajectories])
+
+    @property
+    def pass_rate(self) -> float:
+        """Share of episodes with reward 1.0 (pass@1)."""
+        return self._mean([float(t.reward >= 1.0) for t in self.trajectories])
+
+    def pass_at(self, k: int) -> float:
+        """pass@k averaged over tasks with at least ``k`` attempts."""
+        per_task: dict[str, list[bool]] = {}
+        for t in self.trajectories:
+            per_task.setdefault(t.task_id, []).append(t.reward >= 1.0)
+        scores = [pass_at_k(len(v), sum(v), k) for v in per_task.values() if len(v) >= k]
+        return self._mean(scores)
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON object ``agentgym eval --json`` prints."""
+        data: dict[str, Any] = {
+            "env": self.env,
+            "policy": self.policy,
+            "n": self.n,
+            "mean_reward": self.mean_reward,
+            "pass_rate": self.pass_rate,
+            "pass@1": self.pass_rate,
+        }
+        if self.k > 1:
+            data[f"pass@{self.k}"] = self.pass_at(self.k)
+        data.update(
+            mean_turns=self._mean([t.turns for t in self.trajectories]),
+            finish_reasons=dict(Counter(t.finish_reason for t in self.trajectories)),
+            errors=sum(t.error is not None for t in self.trajectories),
+            stage_time_s={s: self._mean([t.timings.get(s, 0.0) for t in self.trajectories])
+                          for s in STAGES},
+            **self.extra,
+        )
+        return data
+
+
+async def rollout(env_id: str, policy: Any, n: int, *, k: int = 1,
+                  env_kwargs: dict[str, Any] | None = None, policy_name: str = "",
+                  pipeline: PipelineConfig | None = None, config: RolloutConfig | None = None,
+                  skip: set[tuple[str, int]] | None = None,
+                  make_env: Callable[[], Any] | None = None,
+                  on_done: Callable[[Trajectory], None] | None = None,
+                  on_stage: Callable[[Counter], None] | None = None) -> list[Trajectory]:
+    """Play ``n`` tasks x ``k`` attempts of ``policy`` on ``env_id``; ``skip`` lists
+    ``(task_id, episode)`` pairs already done (resume)."""
+    import agentgym
+
+    kwargs = dict(env_kwargs or {})
+    make = make_env or (lambda: agentgym.make(env_id, **kwargs))
+    first = make()
+    if hasattr(first, "__await__"):
+        first = await first
+    first = getattr(first, "unwrapped", first)
+    task_ids = await _task_ids(first)
+    runner = RolloutPipeline(make, policy, config=pipeline, rollout=config, env_id=env_id,
+                             policy_name=policy_name, on_done=on_done, on_stage=on_stage)
+    runner.add_env(first)
+    jobs = [job for job in plan_jobs(task_ids, n, k) if job not in (skip or set())]
+    try:
+        return await runner.run(jobs)
+    finally:
+        await runner.close()
+
+
+async def _task_ids(env: Any) -> list[str]:
+    ids = env.task_ids() if hasattr(env, "task_ids") else env.tasks.ids()
+    return await ids if hasattr(ids, "__await__") else ids
+
+
+async def evaluate(env_id: str, policy: Any, n: int, *, k: int = 1, **kwargs: Any) -> EvalReport:
+    """:func:`rollout`, summarised. Keyword arguments are :func:`rollout`'s."""
+    trajectories = await rollout(env_id, policy, n, k=k, **kwargs)
+    trajectories.sort(key=lambda t: t.episode)
+    return EvalReport(env_id, kwargs.get("policy_name") or type(policy).__name__,
+                      trajectories, k=k)

@@ -1,0 +1,232 @@
+"""The agent loop: one episode of (env, policy), token in, token out.
+
+An :class:`EpisodeRunner` plays one episode in three stages the pipeline schedules
+separately: ``init`` (``env.areset``: sandbox setup, prompt tokenization), ``run`` (turns
+of generate-then-step), and ``grade`` (``env.agrade``, deferred so it can overlap other
+episodes' generation). :meth:`EpisodeRunner.trajectory` then gives the record.
+
+With a token-level policy the runner keeps the exact sequence the model saw: each sampled
+completion is appended as is (loss mask 1, its logprobs kept) and only the environment's
+new messages are tokenized with the chat template (loss mask 0, see
+:mod:`agentgym.rollout.chat`). With a text-level policy (oracle, noop, chat APIs) the same
+stages run on messages and the record has no token ids.
+
+Limits end an episode as *truncated* with their reason: the env's turn limit
+(``max_turns``), the total token budget (``context_limit``) and wall time (``wall_time``).
+Any exception ends only its own episode (``finish_reason`` ``error``, or
+``sandbox_error`` when the sandbox died), with the reason in ``error``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import time
+import traceback
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.core.env import AgentEnv
+from agentgym.core.sandbox import SandboxError
+from agentgym.rollout.chat import ChatTokens
+from agentgym.rollout.generation import Sampling, TokenPolicy
+from agentgym.rollout.trajectory import Trajectory
+
+
+@dataclass
+class RolloutConfig:
+    """How episodes are played.
+
+    Args:
+        sampling: per-turn sampling (``max_tokens`` is the per-turn cap).
+        max_total_tokens: prompt plus completion tokens an episode may reach.
+        max_wall_s: wall-clock seconds an episode may run (None: no limit).
+        seed: base seed; episode ``i`` resets with ``seed + i``.
+    """
+
+    sampling: Sampling = field(default_factory=Sampling)
+    max_total_tokens: int = 8192
+    max_wall_s: float | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_total_tokens < 1:
+            raise ValueError(f"max_total_tokens must be >= 1, got {self.max_total_tokens}")
+        if self.max_wall_s is not None and self.max_wall_s <= 0:
+            raise ValueError(f"max_wall_s must be > 0 or None, got {self.max_wall_s}")
+
+
+def is_token_policy(policy: Any) -> bool:
+    return hasattr(policy, "generate") and hasattr(policy, "tokenizer")
+
+
+@contextlib.asynccontextmanager
+async def _timed(timings: dict[str, float], stage: str) -> AsyncIterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
+
+
+class EpisodeRunner:
+    """One episode of ``policy`` on ``env`` for ``task_id``, played in stages."""
+
+    def __init__(self, env: AgentEnv, policy: Any, task_id: str, episode: int, *,
+                 env_id: str = "", policy_name: str = "",
+                 config: RolloutConfig | None = None):
+        self.env, self.policy, self.config = env, policy, config or RolloutConfig()
+        self.record = Trajectory(env=env_id or type(env).__name__, task_id=task_id,
+                                 episode=episode, policy=policy_name)
+        self.tokens: ChatTokens | None = None
+        self.ids: list[int] = []
+        self.logprobs_known = True
+        self.started = 0.0
+        self.failed = False
+
+    # ---- stages -------------------------------------------------------------------------
+
+    async def init(self) -> None:
+        """Reset the env for this task (its sandbox is set up here) and tokenize the prompt."""
+        if self.failed:
+            return
+        self.started = time.perf_counter()
+        self.env.defer_grading = True
+        try:
+            async with _timed(self.record.timings, "init"):
+                messages, info = await self.env.areset(
+                    seed=self.config.seed + self.record.episode,
+                    options={"task_id": self.record.task_id})
+                if is_token_policy(self.policy):
+                    self.tokens = ChatTokens(self.policy.tokenizer, info["tools"])
+                    self.record.prompt_ids = self.tokens.prompt(messages)
+                    self.ids = list(self.record.prompt_ids)
+        except Exception as e:
+            self._fail(e)
+
+    async def run(self) -> None:
+        """Play turns until the env ends the episode or a limit does."""
+        if self.failed:
+            return
+        try:
+            while not await self.turn():
+                pass
+        except Exception as e:
+            self._fail(e)
+
+    async def turn(self) -> bool:
+        """Play one turn; True when the episode is over (the sync mode steps turn by turn)."""
+        if self.failed:
+            return True
+        try:
+            return await self._turn()
+        except Exception as e:
+            self._fail(e)
+            return True
+
+    async def grade(self) -> None:
+        """Score the finished episode (tests may run in its sandbox here)."""
+        try:
+            if not self.failed:
+                async with _timed(self.record.timings, "grade"):
+                    self.record.reward, self.record.metrics = await self.env.agrade()
+        except Exception as e:
+            self._fail(e)
+        finally:
+            self._snapshot()
+
+    def trajectory(self) -> Trajectory:
+        """The record, complete once ``grade`` ran (or the episode failed)."""
+        if not self.record.messages:
+            self._snapshot()
+        return self.record
+
+    def _snapshot(self) -> None:
+        """Copy what the env knows of the episode into the record, before the env is
+        released and reused."""
+        record, episode = self.record, self.env.episode
+        if episode is not None:
+            record.messages = list(episode.messages)
+            record.tool_errors = episode.tool_errors
+            record.finish_reason = record.finish_reason or episode.finish_reason or ""
+        if not self.logprobs_known:
+            record.logprobs = []
+
+    # ---- internals ----------------------------------------------------------------------
+
+    async def _turn(self) -> bool:
+        episode = self.env.episode
+        assert episode is not None and episode.task is not None
+        if self.config.max_wall_s and time.perf_counter() - self.started > self.config.max_wall_s:
+            await self._end("wall_time")
+            return True
+        async with _timed(self.record.timings, "generate"):
+            action = await self._act(episode)
+        if action is None:
+            await self._end("context_limit")
+            return True
+        async with _timed(self.record.timings, "tool"):
+            new, _, terminated, truncated, _ = await self.env.astep(action)
+        self.record.turns += 1
+        if terminated or truncated:
+            return True
+        if self.tokens is not None:
+            delta = self.tokens.observation(new)
+            self._append(delta, model=False)
+            if len(self.ids) >= self.config.max_total_tokens:
+                await self._end("context_limit")
+                return True
+        return False
+
+    async def _end(self, reason: str) -> None:
+        """End the episode as truncated by one of the loop's limits (remote envs: async)."""
+        ended = self.env.end_episode(reason)
+        if inspect.isawaitable(ended):
+            await ended
+
+    async def _act(self, episode: Any) -> Any:
+        """The next assistant turn: sampled tokens (appended) or a text policy's answer."""
+        if self.tokens is None:
+            action = self.policy.act(list(episode.messages), episode.task)
+            return await action if inspect.isawaitable(action) else action
+        budget = self.config.max_total_tokens - len(self.ids)
+        if budget < 1:
+            return None
+        sampling = self.config.sampling
+        turn_sampling = Sampling(min(sampling.max_tokens, budget), sampling.temperature,
+                                 sampling.top_p, sampling.seed)
+        policy: TokenPolicy = self.policy
+        generation = await policy.generate(list(self.ids), turn_sampling)
+        self._append(generation.token_ids, model=True, logprobs=generation.logprobs)
+        if generation.finish_reason != "stop":
+            # The template closes every assistant turn with its end-of-turn token; the model
+            # did not sample it, so the environment writes it (mask 0).
+            self._append([self.tokens.eos_id], model=False)
+        return self.tokens.decode_turn(generation.token_ids)
+
+    def _append(self, token_ids: list[int], model: bool,
+                logprobs: list[float] | None = None) -> None:
+        record = self.record
+        self.ids += token_ids
+        record.completion_ids += token_ids
+        record.loss_mask += [int(model)] * len(token_ids)
+        if model and logprobs is None:
+            self.logprobs_known = False
+        record.logprobs += list(logprobs) if model and logprobs else [0.0] * len(token_ids)
+
+    def _fail(self, error: BaseException) -> None:
+        self.failed = True
+        self.record.finish_reason = "sandbox_error" if isinstance(error, SandboxError) else "error"
+        self.record.error = "".join(traceback.format_exception_only(type(error), error)).strip()
+        self.record.reward = 0.0
+
+
+async def play_episode(env: AgentEnv, policy: Any, task_id: str, episode: int = 0,
+                       **kwargs: Any) -> Trajectory:
+    """Play one whole episode (init, run, grade) and return its trajectory."""
+    runner = EpisodeRunner(env, policy, task_id, episode, **kwargs)
+    await runner.init()
+    await runner.run()
+    await runner.grade()
+    return runner.trajectory()

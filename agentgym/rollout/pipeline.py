@@ -1,0 +1,233 @@
+"""The rollout pipeline: many episodes, scheduled so the GPU never waits on sandboxes.
+
+Each episode flows through three stages (see :class:`~agentgym.rollout.loop.EpisodeRunner`):
+init (sandbox + reset), run (generate / step turns), grade. Three schedules, all with the
+same *generation concurrency* C (episodes in their run stage at once):
+
+* ``sync``: lock-step, as TRL's environment loop does: the next C episodes are reset one
+  after another, then all play turn 1, then turn 2, ..., then are graded one by one.
+* ``async_batch``: every episode is a task holding one of C slots from its init to its
+  grade ("gather everything"): setup and grading occupy slots generation could use.
+* ``pipeline``: bounded stages. Up to ``prefetch`` (default C) further episodes are
+  initialised ahead of need, so a free run slot finds a ready sandbox; grading happens
+  after the run slot is released, overlapping other episodes' generation. Live sandboxes
+  are capped at C + prefetch, so setup never runs far ahead of generation.
+
+A failing episode records its error and finish reason; the rest go on. Envs are pooled and
+reused (``arelease`` between episodes). ``make_env`` may build local envs or remote ones
+(:mod:`agentgym.rollout.ray_executor`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentgym.rollout.loop import EpisodeRunner, RolloutConfig
+from agentgym.rollout.trajectory import Trajectory
+
+Mode = Literal["sync", "async_batch", "pipeline"]
+MODES: tuple[str, ...] = ("sync", "async_batch", "pipeline")
+
+
+@dataclass
+class PipelineConfig:
+    """Scheduling of a rollout.
+
+    Args:
+        mode: ``sync``, ``async_batch`` or ``pipeline`` (see the module docstring).
+        concurrency: episodes that may be generating at once (every mode).
+        prefetch: pipeline only: episodes initialised ahead of a free run slot
+            (default: ``concurrency``).
+    """
+
+    mode: Mode = "pipeline"
+    concurrency: int = 8
+    prefetch: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.prefetch is not None and self.prefetch < 0:
+            raise ValueError(f"prefetch must be >= 0, got {self.prefetch}")
+
+    @property
+    def live_cap(self) -> int:
+        """Envs (sandboxes) alive at once."""
+        if self.mode != "pipeline":
+            return self.concurrency
+        return self.concurrency + (self.concurrency if self.prefetch is None else self.prefetch)
+
+
+Job = tuple[str, int]  # (task_id, episode index)
+
+
+class RolloutPipeline:
+    """Runs jobs ``(task_id, episode)`` and hands each finished trajectory to ``on_done``.
+
+    Args:
+        make_env: builds an env (or an awaitable of one); called at most ``live_cap`` times.
+        policy: a text-level or token-level policy, shared by all episodes.
+        config: scheduling; rollout: per-episode settings.
+        on_done: called with each trajectory as soon as it is complete (e.g. a writer).
+        on_stage: called with a :class:`collections.Counter` of episodes per stage
+            (init, ready, run, grade, done) whenever it changes, for progress displays.
+    """
+
+    def __init__(self, make_env: Callable[[], Any], policy: Any, *,
+                 config: PipelineConfig | None = None, rollout: RolloutConfig | None = None,
+                 env_id: str = "", policy_name: str = "",
+                 on_done: Callable[[Trajectory], None] | None = None,
+                 on_stage: Callable[[Counter], None] | None = None):
+        self.make_env, self.policy = make_env, policy
+        self.config, self.rollout = config or PipelineConfig(), rollout or RolloutConfig()
+        self.env_id, self.policy_name = env_id, policy_name
+        self.on_done, self.on_stage = on_done, on_stage
+        self.stages: Counter = Counter()
+        self._pool: list[Any] = []
+        self._made: list[Any] = []
+
+    # ---- env pool -----------------------------------------------------------------------
+
+    def add_env(self, env: Any) -> None:
+        """Put an env made elsewhere into the pool; the pipeline closes it at the end."""
+        env = getattr(env, "unwrapped", env)
+        self._made.append(env)
+        self._pool.append(env)
+
+    async def _take_env(self) -> Any:
+        if self._pool:
+            return self._pool.pop()
+        env = self.make_env()
+        if inspect.isawaitable(env):
+            env = await env
+        env = getattr(env, "unwrapped", env)
+        self._made.append(env)
+        return env
+
+    async def _give_back(self, env: Any) -> None:
+        try:
+            await env.arelease()
+            self._pool.append(env)
+        except Exception:  # a broken env is dropped, not reused
+            await _close(env)
+
+    async def close(self) -> None:
+        """Close every env the pipeline made."""
+        await asyncio.gather(*(_close(env) for env in self._made))
+        self._made, self._pool = [], []
+
+    # ---- stages -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _in(self, stage: str) -> Iterator[None]:
+        """Count an episode in ``stage`` (init, ready, run, grade) while the block runs."""
+        self._count(stage, +1)
+        try:
+            yield
+        finally:
+            self._count(stage, -1)
+
+    def _count(self, stage: str, delta: int) -> None:
+        self.stages[stage] += delta
+        if self.on_stage:
+            self.on_stage(self.stages)
+
+    def _runner(self, env: Any, job: Job) -> EpisodeRunner:
+        return EpisodeRunner(env, self.policy, job[0], job[1], env_id=self.env_id,
+                             policy_name=self.policy_name, config=self.rollout)
+
+    def _finish(self, runner: EpisodeRunner, results: list[Trajectory]) -> None:
+        trajectory = runner.trajectory()
+        results.append(trajectory)
+        self._count("done", +1)
+        if self.on_done:
+            self.on_done(trajectory)
+
+    async def run(self, jobs: Iterable[Job]) -> list[Trajectory]:
+        """Play every job; returns the trajectories in the order they finished."""
+        jobs = list(jobs)
+        results: list[Trajectory] = []
+        schedule = {"sync": self._sync, "async_batch": self._async_batch,
+                    "pipeline": self._pipeline}[self.config.mode]
+        await schedule(jobs, results)
+        return results
+
+    async def _sync(self, jobs: list[Job], results: list[Trajectory]) -> None:
+        size = self.config.concurrency
+        for start in range(0, len(jobs), size):
+            batch = jobs[start:start + size]
+            envs = [await self._take_env() for _ in batch]
+            runners = [self._runner(env, job) for env, job in zip(envs, batch, strict=True)]
+            for runner in runners:  # resets one after another, as TRL's loop does
+                with self._in("init"):
+                    await runner.init()
+            with self._in("run"):
+                active = list(runners)
+                while active:  # every episode plays turn k before any plays turn k + 1
+                    over = await asyncio.gather(*(r.turn() for r in active))
+                    active = [r for r, done in zip(active, over, strict=True) if not done]
+            for runner in runners:
+                with self._in("grade"):
+                    await runner.grade()
+                self._finish(runner, results)
+            for env in envs:
+                await self._give_back(env)
+
+    async def _async_batch(self, jobs: list[Job], results: list[Trajectory]) -> None:
+        slots = asyncio.Semaphore(self.config.concurrency)
+
+        async def episode(job: Job) -> None:
+            async with slots:
+                env = await self._take_env()
+                runner = self._runner(env, job)
+                with self._in("init"):
+                    await runner.init()
+                with self._in("run"):
+                    await runner.run()
+                with self._in("grade"):
+                    await runner.grade()
+                await self._give_back(env)
+            self._finish(runner, results)
+
+        await asyncio.gather(*(episode(job) for job in jobs))
+
+    async def _pipeline(self, jobs: list[Job], results: list[Trajectory]) -> None:
+        live = asyncio.Semaphore(self.config.live_cap)
+        running = asyncio.Semaphore(self.config.concurrency)
+
+        async def episode(job: Job) -> None:
+            async with live:
+                env = await self._take_env()
+                runner = self._runner(env, job)
+                with self._in("init"):
+                    await runner.init()
+                with self._in("ready"):  # initialised, waiting for a run slot
+                    await running.acquire()
+                try:
+                    with self._in("run"):
+                        await runner.run()
+                finally:
+                    running.release()
+                with self._in("grade"):  # off the run slot: overlaps others' generation
+                    await runner.grade()
+                await self._give_back(env)
+            self._finish(runner, results)
+
+        await asyncio.gather(*(episode(job) for job in jobs))
+
+
+async def _close(env: Any) -> None:
+    try:
+        result = env.aclose()
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        pass

@@ -1,0 +1,1 @@
+"""Token-level policy backends (hf, openai, vllm)."""

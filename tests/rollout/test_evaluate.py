@@ -1,0 +1,74 @@
+"""Evaluation through the rollout pipeline with text-level policies."""
+
+import asyncio
+import json
+
+import pytest
+
+from agentgym.core import NoopPolicy, OraclePolicy
+from agentgym.rollout.evaluate import evaluate, pass_at_k, plan_jobs, rollout
+from agentgym.rollout.pipeline import MODES, PipelineConfig
+from agentgym.testing import ScriptedPolicy
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_oracle_scores_one_and_noop_zero_in_every_mode(mode):
+    pipeline = PipelineConfig(mode=mode, concurrency=3)
+    oracle = asyncio.run(evaluate("calculator", OraclePolicy(), 12, pipeline=pipeline))
+    assert oracle.mean_reward == 1.0 and oracle.pass_rate == 1.0
+    assert oracle.summary()["mean_turns"] == 2.0
+    assert oracle.summary()["finish_reasons"] == {"submitted": 12}
+    noop = asyncio.run(evaluate("calculator", NoopPolicy(), 3, pipeline=pipeline))
+    assert noop.summary()["finish_reasons"] == {"max_turns": 3}
+    assert noop.mean_reward == 0.0
+
+
+def test_episodes_cycle_over_tasks_in_order_with_k_attempts():
+    assert plan_jobs(["a", "b"], 3, k=2) == [("a", 0), ("a", 1), ("b", 2), ("b", 3),
+                                             ("a", 4), ("a", 5)]
+    report = asyncio.run(evaluate("calculator", OraclePolicy(), 4, k=2,
+                                  env_kwargs={"num_tasks": 3}))
+    assert [t.task_id for t in report.trajectories] == [
+        f"calculator-train-{i % 3}" for i in range(4) for _ in range(2)]
+    assert report.summary()["pass@2"] == 1.0
+
+
+def test_pass_at_k_estimator():
+    assert pass_at_k(4, 0, 2) == 0.0
+    assert pass_at_k(4, 4, 2) == 1.0
+    assert pass_at_k(4, 1, 2) == pytest.approx(0.5)
+    assert pass_at_k(2, 1, 1) == pytest.approx(0.5)
+
+
+def test_a_crashing_policy_ends_its_episode_not_the_run():
+    def flaky(messages, task):
+        if task.id == "calculator-train-1":
+            raise RuntimeError("model server went away")
+        return OraclePolicy().act(messages, task)
+
+    report = asyncio.run(evaluate("calculator", ScriptedPolicy(flaky), 3,
+                                  env_kwargs={"num_tasks": 3}))
+    assert [t.finish_reason for t in report.trajectories] == ["submitted", "error", "submitted"]
+    assert "model server went away" in report.trajectories[1].error
+    assert report.summary()["errors"] == 1
+
+
+def test_async_policies_are_awaited():
+    class AsyncOracle:
+        async def act(self, messages, task):
+            await asyncio.sleep(0)
+            return OraclePolicy().act(messages, task)
+
+    assert asyncio.run(evaluate("calculator", AsyncOracle(), 2)).mean_reward == 1.0
+
+
+def test_trajectories_keep_the_conversation_and_timings():
+    seen = []
+    asyncio.run(rollout("calculator", OraclePolicy(), 2, on_done=seen.append))
+    trajectory = seen[0]
+    assert [m["role"] for m in trajectory.messages] == [
+        "system", "user", "assistant", "tool", "assistant", "tool"]
+    call = trajectory.messages[2]["tool_calls"][0]["function"]
+    assert isinstance(call["arguments"], str) and json.loads(call["arguments"])
+    assert set(trajectory.timings) == {"init", "generate", "tool", "grade"}
+    assert trajectory.prompt_ids == [] and trajectory.loss_mask == []
