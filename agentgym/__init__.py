@@ -11,10 +11,11 @@ import warnings
 
 from agentgym.core.errors import AgentGymError
 from agentgym.core.hookspecs import hookimpl
+from agentgym.core.plugins import register_plugin
 from agentgym.core.registry import make, register_with_gymnasium
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "hookimpl", "make"]
+__all__ = ["__version__", "hookimpl", "make", "register_plugin"]
 
 try:
     register_with_gymnasium()

@@ -44,4 +44,11 @@ def agentgym_policies() -> list[Spec]:
         Spec(
             "scripted", ScriptedPolicy.from_file, "scripted:FILE.json replays a JSON list of turns."
         ),
+        Spec("hf", "agentgym.rollout.policies.hf:hf_policy",
+             "hf:PATH samples from a transformers model folder (CPU or GPU), batching"
+             " concurrent episodes."),
+        Spec("openai", "agentgym.rollout.policies.openai:openai_policy",
+             "openai:URL samples token ids from an OpenAI-compatible server (vLLM's too)."),
+        Spec("vllm", "agentgym.rollout.policies.vllm:vllm_policy",
+             "vllm:MODEL runs an in-process vLLM engine (needs a GPU and agentgym[vllm])."),
     ]

@@ -165,6 +165,21 @@ class PluginHost:
                 found[item_id] = Entry(item_id, item, impl.plugin_name, spec.description_of(item))
         return found
 
+    def register(self, plugin: Any, name: str | None = None) -> str:
+        """Register an in-process plugin object (a module or class with hook functions)."""
+        name = name or getattr(plugin, "__name__", None) or f"plugin-{id(plugin)}"
+        self.pm.register(plugin, name=name)
+        self._entries.clear()
+        try:
+            for kind in KINDS:  # a clash is refused now, not at some later lookup
+                self.entries(kind)
+        except DuplicateIdError:
+            self.pm.unregister(plugin)
+            self._entries.clear()
+            raise
+        self.infos[name] = PluginInfo(name, getattr(plugin, "__name__", repr(plugin)))
+        return name
+
     def get(self, kind: str, item_id: str) -> Any:
         """The contribution ``item_id`` of ``kind``, or :class:`UnknownIdError`."""
         entries = self.entries(kind)
@@ -192,6 +207,20 @@ def plugin_host() -> PluginHost:
     if _host is None:
         _host = PluginHost()
     return _host
+
+
+def register_plugin(plugin: Any, name: str | None = None) -> str:
+    """Register a plugin from code, without an entry point (notebooks, scripts, tests).
+
+    It joins the plugins found through entry points, with the same duplicate-id checks, and
+    its envs become available to ``agentgym.make`` and ``gymnasium.make``. Envs made in
+    other processes (Ray workers) only see entry-point plugins: publish a package for those.
+    """
+    from agentgym.core.registry import register_with_gymnasium
+
+    registered = plugin_host().register(plugin, name)
+    register_with_gymnasium()
+    return registered
 
 
 def set_plugin_host(host: PluginHost | None) -> PluginHost | None:

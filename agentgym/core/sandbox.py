@@ -16,7 +16,8 @@ Every backend gives the same semantics:
   replaced by a marker, ``truncated``), or invalid UTF-8 (decoded with replacement) all come
   back in the :class:`ExecResult`. It raises :class:`SandboxError` only when the sandbox
   itself is gone (crashed, closed), which ends the episode with that reason.
-* After a timeout the command's processes are killed; the session goes on in the same
+* After a timeout the command's processes are killed and the rest of the command is
+  abandoned (``sleep 100; touch x`` never creates ``x``); the session goes on in the same
   working directory (a command that hung the shell itself restarts it, and the result says
   so).
 * The workspace (``workdir``) starts as a copy-on-write view of ``template`` (when given):
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import weakref
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,7 +73,9 @@ class SandboxLimits:
         timeout_s: default wall-time limit of one command, in seconds.
         output_bytes: output kept per command; the rest is dropped with a marker.
         memory_mb: memory of all the sandbox's processes together.
-        disk_mb: bytes the workspace and /tmp may grow by.
+        disk_mb: megabytes the workspace and /tmp may each grow by. Both built-in backends
+            keep them on tmpfs, in memory: what is written there also counts against
+            ``memory_mb``.
         pids: processes and threads alive at once.
         cpus: CPU cores (a fraction is allowed); ``None`` for no limit.
         network: allow network access (off by default: only loopback inside).
@@ -99,13 +101,66 @@ class SandboxLimits:
 def truncate_output(data: bytes, limit: int) -> tuple[str, bool]:
     """Decode ``data`` keeping at most ``limit`` bytes: the head and the tail, with a marker
     in between saying how much was dropped (the end of a log is often what matters)."""
-    if len(data) <= limit:
-        return data.decode("utf-8", errors="replace"), False
-    head, tail = data[: limit // 2], data[-(limit - limit // 2) :]
-    dropped = len(data) - len(head) - len(tail)
-    marker = f"\n[... {dropped} bytes of output truncated ...]\n"
-    return (head.decode("utf-8", errors="replace") + marker
-            + tail.decode("utf-8", errors="replace")), True
+    output = BoundedOutput(limit)
+    output.add(data)
+    return output.text()
+
+
+class BoundedOutput:
+    """A command's output, in memory bounded however much it prints: what
+    :func:`truncate_output` of the whole output would keep, and the count of all of it.
+
+    Args:
+        limit: bytes kept. Output up to ``limit`` bytes is kept whole; beyond that, the first
+            ``limit // 2`` and the last ``limit - limit // 2``, with a marker between them
+            saying how many bytes were dropped.
+        hard_cap: total bytes past which :attr:`overflowed` turns true (a backend then stops
+            the command); None for no cap.
+    """
+
+    def __init__(self, limit: int, hard_cap: int | None = None):
+        if not limit > 0:
+            raise ValueError(f"BoundedOutput limit must be > 0 bytes, got {limit!r}")
+        self.limit, self.hard_cap = limit, hard_cap
+        #: Bytes added so far, kept or not.
+        self.total = 0
+        self._keep_tail = limit - limit // 2
+        self._head = bytearray()  # the first `limit` bytes
+        self._tail = bytearray()  # at least the last `_keep_tail` bytes after the head
+
+    @property
+    def overflowed(self) -> bool:
+        """More than ``hard_cap`` bytes were added."""
+        return self.hard_cap is not None and self.total > self.hard_cap
+
+    def add(self, data: bytes | bytearray) -> None:
+        """Append ``data`` to the output."""
+        if not data:
+            return
+        self.total += len(data)
+        with memoryview(data) as view:  # slices without copies
+            room = self.limit - len(self._head)
+            if room > 0:
+                self._head += view[:room]
+                view = view[room:]
+            if len(view) >= self._keep_tail:
+                self._tail[:] = view[-self._keep_tail:]
+            elif view:
+                self._tail += view
+                if len(self._tail) > 2 * self._keep_tail:  # trimmed now and then, not per add
+                    del self._tail[:-self._keep_tail]
+
+    def text(self) -> tuple[str, bool]:
+        """The output decoded as UTF-8 (invalid bytes replaced), and whether bytes were
+        dropped."""
+        if self.total <= self.limit:
+            return self._head.decode("utf-8", errors="replace"), False
+        head = bytes(self._head[: self.limit // 2])
+        tail = bytes((self._head + self._tail)[-self._keep_tail:])
+        dropped = self.total - len(head) - len(tail)
+        marker = f"\n[... {dropped} bytes of output truncated ...]\n"
+        return (head.decode("utf-8", errors="replace") + marker
+                + tail.decode("utf-8", errors="replace")), True
 
 
 class Sandbox(ABC):
@@ -149,14 +204,16 @@ class Sandbox(ABC):
 
 @dataclass
 class _OpenSandboxes:
-    """Sandboxes not yet closed, closed at interpreter exit as a last resort."""
+    """Sandboxes not yet closed, closed at interpreter exit as a last resort. Held strongly:
+    a sandbox nobody references any more still has processes (or a container) to end."""
 
-    live: weakref.WeakSet = field(default_factory=weakref.WeakSet)
+    live: set[Sandbox] = field(default_factory=set)
 
     def close_all(self) -> None:
         for box in list(self.live):
             with contextlib.suppress(Exception):  # at exit, keep closing the others
                 box.close_now()
+        self.live.clear()
 
 
 open_sandboxes = _OpenSandboxes()
@@ -165,9 +222,14 @@ atexit.register(open_sandboxes.close_all)
 
 def track(box: Sandbox) -> Sandbox:
     """Register ``box`` to be closed at interpreter exit if nobody closes it first.
-    Backends call this once their sandbox is started."""
+    Backends call this once their sandbox is started, and :func:`untrack` when it closes."""
     open_sandboxes.live.add(box)
     return box
+
+
+def untrack(box: Sandbox) -> None:
+    """Forget ``box`` (it is closed): it is no longer closed at exit, nor kept alive."""
+    open_sandboxes.live.discard(box)
 
 
 async def open_sandbox(backend: str = "local", **kwargs: Any) -> Sandbox:

@@ -3,4 +3,14 @@
 from agentgym.core.policies import NoopPolicy, OraclePolicy, ScriptedPolicy
 from agentgym.testing.check import EnvCheckError, check_env
 
-__all__ = ["EnvCheckError", "NoopPolicy", "OraclePolicy", "ScriptedPolicy", "check_env"]
+__all__ = ["EnvCheckError", "NoopPolicy", "OraclePolicy", "ScriptedPolicy", "build_tiny_model",
+           "check_env"]
+
+
+def __getattr__(name: str):
+    # Lazy: building a model imports torch and transformers, which checking an env does not need.
+    if name == "build_tiny_model":
+        from agentgym.testing.tiny_model import build_tiny_model
+
+        return build_tiny_model
+    raise AttributeError(f"module 'agentgym.testing' has no attribute {name!r}")

@@ -142,3 +142,30 @@ def test_a_duplicate_does_not_break_import_but_make_and_list_explain_it(fake_plu
                             capture_output=True, text=True)
     assert listed.returncode == 1
     assert "Error: The env id 'calculator' is registered by two plugins" in listed.stderr
+
+
+def test_register_plugin_from_code():
+    import gymnasium
+
+    import agentgym
+    from agentgym.core.plugins import plugin_host, set_plugin_host
+
+    class InProcess:
+        @staticmethod
+        @hookimpl
+        def agentgym_envs():
+            return [EnvSpec("calculator-inline", "agentgym.plugins.calculator.env:CalculatorEnv",
+                            kwargs={"num_tasks": 2})]
+
+    try:
+        agentgym.register_plugin(InProcess, "inline")
+        env = gymnasium.make("calculator-inline")
+        assert len(env.unwrapped.tasks) == 2
+        env.close()
+        assert plugin_host().entries("envs")["calculator-inline"].plugin == "inline"
+        copy = type("Copy", (), {"agentgym_envs": InProcess.agentgym_envs})
+        with pytest.raises(DuplicateIdError, match="'inline' and 'inline-again'"):
+            agentgym.register_plugin(copy, "inline-again")
+        assert "calculator-inline" in plugin_host().entries("envs")  # the host still works
+    finally:
+        set_plugin_host(None)

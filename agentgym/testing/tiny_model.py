@@ -1,0 +1,311 @@
+"""A tiny local chat model for tests, benchmarks and the quick start: no hub needed.
+
+``build_tiny_model(directory)`` builds, deterministically and in seconds on a CPU, a
+randomly initialised ``Qwen2ForCausalLM`` (about 140k parameters, under 1 MB) and a
+byte-level BPE tokenizer trained on local text, and saves both with ``save_pretrained``
+so that ``AutoModelForCausalLM.from_pretrained(directory)`` and
+``AutoTokenizer.from_pretrained(directory)`` (and the ``hf:DIRECTORY`` policy) load them.
+
+What the build guarantees:
+
+* The tokenizer speaks the chat format of a real model family: its chat template is read at
+  run time from the installed ``trl`` package (``trl/chat_templates/{template}.jinja``),
+  byte for byte, so TRL recognises it (``add_response_schema``, ``supports_tool_calling``)
+  and ``GRPOTrainer(tools=...)`` accepts it. For ``qwen2_5``: eos ``<|im_end|>``, pad
+  ``<|endoftext|>``, and ``<tool_call>``, ``</tool_call>``, ``<tool_response>``,
+  ``</tool_response>`` are each one token, as in Qwen2.5.
+* The BPE is trained on what the model will see: chat-formatted episodes of the reference
+  env ``calculator`` (prompts, tool calls, tool results, errors) plus English text that
+  ships with Python; digits are split one per token, as Qwen's pre-tokenizer does.
+* Same arguments, same Python: identical vocabulary and weights. A directory that already
+  holds a complete build with the same arguments is returned as is (the manifest
+  ``agentgym_tiny_model.json`` is written last, so an interrupted build is redone).
+
+The weights are random: the model writes gibberish until trained, and rarely ends a turn.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import hashlib
+import importlib
+import io
+import json
+import os
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TEMPLATE_SPECIAL_TOKENS", "build_tiny_model", "chat_template"]
+
+#: Bump when the build changes in a way that changes its output.
+_FORMAT = 1
+_MANIFEST = "agentgym_tiny_model.json"
+_VOCAB_SIZE = 1024  # BPE vocabulary (256 byte symbols included), before the added tokens
+_MAX_POSITIONS = 32768
+
+#: Per chat template: (special tokens, non-special added tokens, eos, pad). Special tokens
+#: are dropped by ``decode(skip_special_tokens=True)``; the added ones are single tokens too.
+TEMPLATE_SPECIAL_TOKENS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str, str]] = {
+    "qwen2_5": (
+        ("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+        ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"),
+        "<|im_end|>",
+        "<|endoftext|>",
+    ),
+}
+
+# Qwen2's pre-tokenizer: words, single digits, punctuation runs, newlines, spaces.
+_SPLIT_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+# Standard-library modules whose docstrings give the tokenizer some English prose.
+_PROSE_MODULES = (
+    "json",
+    "textwrap",
+    "string",
+    "random",
+    "collections",
+    "functools",
+    "argparse",
+    "logging",
+    "unittest",
+    "difflib",
+)
+
+
+def chat_template(template: str) -> str:
+    """The text of ``trl/chat_templates/{template}.jinja`` from the installed ``trl``."""
+    try:
+        folder = resources.files("trl") / "chat_templates"
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(
+            "build_tiny_model reads its chat template from the trl package, which is not"
+            " installed: pip install 'agentgym[train]'"
+        ) from e
+    path = folder / f"{template}.jinja"
+    if not path.is_file():
+        raise ValueError(
+            f"trl ships no chat template {template!r} ({path} is missing); "
+            f"build_tiny_model supports: {', '.join(sorted(TEMPLATE_SPECIAL_TOKENS))}"
+        )
+    return path.read_text(encoding="utf-8")
+
+
+def build_tiny_model(
+    directory: str | os.PathLike,
+    *,
+    seed: int = 0,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    template: str = "qwen2_5",
+) -> Path:
+    """Build the tiny model and tokenizer into ``directory`` (created) and return it.
+
+    Args:
+        directory: where to ``save_pretrained`` both; reused when it already holds a
+            complete build with the same arguments.
+        seed: seeds the weight initialisation (``torch.manual_seed``).
+        hidden_size: width of the model (a multiple of 16: heads are 16 wide).
+        num_layers: decoder layers.
+        template: a chat template shipped by ``trl`` that this builder knows the special
+            tokens of (see :data:`TEMPLATE_SPECIAL_TOKENS`).
+    """
+    if template not in TEMPLATE_SPECIAL_TOKENS:
+        raise ValueError(
+            f"unknown template {template!r}: build_tiny_model knows the special tokens of"
+            f" {', '.join(sorted(TEMPLATE_SPECIAL_TOKENS))}"
+        )
+    if hidden_size < 16 or hidden_size % 16:
+        raise ValueError(f"hidden_size must be a positive multiple of 16, got {hidden_size}")
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+    directory = Path(directory)
+    template_text = chat_template(template)
+    corpus = _corpus(template_text)
+    manifest = {
+        "format": _FORMAT,
+        "seed": seed,
+        "hidden_size": hidden_size,
+        "num_layers": num_layers,
+        "template": template,
+        "template_sha256": hashlib.sha256(template_text.encode()).hexdigest(),
+        "corpus_sha256": hashlib.sha256("\x00".join(corpus).encode()).hexdigest(),
+    }
+    if _is_complete(directory, manifest):
+        return directory
+
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    tokenizer = _train_tokenizer(corpus, template, template_text)
+    eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+    heads = hidden_size // 16
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads // 2 if heads % 2 == 0 else heads,
+        max_position_embeddings=_MAX_POSITIONS,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+        use_cache=True,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config).to(torch.float32).eval()
+    model.generation_config = GenerationConfig(
+        eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=None
+    )
+
+    directory.mkdir(parents=True, exist_ok=True)
+    # Save beside the target, then move file by file and write the manifest last: a reader
+    # never takes a half-written folder for a complete build.
+    staging = Path(tempfile.mkdtemp(prefix=".tiny-model-", dir=directory))
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a one-shard progress bar is noise in test output
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        for item in sorted(staging.iterdir()):
+            os.replace(item, directory / item.name)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+        shutil.rmtree(staging, ignore_errors=True)
+    (directory / _MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return directory
+
+
+def _is_complete(directory: Path, manifest: dict[str, Any]) -> bool:
+    try:
+        found = json.loads((directory / _MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    needed = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+    return found == manifest and all((directory / name).is_file() for name in needed)
+
+
+def _train_tokenizer(corpus: list[str], template: str, template_text: str) -> Any:
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        trainers,
+    )
+    from transformers import PreTrainedTokenizerFast
+
+    special, added, eos, pad = TEMPLATE_SPECIAL_TOKENS[template]
+    backend = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
+    backend.normalizer = normalizers.NFC()
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_SPLIT_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=_VOCAB_SIZE,
+        min_frequency=2,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[],
+    )
+    # The added tokens are cut out of the training text: they get ids of their own, and
+    # merges spent on spelling them out would be wasted.
+    pieces = [_strip_tokens(text, (*special, *added)) for text in corpus]
+    backend.train_from_iterator(pieces, trainer=trainer)
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
+    backend.add_tokens([AddedToken(t, special=False, normalized=False) for t in added])
+
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token=eos,
+        pad_token=pad,
+        extra_special_tokens=[t for t in special if t not in (eos, pad)],
+        padding_side="left",
+        model_max_length=_MAX_POSITIONS,
+        clean_up_tokenization_spaces=False,
+        chat_template=template_text,
+    )
+
+
+def _strip_tokens(text: str, tokens: tuple[str, ...]) -> str:
+    for token in tokens:
+        text = text.replace(token, "\n")
+    return text
+
+
+def _corpus(template_text: str) -> list[str]:
+    """Training text for the tokenizer, deterministic for a given Python and agentgym."""
+    texts = _calculator_chats(template_text)
+    with contextlib.redirect_stdout(io.StringIO()):  # importing `this` prints the Zen
+        zen = importlib.import_module("this")
+    texts.append(codecs.decode(zen.s, "rot13"))
+    for name in _PROSE_MODULES:
+        module = importlib.import_module(name)
+        texts.append(module.__doc__ or "")
+        for attribute in sorted(dir(module)):
+            doc = getattr(getattr(module, attribute), "__doc__", None)
+            if isinstance(doc, str) and not attribute.startswith("_"):
+                texts.append(doc)
+    texts += [f"{a} + {b} = {a + b}\n{a} * {b} = {a * b}\n" for a in range(13) for b in range(13)]
+    return texts
+
+
+def _calculator_chats(template_text: str, episodes: int = 96) -> list[str]:
+    """Episodes of the ``calculator`` env (reference turns, mistakes), chat-formatted."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    import agentgym
+
+    env = agentgym.make("calculator")
+    try:
+        schemas = env.unwrapped.tool_schemas()
+        chats = []
+        for index in range(episodes):
+            messages, _ = env.reset(seed=index)
+            task = env.unwrapped.task
+            turns: list[Any] = list(task.solution or [])
+            if index % 4 == 1:  # a turn with no tool call, then the solution
+                turns.insert(0, "Let me think about it.")
+            elif index % 4 == 2:  # a malformed call and a bad expression
+                turns[:0] = ['<tool_call>\n{"name": "calculator"\n</tool_call>']
+                turns[:0] = [
+                    '<tool_call>\n{"name": "calculator", "arguments": {"expression":'
+                    ' "two plus 2"}}\n</tool_call>'
+                ]
+            for turn in turns:
+                new, _, terminated, truncated, info = env.step(turn)
+                calls = [
+                    {"type": "function", "function": {k: c[k] for k in ("name", "arguments")}}
+                    for c in info["tool_calls"]
+                ]
+                message: dict[str, Any] = {"role": "assistant", "content": "" if calls else turn}
+                if calls:
+                    message["tool_calls"] = calls
+                messages = [*messages, message, *new]
+                if terminated or truncated:
+                    break
+            with contextlib.redirect_stderr(io.StringIO()):
+                rendered, _ = render_jinja_template(
+                    [messages], tools=schemas if index % 8 else None, chat_template=template_text
+                )
+            chats.append(rendered[0])
+        return chats
+    finally:
+        env.close()

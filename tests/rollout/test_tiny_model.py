@@ -1,0 +1,186 @@
+"""The tiny local model: deterministic, reusable, and speaking a chat format TRL knows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers", reason="the tiny model needs the train extra")
+pytest.importorskip("trl", reason="the tiny model reads its chat template from trl")
+
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import agentgym
+from agentgym.plugins.calculator.env import make_task
+from agentgym.testing.tiny_model import build_tiny_model, chat_template
+
+SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
+ADDED = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir: Path):
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="module")
+def schemas() -> list[dict]:
+    env = agentgym.make("calculator")
+    try:
+        return env.unwrapped.tool_schemas()
+    finally:
+        env.close()
+
+
+def conversation(expression: str = "37 * 4 + 12", answer: str = "160") -> list[dict]:
+    """One calculator episode in OpenAI format (tool-call arguments as objects)."""
+
+    def call(call_id: str, name: str, arguments: dict) -> dict:
+        function = {"name": name, "arguments": arguments}
+        return {"id": call_id, "type": "function", "function": function}
+
+    return [
+        {"role": "system", "content": "Use the calculator tool, then submit the result."},
+        {"role": "user", "content": f"What is {expression}?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [call("call_1_0", "calculator", {"expression": expression})],
+        },
+        {"role": "tool", "tool_call_id": "call_1_0", "name": "calculator", "content": answer},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [call("call_2_0", "submit", {"answer": answer})],
+        },
+        {"role": "tool", "tool_call_id": "call_2_0", "name": "submit", "content": "Submitted."},
+    ]
+
+
+def test_build_is_deterministic(tiny_model_dir: Path, tmp_path: Path) -> None:
+    again = build_tiny_model(tmp_path / "again")
+    for name in ("tokenizer.json", "config.json", "chat_template.jinja"):
+        assert (again / name).read_bytes() == (tiny_model_dir / name).read_bytes(), name
+    first, second = (
+        load_file(tiny_model_dir / "model.safetensors"),
+        load_file(again / "model.safetensors"),
+    )
+    assert first.keys() == second.keys()
+    assert all(first[k].equal(second[k]) for k in first)
+
+    other = load_file(build_tiny_model(tmp_path / "seed1", seed=1) / "model.safetensors")
+    assert not all(first[k].equal(other[k]) for k in first), "another seed, other weights"
+    assert (tmp_path / "seed1" / "tokenizer.json").read_bytes() == (
+        tiny_model_dir / "tokenizer.json"
+    ).read_bytes(), "the vocabulary does not depend on the seed"
+
+
+def test_a_complete_build_is_reused(tiny_model_dir: Path) -> None:
+    stamps = {p.name: p.stat().st_mtime_ns for p in tiny_model_dir.iterdir()}
+    assert build_tiny_model(tiny_model_dir) == tiny_model_dir
+    assert {p.name: p.stat().st_mtime_ns for p in tiny_model_dir.iterdir()} == stamps
+    manifest = json.loads((tiny_model_dir / "agentgym_tiny_model.json").read_text())
+    assert manifest["seed"] == 0 and manifest["template"] == "qwen2_5"
+
+
+def test_an_interrupted_build_is_redone(tmp_path: Path) -> None:
+    folder = build_tiny_model(tmp_path / "m", hidden_size=32, num_layers=1)
+    (folder / "model.safetensors").unlink()
+    build_tiny_model(folder, hidden_size=32, num_layers=1)
+    assert (folder / "model.safetensors").is_file()
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert model.config.hidden_size == 32 and model.config.num_hidden_layers == 1
+
+
+def test_bad_arguments_name_the_value(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="'chatml9'"):
+        build_tiny_model(tmp_path, template="chatml9")
+    with pytest.raises(ValueError, match="hidden_size must be a positive multiple of 16, got 40"):
+        build_tiny_model(tmp_path, hidden_size=40)
+
+
+def test_tokenizer_special_tokens_are_single_tokens(tokenizer) -> None:
+    for token in SPECIAL + ADDED:
+        ids = tokenizer.encode(token, add_special_tokens=False)
+        assert len(ids) == 1, f"{token} is {len(ids)} tokens"
+        assert tokenizer.convert_ids_to_tokens(ids[0]) == token
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.pad_token == "<|endoftext|>"
+    assert tokenizer.padding_side == "left"
+    assert 500 <= len(tokenizer) <= 2000
+    # digits one per token, as Qwen splits them: arithmetic stays learnable
+    assert [tokenizer.decode([t]) for t in tokenizer.encode("160")] == ["1", "6", "0"]
+    hermes = '<tool_call>\n{"name": "submit", "arguments": {"answer": "160"}}\n</tool_call>'
+    ids = tokenizer.encode(hermes + "<|im_end|>", add_special_tokens=False)
+    assert ids[0] == tokenizer.convert_tokens_to_ids("<tool_call>")
+    assert ids[-1] == tokenizer.eos_token_id
+    assert tokenizer.decode(ids) == hermes + "<|im_end|>"
+
+
+def test_chat_template_renders_tools_and_tool_calls(tokenizer, schemas) -> None:
+    messages = conversation()
+    text = tokenizer.apply_chat_template(
+        messages, tools=schemas, add_generation_prompt=True, tokenize=False
+    )
+    assert '"name": "calculator"' in text.split("\n</tools>")[0], "the tool schemas are listed"
+    assert (
+        '<|im_start|>assistant\n<tool_call>\n{"name": "calculator", "arguments":'
+        ' {"expression": "37 * 4 + 12"}}\n</tool_call><|im_end|>' in text
+    )
+    assert '{"name": "submit", "arguments": {"answer": "160"}}' in text
+    assert "<|im_start|>user\n<tool_response>\n160\n</tool_response><|im_end|>" in text
+    assert text.endswith("<|im_start|>assistant\n")
+    ids = tokenizer.apply_chat_template(
+        messages, tools=schemas, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    assert tokenizer.decode(ids) == text
+    # two in the system prompt's instructions, one per call
+    assert ids.count(tokenizer.convert_tokens_to_ids("<tool_call>")) == 4
+
+
+def test_the_tokenizer_was_trained_on_calculator_text(tokenizer, schemas) -> None:
+    task = make_task(12345, "test")
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": task.prompt}], tools=schemas, tokenize=False
+    )
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    assert len(ids) < len(text) / 2.5, "the chat format compresses well"
+
+
+def test_trl_recognizes_the_chat_template(tokenizer, tiny_model_dir: Path) -> None:
+    from trl.chat_template_utils import (
+        add_response_schema,
+        is_chat_template_prefix_preserving,
+        qwen2_5_chat_template,
+        supports_tool_calling,
+    )
+
+    assert tokenizer.chat_template == qwen2_5_chat_template == chat_template("qwen2_5")
+    add_response_schema(tokenizer)  # raises "Unrecognized chat template" otherwise
+    assert supports_tool_calling(tokenizer)
+    assert is_chat_template_prefix_preserving(tokenizer)
+    answer = '<tool_call>\n{"name": "submit", "arguments": {"answer": "160"}}\n</tool_call>'
+    parsed = tokenizer.parse_response(answer + "<|im_end|>", prefix="")
+    assert parsed["tool_calls"][0]["function"]["name"] == "submit"
+
+
+def test_model_loads_and_runs(tiny_model_dir: Path, tokenizer) -> None:
+    import torch
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    config = model.config
+    assert type(model).__name__ == "Qwen2ForCausalLM"
+    assert config.vocab_size == len(tokenizer)
+    assert config.tie_word_embeddings and config.max_position_embeddings >= 4096
+    assert config.eos_token_id == tokenizer.eos_token_id
+    assert config.pad_token_id == tokenizer.pad_token_id
+    assert sum(p.numel() for p in model.parameters()) < 250_000
+    assert (tiny_model_dir / "model.safetensors").stat().st_size < 1_000_000
+    ids = torch.tensor([tokenizer.encode("What is 2 + 2?")])
+    with torch.no_grad():
+        logits = model(ids).logits
+    assert logits.shape == (1, ids.shape[1], len(tokenizer))
+    assert torch.isfinite(logits).all()
