@@ -212,7 +212,7 @@ def _run(env_id: str, policy: str, env_kwargs: tuple[str, ...], episodes: int,
             progress.update(bar, advance=1, mean=sum(rewards) / len(rewards))
 
         def stages(counts: Any) -> None:
-            text = " ".join(f"{s} {counts[s]}" for s in ("init", "ready", "run", "grade")
+            text = " ".join(f"{s} {counts[s]}" for s in ("init", "run", "grade")
                             if counts[s])
             progress.update(bar, stages=text)
 

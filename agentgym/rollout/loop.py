@@ -19,6 +19,7 @@ Any exception ends only its own episode (``finish_reason`` ``error``, or
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import time
@@ -79,6 +80,8 @@ class EpisodeRunner:
         self.env, self.policy, self.config = env, policy, config or RolloutConfig()
         self.record = Trajectory(env=env_id or type(env).__name__, task_id=task_id,
                                  episode=episode, policy=policy_name)
+        #: Held around each generation: the pipeline bounds episodes generating at once.
+        self.generation_gate: asyncio.Semaphore | None = None
         self.tokens: ChatTokens | None = None
         self.ids: list[int] = []
         self.logprobs_known = True
@@ -162,7 +165,11 @@ class EpisodeRunner:
             await self._end("wall_time")
             return True
         async with _timed(self.record.timings, "generate"):
-            action = await self._act(episode)
+            if self.generation_gate is None:
+                action = await self._act(episode)
+            else:
+                async with self.generation_gate:
+                    action = await self._act(episode)
         if action is None:
             await self._end("context_limit")
             return True

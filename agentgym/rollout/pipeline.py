@@ -8,10 +8,12 @@ same *generation concurrency* C (episodes in their run stage at once):
   after another, then all play turn 1, then turn 2, ..., then are graded one by one.
 * ``async_batch``: every episode is a task holding one of C slots from its init to its
   grade ("gather everything"): setup and grading occupy slots generation could use.
-* ``pipeline``: bounded stages. Up to ``prefetch`` (default C) further episodes are
-  initialised ahead of need, so a free run slot finds a ready sandbox; grading happens
-  after the run slot is released, overlapping other episodes' generation. Live sandboxes
-  are capped at C + prefetch, so setup never runs far ahead of generation.
+* ``pipeline``: bounded stages. At most C episodes generate at once, counted per
+  generation rather than per episode, so an episode running a tool or being set up or
+  graded never holds generation capacity; up to ``prefetch`` (default C) further episodes
+  are set up ahead of need, so a freed generation slot finds a sandbox ready; grading
+  overlaps other episodes' generation. Live sandboxes are capped at C + prefetch, so setup
+  never runs far ahead of generation.
 
 A failing episode records its error and finish reason; the rest go on. Envs are pooled and
 reused (``arelease`` between episodes). ``make_env`` may build local envs or remote ones
@@ -78,7 +80,7 @@ class RolloutPipeline:
         config: scheduling; rollout: per-episode settings.
         on_done: called with each trajectory as soon as it is complete (e.g. a writer).
         on_stage: called with a :class:`collections.Counter` of episodes per stage
-            (init, ready, run, grade, done) whenever it changes, for progress displays.
+            (init, run, grade, done) whenever it changes, for progress displays.
     """
 
     def __init__(self, make_env: Callable[[], Any], policy: Any, *,
@@ -201,22 +203,18 @@ class RolloutPipeline:
 
     async def _pipeline(self, jobs: list[Job], results: list[Trajectory]) -> None:
         live = asyncio.Semaphore(self.config.live_cap)
-        running = asyncio.Semaphore(self.config.concurrency)
+        generating = asyncio.Semaphore(self.config.concurrency)
 
         async def episode(job: Job) -> None:
             async with live:
                 env = await self._take_env()
                 runner = self._runner(env, job)
+                runner.generation_gate = generating
                 with self._in("init"):
                     await runner.init()
-                with self._in("ready"):  # initialised, waiting for a run slot
-                    await running.acquire()
-                try:
-                    with self._in("run"):
-                        await runner.run()
-                finally:
-                    running.release()
-                with self._in("grade"):  # off the run slot: overlaps others' generation
+                with self._in("run"):
+                    await runner.run()
+                with self._in("grade"):  # holds no generation slot: overlaps generation
                     await runner.grade()
                 await self._give_back(env)
             self._finish(runner, results)
