@@ -35,6 +35,8 @@ sandbox or browser), ``initial_messages`` and ``grade``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import weakref
 from collections.abc import Coroutine, Sequence
@@ -78,6 +80,14 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     #: pipeline sets it so that grading (tests in a sandbox) overlaps other episodes'
     #: generation instead of holding a generation slot.
     defer_grading: bool = False
+    #: When True, ``areset`` returns the opening messages at once and ``setup_episode``
+    #: runs in the background until the first ``astep`` (or ``agrade``) needs it, so the
+    #: model's first turn is generated while the sandbox starts. The rollout pipeline sets
+    #: it. Envs whose opening messages need what ``setup_episode`` prepares set
+    #: :attr:`setup_before_prompt`.
+    overlap_setup: bool = False
+    #: True for envs whose ``initial_messages`` read the set-up resources.
+    setup_before_prompt: bool = False
 
     def __init__(
         self,
@@ -105,6 +115,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         self.observation_space = MessagesSpace()
         self.action_space = TextActionSpace()
         self.episode: Episode | None = None
+        self._setup: asyncio.Future | None = None
         self._loop = LoopThread(f"agentgym-{type(self).__name__}")
         self._finalizer = weakref.finalize(self, self._loop.stop)
         self._closed = False
@@ -163,7 +174,10 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
             task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
         episode = Episode(task=task.rendered(self.parser), env=self)
         self.episode = episode
-        await self.setup_episode(episode.task)
+        if self.overlap_setup and not self.setup_before_prompt:
+            self._setup = asyncio.ensure_future(self.setup_episode(episode.task))
+        else:
+            await self.setup_episode(episode.task)
         episode.messages = self.initial_messages(episode.task)
         info = {"task_id": task.id, "tools": self.tool_schemas()}
         return copy.deepcopy(episode.messages), info
@@ -183,6 +197,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
           ``finish_reason`` and ``reward_metrics``.
         """
         episode = self._require_episode()
+        await self._setup_finished()
         episode.turn += 1
         parsed = self.parser.parse_action(action)
         calls = [
@@ -250,6 +265,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         episode = self.episode
         if episode is None or not episode.done:
             raise EnvStateError("agrade() needs an episode that has ended; step it to the end")
+        await self._setup_finished()
         if episode.reward is None:
             result = await self.grade(episode)
             episode.reward, episode.metrics = float(result.value), dict(result.metrics)
@@ -321,9 +337,17 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
             )
         return self.episode
 
+    async def _setup_finished(self) -> None:
+        """Wait for an overlapped ``setup_episode``; its error ends the episode here."""
+        setup, self._setup = self._setup, None
+        if setup is not None:
+            await setup
+
     async def _end_episode(self) -> None:
         if self.episode is not None:
             self.episode = None
+            with contextlib.suppress(Exception):  # teardown copes with a failed setup
+                await self._setup_finished()
             await self.teardown_episode()
 
     def _assistant_message(

@@ -76,8 +76,10 @@ class EpisodeRunner:
 
     def __init__(self, env: AgentEnv, policy: Any, task_id: str, episode: int, *,
                  env_id: str = "", policy_name: str = "",
-                 config: RolloutConfig | None = None):
+                 config: RolloutConfig | None = None, overlap_setup: bool = False):
         self.env, self.policy, self.config = env, policy, config or RolloutConfig()
+        #: Generate the first turn while the env's setup runs (see AgentEnv.overlap_setup).
+        self.overlap_setup = overlap_setup
         self.record = Trajectory(env=env_id or type(env).__name__, task_id=task_id,
                                  episode=episode, policy=policy_name)
         #: Held around each generation: the pipeline bounds episodes generating at once.
@@ -96,6 +98,7 @@ class EpisodeRunner:
             return
         self.started = time.perf_counter()
         self.env.defer_grading = True
+        self.env.overlap_setup = self.overlap_setup
         try:
             async with _timed(self.record.timings, "init"):
                 messages, info = await self.env.areset(

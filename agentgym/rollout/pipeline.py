@@ -11,8 +11,9 @@ same *generation concurrency* C (episodes in their run stage at once):
 * ``pipeline``: bounded stages. At most C episodes generate at once, counted per
   generation rather than per episode, so an episode running a tool or being set up or
   graded never holds generation capacity; up to ``prefetch`` (default C) further episodes
-  are set up ahead of need, so a freed generation slot finds a sandbox ready; grading
-  overlaps other episodes' generation. Live sandboxes are capped at C + prefetch, so setup
+  are set up ahead of need, so a freed generation slot finds a sandbox ready; an episode's
+  first turn is generated while its sandbox starts; grading overlaps other episodes'
+  generation. Live sandboxes are capped at C + prefetch, so setup
   never runs far ahead of generation.
 
 A failing episode records its error and finish reason; the rest go on. Envs are pooled and
@@ -210,6 +211,7 @@ class RolloutPipeline:
                 env = await self._take_env()
                 runner = self._runner(env, job)
                 runner.generation_gate = generating
+                runner.overlap_setup = True  # the first turn is generated during setup
                 with self._in("init"):
                     await runner.init()
                 with self._in("run"):

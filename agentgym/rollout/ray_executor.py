@@ -59,8 +59,10 @@ class EnvActor:
         return {"messages": episode.messages, "task": episode.task, "turn": episode.turn,
                 "tool_errors": episode.tool_errors, "finish_reason": episode.finish_reason}
 
-    async def areset(self, seed: int | None, options: dict | None, defer_grading: bool):
+    async def areset(self, seed: int | None, options: dict | None, defer_grading: bool,
+                     overlap_setup: bool = False):
         self.env.defer_grading = defer_grading
+        self.env.overlap_setup = overlap_setup
         result = await self.env.areset(seed=seed, options=options)
         return result, self._state()
 
@@ -94,13 +96,15 @@ class RemoteEnv:
     def __init__(self, actor: Any):
         self.actor = actor
         self.defer_grading = False
+        self.overlap_setup = False
         self.episode: Any = None
 
     def _mirror(self, state: dict[str, Any] | None) -> None:
         self.episode = None if state is None else SimpleNamespace(**state)
 
     async def areset(self, *, seed: int | None = None, options: dict | None = None):
-        result, state = await self.actor.areset.remote(seed, options, self.defer_grading)
+        result, state = await self.actor.areset.remote(seed, options, self.defer_grading,
+                                                       self.overlap_setup)
         self._mirror(state)
         return result
 
