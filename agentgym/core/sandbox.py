@@ -193,7 +193,8 @@ class Sandbox(ABC):
 
     @abstractmethod
     def close_now(self) -> None:
-        """Best-effort synchronous close, for interpreter exit. Idempotent."""
+        """Best-effort synchronous close, for interpreter exit. Idempotent. Backends that
+        :func:`track` their sandboxes :func:`untrack` them here."""
 
     async def __aenter__(self) -> Sandbox:
         return self

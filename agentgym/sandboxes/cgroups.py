@@ -125,6 +125,38 @@ class ControlGroup:
             if only is not None:
                 only = only & set(self.pids())
 
+    def descendants(self, root: int) -> set[int]:
+        """Live processes of the group that descend from ``root`` (zombies are dead)."""
+        parents: dict[int, int] = {}
+        for pid in self.pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                if fields[0] != "Z":
+                    parents[pid] = int(fields[1])
+            except (OSError, IndexError, ValueError):
+                continue
+        found, frontier = set(), {root}
+        while frontier:
+            frontier = {p for p, parent in parents.items() if parent in frontier} - found
+            found |= frontier
+        return found
+
+    def kill_descendants(self, root: int, deadline_s: float = 5.0) -> None:
+        """SIGKILL every descendant of ``root`` (not ``root``), the group frozen while they
+        are found and signalled, again until none is left: children forked meanwhile too."""
+        end = time.monotonic() + deadline_s
+        while self.descendants(root) and time.monotonic() < end:
+            with contextlib.suppress(OSError):
+                self._freeze(True)
+            try:
+                for pid in self.descendants(root):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            finally:
+                with contextlib.suppress(OSError):
+                    self._freeze(False)
+            time.sleep(0.002)
+
     def remove(self) -> None:
         """Kill what is left and delete the groups. Idempotent."""
         self.kill()

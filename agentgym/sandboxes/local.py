@@ -17,10 +17,14 @@ workspaces are absent. The mounts live only in the launcher's mount namespace, s
 vanish with its processes and can never leak into the host's mount table. Edits land in the
 tmpfs upper layer, never in the template.
 
-Commands are written to the shell's stdin as ``eval $'...'`` followed by a sentinel that
-carries the exit code and the working directory, so ``cd`` and ``export`` persist. When a
-command ends the shell itself (``exit``, the OOM killer), the launcher starts a new one
-and the session returns to the last working directory.
+The session speaks the protocol of :mod:`agentgym.sandboxes.shell` over the launcher's
+stdin and stdout: each command runs with ``eval`` in the shell itself (so ``cd`` and
+``export`` persist), followed by a sentinel on a descriptor the command cannot redirect that
+carries the exit status and the working directory. On a timeout the host sends the shell
+SIGURG (it abandons the rest of the command) and kills the shell's descendants through the
+cgroup; a shell that does not come back is killed too. When the shell ends (``exit``, the
+OOM killer, that kill), the launcher reports it and starts a new one, and the session
+returns to the last working directory.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -39,13 +44,15 @@ from typing import Any
 
 from agentgym.core.sandbox import (
     TIMEOUT_EXIT_CODE,
+    BoundedOutput,
     ExecResult,
     Sandbox,
     SandboxError,
     SandboxLimits,
     track,
-    truncate_output,
+    untrack,
 )
+from agentgym.sandboxes import shell
 from agentgym.sandboxes.cgroups import ControlGroup, cgroup_version, existing_groups
 
 #: Host directory holding one folder per live sandbox (its mount point and bookkeeping).
@@ -59,20 +66,13 @@ SYSTEM_BINDS = ("/usr", "/etc")
 SYSTEM_SYMLINKS = ("/bin", "/lib", "/lib64", "/sbin")
 #: A command printing more than this is stopped (only ``output_bytes`` are kept anyway).
 HARD_OUTPUT_CAP = 32 * 1024 * 1024
+#: Seconds a shell gets to report back after SIGURG and the kill of its command's processes,
+#: before it is killed itself.
+KILL_GRACE_S = 2.0
+#: Seconds a new shell gets to start (after the launcher restarted it, or at create).
+START_TIMEOUT_S = 30.0
 _READ_CHUNK = 1 << 16
 _counter = itertools.count()
-
-
-def _ansi_c_quote(text: str) -> str:
-    """``$'...'`` quoting that bash reads back byte for byte, whatever the text holds."""
-    out = []
-    for byte in text.encode("utf-8", errors="surrogateescape"):
-        char = chr(byte)
-        if char.isalnum() or char in " _-./:=,+@%^*()[]{}<>!?#~&|;\"`$":
-            out.append(char)
-        else:
-            out.append(f"\\x{byte:02x}")
-    return "$'" + "".join(out) + "'"
 
 
 def _sh_quote(text: str) -> str:
@@ -134,46 +134,6 @@ def prepare_template(template: str | os.PathLike[str]) -> Path:
     return target
 
 
-class _BoundedOutput:
-    """A command's output as a kept head, a rolling tail, and a count of what fell between.
-
-    Memory stays bounded however much a command prints; the tail is also where the
-    sentinel is searched for (``search_window`` extra bytes keep it whole).
-    """
-
-    def __init__(self, limit: int, search_window: int):
-        self.limit, self.keep_head = limit, limit // 2
-        self.window = limit - self.keep_head + search_window
-        self.head, self.tail = bytearray(), bytearray()
-        self.dropped = self.total = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        self.tail += chunk
-        if len(self.tail) > 2 * self.window:
-            spill = self.tail[: len(self.tail) - self.window]
-            del self.tail[: len(self.tail) - self.window]
-            room = self.keep_head - len(self.head)
-            self.head += spill[:room]
-            self.dropped += len(spill) - max(room, 0)
-
-    def cut(self, start: int, end: int) -> bytes:
-        """End the output at ``tail[start]``; return what followed ``tail[end]``."""
-        rest = bytes(self.tail[end:])
-        del self.tail[start:]
-        return rest
-
-    def text(self) -> tuple[str, bool]:
-        if not self.dropped:
-            return truncate_output(bytes(self.head + self.tail), self.limit)
-        room = max(self.limit - len(self.head), 0)
-        kept = bytes(self.tail[len(self.tail) - room:]) if room else b""
-        dropped = self.dropped + len(self.tail) - len(kept)
-        marker = f"\n[... {dropped} bytes of output truncated ...]\n"
-        return (self.head.decode("utf-8", "replace") + marker
-                + kept.decode("utf-8", "replace")), True
-
-
 class LocalSandbox(Sandbox):
     """A bubblewrap sandbox on this machine. Make one with :meth:`create`."""
 
@@ -183,12 +143,16 @@ class LocalSandbox(Sandbox):
         self.id = f"{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
         self.home = SANDBOX_DIR / self.id
         self.cgroup = ControlGroup(self.id)
-        self.restart_marker = f"__agentgym_restart_{secrets.token_hex(8)}__"
+        # The nonce under which the launcher reports that the shell ended: it never enters
+        # the sandbox, so no command can fake that report.
+        self.restart_marker = shell.new_nonce()
         self.process: asyncio.subprocess.Process | None = None
         self.cwd = self.workdir
         self.closed = False
         self._lock = asyncio.Lock()
-        self._pending = b""
+        self._reader = shell.SentinelReader(ended_nonce=self.restart_marker)
+        # The nonce of a reply still to come (a cancelled call's script): the next call
+        # stops that script and reads past its reply before sending anything new.
         self._stale_marker: str | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------
@@ -266,7 +230,7 @@ class LocalSandbox(Sandbox):
             "  ((echo 0 > /proc/self/oom_score_adj) 2>/dev/null; exec "
             + " ".join(map(_sh_quote, drop + bwrap)) + ")",
             f"  code=$?; [ -e {self.home}/closing ] && exit 0",
-            f"  printf '\\n{self.restart_marker} %d\\n' \"$code\"",
+            "  " + shell.ended_report(self.restart_marker),
             "done",
         ])
 
@@ -282,9 +246,8 @@ class LocalSandbox(Sandbox):
             stderr=asyncio.subprocess.STDOUT, start_new_session=True,
         )
         track(self)
-        ready = await self._run("true", timeout=30, limit=4096)
-        if ready.exit_code != 0:
-            raise SandboxError(f"the local sandbox did not start: {ready.output.strip()}")
+        async with self._lock:
+            await self._start_shell()
 
     async def close(self) -> None:
         """Kill every process of the sandbox and remove its files. Idempotent."""
@@ -309,6 +272,7 @@ class LocalSandbox(Sandbox):
             time.sleep(0.005)
         self.cgroup.remove()
         shutil.rmtree(self.home, ignore_errors=True)
+        untrack(self)
 
     def _namespace_inits(self) -> set[int]:
         return {pid for pid, inner in self._namespace_pids().items() if inner == 1}
@@ -337,124 +301,147 @@ class LocalSandbox(Sandbox):
         async with self._lock:
             if self.closed:
                 raise SandboxError("the sandbox is closed")
-            assert self.process is not None and self.process.stdin is not None
+            refused = shell.refusal(command)
+            if refused is not None:
+                return refused
             if self._stale_marker:
                 await self._resync()
-            marker = f"__agentgym_done_{secrets.token_hex(8)}__"
-            script = (f"eval {_ansi_c_quote(command)} </dev/null 2>&1;"
-                      f" printf '\\n{marker} %d %s\\n' \"$?\" \"$PWD\"\n")
-            try:
-                self.process.stdin.write(script.encode())
-                await self.process.stdin.drain()
-            except (BrokenPipeError, ConnectionResetError) as e:
-                raise self._dead(f"cannot send the command ({e})") from None
-            try:
-                return await self._collect(marker, timeout, limit)
-            except asyncio.CancelledError:
-                # The command may still run and its sentinel is yet to come: the next call
-                # stops it and reads past it before sending anything new.
-                self._stale_marker = marker
-                raise
+            script = shell.command_script(command)
+            await self._send(script)
+            output = BoundedOutput(limit, HARD_OUTPUT_CAP)
+            got = await self._read(script.nonce, output, time.monotonic() + timeout,
+                                   watch_overflow=True)
+            notes: list[str] = []
+            stopped = None if isinstance(got, shell.Reply) else got
+            if stopped == "timeout":
+                notes.append(shell.timeout_note(timeout))
+            elif stopped == "overflow":
+                notes.append(shell.overflow_note(HARD_OUTPUT_CAP))
+            if not isinstance(got, shell.Reply):
+                got = await self._stop(script.nonce, output)
+            if got.ended:
+                notes.append(await self._restarted(got.code))
+            else:
+                self.cwd = got.pwd or self.cwd
+            text, truncated = output.text()
+            text = shell.with_notes(text, notes)
+            if stopped == "timeout":
+                return ExecResult(TIMEOUT_EXIT_CODE, text, timed_out=True, truncated=truncated)
+            if stopped == "overflow":  # killed, as by SIGKILL
+                return ExecResult(137, text, truncated=True)
+            return ExecResult(got.code, text, truncated=truncated)
 
-    async def _resync(self) -> None:
-        marker, self._stale_marker = self._stale_marker, None
-        assert marker is not None
-        await self._interrupt()
-        await self._collect(marker, timeout=5, limit=1024)
+    async def _send(self, script: shell.Script) -> None:
+        assert self.process is not None and self.process.stdin is not None
+        # Owed until its reply is read: a cancelled call leaves it for the next to settle.
+        self._stale_marker = script.nonce
+        try:
+            self.process.stdin.write(script.data)
+            await self.process.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as e:
+            raise self._dead(f"cannot send the command ({e})") from None
 
-    async def _collect(self, marker: str, timeout: float, limit: int) -> ExecResult:
-        """Read output until the sentinel; keep a bounded head and tail of it."""
+    async def _read(self, nonce: str, output: BoundedOutput | None, deadline: float,
+                    watch_overflow: bool = False) -> shell.Reply | str:
+        """Read up to the reply to the script ``nonce`` (or the launcher's report that the
+        shell ended), moving output into ``output``. Returns the reply, or "timeout" at
+        ``deadline``, or "overflow" once ``output`` overflowed (with ``watch_overflow``)."""
         assert self.process is not None and self.process.stdout is not None
-        done = re.compile(rb"\n" + marker.encode() + rb" (-?\d+) ([^\n]*)\n")
-        restarted = re.compile(rb"\n" + self.restart_marker.encode() + rb" (-?\d+)\n")
-        output = _BoundedOutput(limit, search_window=len(marker) + 4096)
-        output.feed(self._pending)
-        self._pending = b""
-        deadline = time.monotonic() + timeout
-        timed_out = overflow = False
-        note = ""
-        while True:
-            found = done.search(output.tail) or restarted.search(output.tail)
-            if found:
-                groups = [bytes(g) for g in found.groups()]  # before the buffer changes
-                self._pending = output.cut(found.start(), found.end())
-                code = int(groups[0])
-                if found.re is done:
-                    self.cwd = groups[1].decode("utf-8", "surrogateescape") or self.cwd
-                else:
-                    note = await self._after_restart(code)
-                break
+        reply = self._reader.feed(b"", output, nonce)
+        while reply is None:
+            if watch_overflow and output is not None and output.overflowed:
+                return "overflow"
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                if timed_out or overflow:
-                    raise self._dead("the shell did not come back after its command was killed")
-                timed_out = True
-                await self._interrupt()
-                deadline = time.monotonic() + 5
-                continue
+                return "timeout"
             try:
                 chunk = await asyncio.wait_for(self.process.stdout.read(_READ_CHUNK), remaining)
             except asyncio.TimeoutError:
-                continue
+                return "timeout"
             if not chunk:
-                last = output.text()[0].strip()[-2000:]
+                sink = output or BoundedOutput(4096)
+                self._reader.drain(sink)
+                last = sink.text()[0].strip()[-2000:]
                 raise self._dead(f"its processes exited; last output: {last or '(none)'}")
-            output.feed(chunk)
-            if output.total > HARD_OUTPUT_CAP and not (timed_out or overflow):
-                overflow = True
-                note = f"\n[output exceeded {HARD_OUTPUT_CAP} bytes: the command was stopped]"
-                await self._interrupt()
-                deadline = time.monotonic() + 5
-        text, truncated = output.text()
-        if timed_out:
-            note = f"\n[timed out after {timeout:g} s: the command was killed]" + note
-        if note and (not text or text.endswith("\n")):
-            note = note[1:]
-        if timed_out:
-            return ExecResult(TIMEOUT_EXIT_CODE, text + note, timed_out=True, truncated=truncated)
-        return ExecResult(code, text + note, truncated=truncated or overflow)
+            reply = self._reader.feed(chunk, output, nonce)
+        if reply.ended or nonce == self._stale_marker:
+            self._stale_marker = None
+        return reply
 
-    async def _after_restart(self, code: int) -> str:
-        """The shell ended (``exit``, killed): resync the new one to the last directory."""
+    async def _stop(self, nonce: str, output: BoundedOutput | None) -> shell.Reply:
+        """Stop the script ``nonce`` (timed out, cancelled, printing too much) and read its
+        reply: abort it; if the shell does not come back, kill the shell (the launcher
+        starts another and reports it)."""
+        await asyncio.to_thread(self._abort)
+        got = await self._read(nonce, output, time.monotonic() + KILL_GRACE_S)
+        if got == "timeout":  # it ignores SIGURG, or is no shell any more (`exec sleep 99`)
+            await asyncio.to_thread(self._kill_shell)
+            got = await self._read(nonce, output, time.monotonic() + 5)
+            if got == "timeout":
+                raise self._dead("the shell did not come back after its command was killed")
+        assert isinstance(got, shell.Reply)
+        if not got.ended:
+            settle = shell.settle_script()
+            await self._send(settle)
+            settled = await self._read(settle.nonce, None, time.monotonic() + 5)
+            if settled == "timeout":
+                raise self._dead("the shell stopped answering after its command was stopped")
+            assert isinstance(settled, shell.Reply)
+            if settled.ended:
+                return settled
+        return got
+
+    async def _resync(self) -> None:
+        """Stop the script a cancelled call left running and read past its reply."""
+        assert self._stale_marker is not None
+        got = await self._stop(self._stale_marker, None)
+        if got.ended:
+            await self._restarted(got.code)
+
+    async def _start_shell(self) -> None:
+        """Set up the shell the launcher (re)started, in the last working directory."""
+        script = shell.start_script(self.cwd, fallback=self.workdir)
+        await self._send(script)
+        output = BoundedOutput(4096)
+        got = await self._read(script.nonce, output, time.monotonic() + START_TIMEOUT_S)
+        if not isinstance(got, shell.Reply) or got.ended:
+            why = ("it did not answer" if not isinstance(got, shell.Reply)
+                   else f"the shell exited with status {got.code}")
+            text = output.text()[0].strip()[-2000:]
+            raise SandboxError(f"the local sandbox {self.id} did not start: {why};"
+                               f" output: {text or '(none)'}")
+        self.cwd = got.pwd or self.cwd
+
+    async def _restarted(self, code: int) -> str:
+        """The shell ended (``exit``, killed): set up the new one in the last directory."""
         if self.cgroup.memory_events():
             reason = "it ran out of memory"
         else:
             reason = f"it exited with status {code}"
-        assert self.process is not None and self.process.stdin is not None
-        self.process.stdin.write(f"cd {_sh_quote(self.cwd)} 2>/dev/null\n".encode())
-        await self.process.stdin.drain()
-        return (f"\n[the shell ended ({reason}); a new session started in {self.cwd};"
+        await self._start_shell()
+        return (f"[the shell ended ({reason}); a new session started in {self.cwd};"
                 " exported variables were reset]")
 
-    async def _interrupt(self) -> None:
-        """Kill the running command's processes; if the shell itself is stuck, kill it
-        too (the launcher restarts it)."""
-        shell = self._shell_pid()
-        if shell is None:
+    def _abort(self) -> None:
+        """Make the shell abandon the rest of its command (SIGURG, sent first so that the
+        trap is pending when the foreground process dies), then kill the processes the
+        shell started."""
+        pid = self._shell_pid()
+        if pid is None:
             return
-        children = self._descendants(shell)
-        if children:
-            await asyncio.to_thread(self.cgroup.kill, children)
-        else:
-            await asyncio.to_thread(self.cgroup.kill, {shell})
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGURG)
+        self.cgroup.kill_descendants(pid)
+
+    def _kill_shell(self) -> None:
+        """Kill the session shell: its namespace's init then ends every process in it."""
+        pid = self._shell_pid()
+        if pid is not None:
+            self.cgroup.kill({pid})
 
     def _shell_pid(self) -> int | None:
         """Host pid of the session shell: pid 2 of the sandbox's namespace (bwrap is 1)."""
         return next((pid for pid, inner in self._namespace_pids().items() if inner == 2), None)
-
-    def _descendants(self, root: int) -> set[int]:
-        parents: dict[int, int] = {}
-        for pid in self.cgroup.pids():
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-                parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-        found, frontier = set(), {root}
-        while frontier:
-            frontier = {p for p, parent in parents.items() if parent in frontier} - found
-            found |= frontier
-        return found
 
     def _dead(self, why: str) -> SandboxError:
         oom = " after hitting its memory limit" if self.cgroup.memory_events() else ""

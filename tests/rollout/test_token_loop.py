@@ -11,6 +11,7 @@ from agentgym.rollout.chat import ChatTokens, TemplateError, check_prefix_preser
 from agentgym.rollout.evaluate import rollout
 from agentgym.rollout.generation import Generation, Sampling
 from agentgym.rollout.loop import RolloutConfig
+from agentgym.rollout.pipeline import PipelineConfig
 from agentgym.rollout.policies.hf import HFPolicy
 
 
@@ -89,8 +90,10 @@ def test_delta_tokenization_reproduces_the_chat_template(tiny_model_dir):
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     env = agentgym.make("calculator").unwrapped
+    # One env, one episode at a time: the policy reads that env's current episode.
     trajectories = asyncio.run(rollout("calculator", OracleTokens(tokenizer, env), 3,
-                                       make_env=lambda: env))
+                                       make_env=lambda: env,
+                                       pipeline=PipelineConfig(mode="sync", concurrency=1)))
     for trajectory in trajectories:
         assert trajectory.reward == 1.0 and trajectory.finish_reason == "submitted"
         # Render the same conversation with the template in one go: same text, token for token.

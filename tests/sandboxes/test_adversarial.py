@@ -96,22 +96,50 @@ def test_host_processes_cannot_be_signalled(make_sandbox, run):
         victim.wait()
 
 
-def host_process_count() -> int:
-    return sum(name.isdigit() for name in os.listdir("/proc"))
+def sandbox_uid(backend: str) -> int:
+    """The host uid the backend's commands run as."""
+    if backend == "local":
+        from agentgym.sandboxes.local import SANDBOX_UID
+
+        return SANDBOX_UID
+    from agentgym.sandboxes.image import SANDBOX_USER
+
+    return int(SANDBOX_USER.split(":")[0])
 
 
-def test_a_fork_bomb_is_contained(make_sandbox, run):
-    before = host_process_count()
+def sandbox_process_count(uid: int, box_id: str) -> int:
+    """Host processes of one sandbox: running as ``uid``, in a cgroup named for ``box_id``
+    (each backend's cgroup path holds its sandbox's id). Other processes, other tests'
+    sandboxes included, come and go meanwhile."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{name}/status").read_text()
+            cgroups = Path(f"/proc/{name}/cgroup").read_text()
+        except OSError:
+            continue  # exited meanwhile
+        real_uid = next(line.split()[1] for line in status.splitlines()
+                        if line.startswith("Uid:"))
+        count += int(real_uid) == uid and box_id in cgroups
+    return count
+
+
+def test_a_fork_bomb_is_contained(backend, make_sandbox, run):
+    uid = sandbox_uid(backend)
     box = make_sandbox(limits=SandboxLimits(pids=64, timeout_s=10))
+    before = sandbox_process_count(uid, box.id)
+    assert before > 0  # the session shell, at least: the count sees this sandbox
     run(box.exec(":(){ :|:& };:", timeout=5))
     time.sleep(2)
-    assert host_process_count() - before < 64 + 16, "the pids limit did not hold"
+    assert sandbox_process_count(uid, box.id) - before < 64 + 16, "the pids limit did not hold"
     subprocess.run(["true"], check=True)  # the host can still start processes
     run(box.close())
     deadline = time.monotonic() + 10
-    while host_process_count() > before + 4 and time.monotonic() < deadline:
+    while sandbox_process_count(uid, box.id) > 0 and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert host_process_count() <= before + 4, "the bomb outlived its sandbox"
+    assert sandbox_process_count(uid, box.id) == 0, "the bomb outlived its sandbox"
 
 
 def test_a_memory_hog_is_killed(make_sandbox, run):
@@ -153,6 +181,40 @@ def test_commands_that_never_end_time_out(make_sandbox, run):
     run(box.exec("cd /tmp"))
     run(box.exec("sleep 1000", timeout=0.5))
     assert run(box.exec("pwd")).output == "/tmp\n"
+
+
+def test_the_rest_of_a_command_does_not_run_after_its_timeout(make_sandbox, run):
+    box = make_sandbox()
+    run(box.exec("cd /tmp && export KEEP=1"))
+    for command in ("sleep 100; touch ran", "for i in 1 2; do sleep 100; touch ran$i; done",
+                    "while :; do :; done; touch ran", "sleep 100 & wait; touch ran"):
+        result = run(box.exec(f"echo BEFORE; {command}", timeout=1))
+        assert result.exit_code == TIMEOUT_EXIT_CODE and result.timed_out, command
+        assert "BEFORE" in result.output, command
+        time.sleep(0.3)  # whatever the shell would still do has had time to
+        # (The output may start with bash's notice that a background job was killed.)
+        left = run(box.exec("ls -d /tmp/ran* 2>/dev/null || echo nothing")).output
+        assert left.endswith("nothing\n"), (command, left)
+    assert run(box.exec('pwd; echo "$KEEP"')).output == "/tmp\n1\n"
+
+
+def test_a_command_redirecting_the_shell_does_not_break_the_next(make_sandbox, run):
+    box = make_sandbox()
+    for closing in ("exec >/dev/null", "exec >&-", "exec >&- 2>&-", "exec 2>/dev/null",
+                    "exec 1>&2 2>&-", "exec 19>/dev/null"):
+        run(box.exec(closing))
+        assert run(box.exec("echo visible")).output == "visible\n", closing
+        assert "No such file" in run(box.exec("ls /missing")).output, closing  # stderr too
+        result = run(box.exec("echo again; (exit 3)"))
+        assert (result.exit_code, result.output) == (3, "again\n"), closing
+
+
+def test_a_command_with_a_nul_byte_is_refused_clearly(make_sandbox, run):
+    box = make_sandbox()
+    result = run(box.exec("echo a\0b > nul.txt"))
+    assert result.exit_code != 0 and not result.timed_out
+    assert "NUL byte" in result.output
+    assert run(box.exec("ls; echo fine")).output == "fine\n"  # nothing of it ran
 
 
 def test_daemons_die_with_the_sandbox(make_sandbox, run, host_processes):

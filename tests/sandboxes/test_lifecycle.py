@@ -57,11 +57,15 @@ def python(code: str, **kwargs) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
-@pytest.mark.parametrize("ending", ["exit without close", "KeyboardInterrupt", "exception"])
+@pytest.mark.parametrize("ending", ["exit without close", "dropped unclosed", "KeyboardInterrupt",
+                                    "exception"])
 def test_sandboxes_close_however_the_program_ends(backend, ending):
     before = settled(backend)
     body = {
         "exit without close": "box = await open_sandbox(B)\n    await box.exec('sleep 0 &')",
+        # Nothing references it any more, and the garbage collector has run.
+        "dropped unclosed": "await (await open_sandbox(B)).exec('true')\n"
+                            "    import gc; gc.collect()",
         "KeyboardInterrupt": "async with await open_sandbox(B) as box:\n"
                              "        await box.exec('true')\n        raise KeyboardInterrupt",
         "exception": "async with await open_sandbox(B) as box:\n"
