@@ -223,7 +223,9 @@ def test_daemons_die_with_the_sandbox(make_sandbox, run, host_processes):
     result = run(box.exec(f"nohup sleep {tag}1 >/dev/null 2>&1 & setsid sleep {tag}2 "
                           f">/dev/null 2>&1 < /dev/null & echo started"))
     assert result.output.strip() == "started"
-    time.sleep(0.3)
+    deadline = time.monotonic() + 10  # a background child may take a moment to exec
+    while len(host_processes(f"sleep {tag}[12]")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert len(host_processes(f"sleep {tag}[12]")) == 2
     run(box.close())
     deadline = time.monotonic() + 10

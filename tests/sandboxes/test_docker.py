@@ -331,12 +331,16 @@ def test_daemons_die_with_the_sandbox(box, engine):
     result = run(box.exec(f"nohup sleep {tag}1 >/dev/null 2>&1 & setsid sleep {tag}2"
                           " >/dev/null 2>&1 </dev/null & echo started"))
     assert result.output == "started\n"
-    assert run(box.exec(f"pgrep -c -f 'sleep {tag}'")).output == "2\n"  # they outlive it
 
     def host_sleeps() -> str:
         return subprocess.run(["pgrep", "-f", f"sleep {tag}"], capture_output=True,
                               text=True).stdout
 
+    # They outlive their command (a background child may take a moment to exec `sleep`).
+    deadline = time.monotonic() + 10
+    while len(host_sleeps().split()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run(box.exec(f"pgrep -c -f 'sleep {tag}'")).output == "2\n"
     assert len(host_sleeps().split()) == 2
     run(box.close())
     assert not container_exists(engine, box.id)
