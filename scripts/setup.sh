@@ -17,8 +17,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing ${missing[*]} with apt-get"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      "${missing[@]}" >/dev/null
+    # With recommends: debootstrap verifies Debian's signatures with gnupg and the keyring.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
     echo "warning: install ${missing[*]} for the sandboxes (e.g. apt-get install ${missing[*]})" >&2
   fi

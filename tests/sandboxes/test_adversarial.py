@@ -55,10 +55,9 @@ def test_the_network_is_unreachable(make_sandbox, run):
         )
         result = run(box.exec(probe, timeout=20))
         assert "CONNECTED" not in result.output and result.exit_code != 0
-        outside = run(box.exec(
-            "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=3)\"",
-            timeout=20))
-        assert outside.exit_code != 0
+        # No interface but loopback: nothing can leave (no test traffic to other addresses).
+        interfaces = run(box.exec("tail -n +3 /proc/net/dev | cut -d: -f1")).output.split()
+        assert interfaces == ["lo"], interfaces
     finally:
         server.close()
 

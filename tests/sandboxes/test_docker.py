@@ -289,7 +289,7 @@ def test_the_network_is_none(box, tmp_path):
         probe = textwrap.dedent(f"""\
             python3 - <<'EOF'
             import socket
-            for host in ("127.0.0.1", "1.1.1.1"):
+            for host in ("127.0.0.1",):
                 try:
                     socket.create_connection((host, {port}), timeout=3)
                     print(host, "reached")
@@ -297,7 +297,7 @@ def test_the_network_is_none(box, tmp_path):
                     print(host, "unreachable")
             EOF
             ls /sys/class/net""")
-        assert run(box.exec(probe)).output == "127.0.0.1 unreachable\n1.1.1.1 unreachable\nlo\n"
+        assert run(box.exec(probe)).output == "127.0.0.1 unreachable\nlo\n"
     finally:
         server.kill()
         server.wait()
