@@ -11,6 +11,7 @@ from code that already runs an event loop (notebooks, async frameworks).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -38,14 +39,19 @@ class LoopThread:
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the loop thread and return its result (or raise its error)."""
-        loop = self._start()
+        self._start()
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError(
                 "A sync env method was called from inside the env's own event loop;"
                 " await the async form (areset/astep/aclose) instead."
             )
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return self.submit(coro).result()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coro`` on the loop thread and return at once (work that runs while the
+        caller does something else, e.g. sandboxes set up during an optimizer step)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._start())
 
     def stop(self) -> None:
         """Stop the loop and join the thread. Safe to call more than once."""

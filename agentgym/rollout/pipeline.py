@@ -16,6 +16,10 @@ same *generation concurrency* C (episodes in their run stage at once):
   generation. Live sandboxes are capped at C + prefetch, so setup
   never runs far ahead of generation.
 
+Episodes can also be *prepared* ahead of a run (:meth:`RolloutPipeline.prepare`): their envs
+reset and their sandboxes start while the caller does other work (a trainer's optimizer
+step); :meth:`RolloutPipeline.run` then plays a prepared episode for a matching job.
+
 A failing episode records its error and finish reason; the rest go on. Envs are pooled and
 reused (``arelease`` between episodes). ``make_env`` may build local envs or remote ones
 (:mod:`agentgym.rollout.ray_executor`).
@@ -96,6 +100,9 @@ class RolloutPipeline:
         self.stages: Counter = Counter()
         self._pool: list[Any] = []
         self._made: list[Any] = []
+        self._prepared: dict[Job, asyncio.Future[EpisodeRunner]] = {}
+        #: Jobs of the last run that found their episode prepared.
+        self.prepared_hits = 0
 
     # ---- env pool -----------------------------------------------------------------------
 
@@ -124,8 +131,46 @@ class RolloutPipeline:
 
     async def close(self) -> None:
         """Close every env the pipeline made."""
+        await self.discard_prepared()
         await asyncio.gather(*(_close(env) for env in self._made))
         self._made, self._pool = [], []
+
+    # ---- prepared episodes ----------------------------------------------------------------
+
+    def prepare(self, jobs: Iterable[Job]) -> None:
+        """Start resetting envs for ``jobs`` in the background (call from the pipeline's
+        loop, without awaiting anything): a later :meth:`run` with the same jobs finds them
+        set up. Their sandboxes keep starting in the background (``overlap_setup``)."""
+        for job in jobs:
+            if job not in self._prepared:
+                self._prepared[job] = asyncio.ensure_future(self._prepare_one(job))
+
+    async def _prepare_one(self, job: Job) -> EpisodeRunner:
+        runner = self._runner(await self._take_env(), job)
+        runner.overlap_setup = True
+        await runner.init()  # records its own failure; a failed init plays as failed
+        return runner
+
+    async def discard_prepared(self, keep: Iterable[Job] = ()) -> None:
+        """Release the prepared episodes whose jobs are not in ``keep``."""
+        keep = set(keep)
+        stale = [self._prepared.pop(job) for job in list(self._prepared) if job not in keep]
+        for prepared in stale:
+            try:
+                runner = await prepared
+            except Exception:
+                continue
+            await self._give_back(runner.env)
+
+    async def _start(self, job: Job) -> tuple[EpisodeRunner, bool]:
+        """The episode for ``job`` and whether it is already initialised."""
+        prepared = self._prepared.pop(job, None)
+        if prepared is not None:
+            with contextlib.suppress(Exception):
+                runner = await prepared
+                self.prepared_hits += 1
+                return runner, True
+        return self._runner(await self._take_env(), job), False
 
     # ---- stages -------------------------------------------------------------------------
 
@@ -158,6 +203,8 @@ class RolloutPipeline:
         """Play every job; returns the trajectories in the order they finished."""
         jobs = list(jobs)
         results: list[Trajectory] = []
+        self.prepared_hits = 0
+        await self.discard_prepared(keep=jobs)
         schedule = {"sync": self._sync, "async_batch": self._async_batch,
                     "pipeline": self._pipeline}[self.config.mode]
         await schedule(jobs, results)
@@ -167,11 +214,12 @@ class RolloutPipeline:
         size = self.config.concurrency
         for start in range(0, len(jobs), size):
             batch = jobs[start:start + size]
-            envs = [await self._take_env() for _ in batch]
-            runners = [self._runner(env, job) for env, job in zip(envs, batch, strict=True)]
-            for runner in runners:  # resets one after another, as TRL's loop does
-                with self._in("init"):
-                    await runner.init()
+            started = [await self._start(job) for job in batch]
+            runners = [runner for runner, _ in started]
+            for runner, ready in started:  # resets one after another, as TRL's loop does
+                if not ready:
+                    with self._in("init"):
+                        await runner.init()
             with self._in("run"):
                 active = list(runners)
                 while active:  # every episode plays turn k before any plays turn k + 1
@@ -181,23 +229,23 @@ class RolloutPipeline:
                 with self._in("grade"):
                     await runner.grade()
                 self._finish(runner, results)
-            for env in envs:
-                await self._give_back(env)
+            for runner in runners:
+                await self._give_back(runner.env)
 
     async def _async_batch(self, jobs: list[Job], results: list[Trajectory]) -> None:
         slots = asyncio.Semaphore(self.config.concurrency)
 
         async def episode(job: Job) -> None:
             async with slots:
-                env = await self._take_env()
-                runner = self._runner(env, job)
-                with self._in("init"):
-                    await runner.init()
+                runner, ready = await self._start(job)
+                if not ready:
+                    with self._in("init"):
+                        await runner.init()
                 with self._in("run"):
                     await runner.run()
                 with self._in("grade"):
                     await runner.grade()
-                await self._give_back(env)
+                await self._give_back(runner.env)
             self._finish(runner, results)
 
         await asyncio.gather(*(episode(job) for job in jobs))
@@ -208,17 +256,17 @@ class RolloutPipeline:
 
         async def episode(job: Job) -> None:
             async with live:
-                env = await self._take_env()
-                runner = self._runner(env, job)
+                runner, ready = await self._start(job)
                 runner.generation_gate = generating
                 runner.overlap_setup = True  # the first turn is generated during setup
-                with self._in("init"):
-                    await runner.init()
+                if not ready:
+                    with self._in("init"):
+                        await runner.init()
                 with self._in("run"):
                     await runner.run()
                 with self._in("grade"):  # holds no generation slot: overlaps generation
                     await runner.grade()
-                await self._give_back(env)
+                await self._give_back(runner.env)
             self._finish(runner, results)
 
         await asyncio.gather(*(episode(job) for job in jobs))

@@ -1,12 +1,8 @@
 """``hf:PATH``: a transformers causal LM as a :class:`~agentgym.rollout.generation.TokenPolicy`.
 
-Many episodes call :meth:`HFPolicy.generate` at once; their requests are batched. A
-batcher (one per event loop) waits up to ``batch_wait_ms`` for more requests once one
-arrives, takes up to ``max_batch_size`` of them, left-pads them into one batch, and decodes
-the batch in a worker thread (``asyncio.to_thread``), so the event loop keeps serving
-sandboxes and tools meanwhile. Requests that arrive during a batch form the next one
-(static batching: a batch runs until its last request is done). One batch runs at a time
-per policy.
+Many episodes call :meth:`HFPolicy.generate` at once; their requests are batched (see
+:mod:`agentgym.rollout.policies.batching`): each batch is left-padded and decoded with a KV
+cache in a worker thread, so the event loop keeps serving sandboxes and tools meanwhile.
 
 What each request gets back (:class:`~agentgym.rollout.generation.Generation`):
 
@@ -34,32 +30,22 @@ Batches run in eval mode (no dropout); a shared model's train mode is restored a
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
-import threading
-import weakref
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import AgentGymError, MissingResourceError
 from agentgym.rollout.generation import Generation, Sampling
+from agentgym.rollout.policies.batching import BatchedPolicy
 
 __all__ = ["HFPolicy", "hf_policy"]
 
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
-@dataclass
-class _Request:
-    prompt_ids: list[int]
-    sampling: Sampling
-    future: asyncio.Future[Generation]
-
-
-class HFPolicy:
+class HFPolicy(BatchedPolicy):
     """Samples completions from a transformers causal LM, batching concurrent requests.
 
     Args:
@@ -93,11 +79,7 @@ class HFPolicy:
     ):
         import torch
 
-        if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
-        if batch_wait_ms < 0:
-            raise ValueError(f"batch_wait_ms must be >= 0, got {batch_wait_ms}")
-        self.max_batch_size, self.batch_wait_ms = max_batch_size, batch_wait_ms
+        super().__init__(max_batch_size, batch_wait_ms)
         if isinstance(model_or_path, (str, os.PathLike)):
             self.model, folder = _load_model(str(model_or_path), dtype)
             tokenizer = tokenizer if tokenizer is not None else folder
@@ -129,27 +111,12 @@ class HFPolicy:
             )
         pad = tokenizer.pad_token_id
         self.pad_token_id = int(pad if pad is not None else min(self.stop_token_ids))
-        self.batches_run = 0
-        self.requests_served = 0
-        self._run_lock = threading.Lock()  # one batch at a time, whatever loop asked
-        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[_Request]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task] = (
-            weakref.WeakKeyDictionary()
-        )
 
     def __repr__(self) -> str:
         name = getattr(self.model.config, "_name_or_path", "") or type(self.model).__name__
         return f"HFPolicy({name!r}, device={str(self.device)!r})"
 
-    # ---- the TokenPolicy contract ----------------------------------------------------------
-
-    async def generate(self, prompt_ids: Sequence[int], sampling: Sampling) -> Generation:
-        """Sample one completion of ``prompt_ids`` (batched with concurrent calls)."""
-        prompt = [int(t) for t in prompt_ids]
-        if not prompt:
-            raise ValueError("prompt_ids is empty: a completion needs at least one prompt token")
+    def _check_prompt(self, prompt: list[int]) -> None:
         low, high = min(prompt), max(prompt)
         if low < 0 or high >= self.vocab_size:
             bad = low if low < 0 else high
@@ -157,13 +124,6 @@ class HFPolicy:
                 f"prompt token id {bad} is outside the model's vocabulary"
                 f" (0..{self.vocab_size - 1}); tokenize with this policy's tokenizer"
             )
-        loop = asyncio.get_running_loop()
-        request = _Request(prompt, sampling, loop.create_future())
-        self._queues.setdefault(loop, []).append(request)
-        batcher = self._batchers.get(loop)
-        if batcher is None or batcher.done():
-            self._batchers[loop] = loop.create_task(self._serve(loop), name="HFPolicy batcher")
-        return await request.future
 
     def update_weights(self, state_dict_or_model: Any) -> None:
         """Load new weights (a state dict, or a model whose state dict to copy) between
@@ -176,49 +136,18 @@ class HFPolicy:
         with self._run_lock:
             self.model.load_state_dict(state, strict=True)
 
-    # ---- batching --------------------------------------------------------------------------
-
-    async def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
-        queue = self._queues[loop]
-        while queue:
-            if len(queue) < self.max_batch_size and self.batch_wait_ms > 0:
-                await asyncio.sleep(self.batch_wait_ms / 1000)
-            batch = [r for r in queue[: self.max_batch_size] if not r.future.done()]
-            del queue[: self.max_batch_size]
-            if not batch:
-                continue
-            try:
-                results = await asyncio.to_thread(
-                    self._run_batch, [(r.prompt_ids, r.sampling) for r in batch]
-                )
-            except asyncio.CancelledError:
-                for r in batch:
-                    r.future.cancel()
-                raise
-            except Exception as e:  # every request of the batch gets the error
-                for r in batch:
-                    if not r.future.done():
-                        r.future.set_exception(e)
-                continue
-            for r, result in zip(batch, results, strict=True):
-                if not r.future.done():
-                    r.future.set_result(result)
-
-    def _run_batch(self, requests: list[tuple[list[int], Sampling]]) -> list[Generation]:
+    def _decode_batch(self, requests: list[tuple[list[int], Sampling]]) -> list[Generation]:
         import torch
 
-        with self._run_lock, torch.inference_mode():
+        with torch.inference_mode():
             # Eval mode for sampling: dropout off, and gradient checkpointing (train mode
             # only) would turn the KV cache off. A trainer's model gets its mode back.
             training = self.model.training
             self.model.eval()
             try:
-                results = _decode(self, requests)
+                return _decode(self, requests)
             finally:
                 self.model.train(training)
-            self.batches_run += 1
-            self.requests_served += len(requests)
-            return results
 
 
 def hf_policy(argument: str | None) -> HFPolicy:

@@ -1,0 +1,541 @@
+"""GRPO on any agentgym env: TRL's ``GRPOTrainer`` fed by the rollout pipeline.
+
+TRL owns the optimisation (loss, clipping, advantages, logging, checkpoints); agentgym owns
+the episodes. The training dataset's rows name tasks (``prompt`` is the task id). TRL calls
+:class:`EnvRollout` (its ``rollout_func``) with each generation batch, every task already
+repeated ``num_generations`` times; the rollout plays those multi-turn episodes through a
+:class:`~agentgym.rollout.pipeline.RolloutPipeline` with the trainer's current weights
+(transformers generation on the trainer's own model, or TRL's vLLM engine when
+``use_vllm``) and returns, per episode, ``prompt_ids``, ``completion_ids`` (every turn and
+every tool result after the prompt), ``logprobs`` and ``env_mask`` (1 for sampled tokens,
+0 for what the environment wrote, so tool output gets no gradient). The env's reward
+reaches TRL through the ``env_reward`` reward function.
+
+DAPO options (the SWE RL recipe), with defaults set in :func:`grpo_config` and
+:class:`GRPOOptions`:
+
+* token-level loss ``loss_type="dapo"``; clip-higher ``epsilon_high=0.28``; no KL
+  (``beta=0``); overlong masking ``mask_truncated_completions=True``.
+* dynamic sampling: a group whose rewards are all equal has zero advantage and carries no
+  signal. Within the same rollout call it is replaced by a group of another task (up to
+  ``max_resample_rounds`` extra rounds); a group still flat after that is masked (its
+  tokens leave the loss and its normaliser). The returned ``prompt_ids`` then differ from
+  the ones TRL sent, the count stays the same.
+* finish-reason masking: episodes that crashed, hit the context or time limit, or looped
+  until the turn limit (``mask_finish_reasons``) carry no gradient and are left out of
+  their group's baseline (their reward is reported as unscorable).
+
+Prefetch: after a rollout call returns, the episodes of the next call are predicted from
+the trainer's sampler and prepared in the background (envs reset, sandboxes started), so
+setup cost hides behind the optimizer step as well as behind generation. A wrong
+prediction costs nothing but the idle setup: the episodes are released.
+
+Per step, besides TRL's own metrics, the trainer logs ``env/pass_rate``, ``env/turns``,
+``env/tool_errors``, ``env/finish/<reason>`` (share of episodes), ``time/rollout_s`` and
+the per-stage seconds ``time/{init,generate,tool,grade}_s`` (summed over episodes),
+``dynamic_sampling/{replaced,masked}_groups``, ``masked/finish_reason`` and
+``prefetch/hits``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import logging
+import math
+import random
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from agentgym.core.loop_thread import LoopThread
+from agentgym.rollout.generation import Generation, Sampling
+from agentgym.rollout.loop import RolloutConfig
+from agentgym.rollout.pipeline import Job, PipelineConfig, RolloutPipeline
+from agentgym.rollout.policies.batching import BatchedPolicy
+from agentgym.rollout.trajectory import Trajectory
+
+__all__ = ["EnvRollout", "GRPOOptions", "grpo_config", "train_grpo"]
+
+#: Our defaults for TRL's GRPOConfig: DAPO, and a loop that reports every step.
+GRPO_DEFAULTS: dict[str, Any] = {
+    "loss_type": "dapo",
+    "epsilon_high": 0.28,
+    "beta": 0.0,
+    "mask_truncated_completions": True,
+    "num_generations": 4,
+    "per_device_train_batch_size": 8,
+    "logging_steps": 1,
+    "save_steps": 50,
+    "report_to": "none",
+}
+
+#: Episode indices of one rollout call live in their own block, so seeds never repeat.
+_EPISODES_PER_CALL = 1_000_000
+
+
+@dataclass
+class GRPOOptions:
+    """agentgym's options beside TRL's ``GRPOConfig`` fields.
+
+    Args:
+        dynamic_sampling: replace groups whose rewards are all equal by groups of other
+            tasks within the same rollout call; mask the ones still flat.
+        max_resample_rounds: extra rounds of replacement groups per rollout call.
+        mask_finish_reasons: finish reasons whose episodes carry no gradient.
+        prefetch: prepare the next call's episodes during the optimizer step.
+        success_threshold: the reward that counts as a pass in ``env/pass_rate``.
+    """
+
+    dynamic_sampling: bool = True
+    max_resample_rounds: int = 2
+    mask_finish_reasons: tuple[str, ...] = (
+        "error", "sandbox_error", "context_limit", "wall_time", "max_turns")
+    prefetch: bool = True
+    success_threshold: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.max_resample_rounds < 0:
+            raise ValueError(f"max_resample_rounds must be >= 0, got {self.max_resample_rounds}")
+        self.mask_finish_reasons = tuple(self.mask_finish_reasons)
+
+
+def check_fields(cls: type, values: dict[str, Any], what: str) -> None:
+    """Raise ValueError naming any key of ``values`` that is not a field of dataclass
+    ``cls``, with the closest valid name."""
+    names = [f.name for f in fields(cls)]
+    for key in values:
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"{what} has no field {key!r}{hint}")
+
+
+def grpo_config(output_dir: str | Path, args: dict[str, Any] | None = None, *,
+                rollout: RolloutConfig | None = None) -> Any:
+    """TRL's ``GRPOConfig`` with agentgym's defaults (:data:`GRPO_DEFAULTS`) under ``args``.
+
+    The sampling temperature and top-p come from ``rollout`` (TRL divides logits by its
+    ``temperature`` to score the sampled tokens, so they must agree); on a machine without
+    CUDA the trainer runs on the CPU in float32.
+    """
+    import torch
+    from trl import GRPOConfig
+
+    args = dict(args or {})
+    check_fields(GRPOConfig, args, "GRPOConfig")
+    sampling = (rollout or RolloutConfig()).sampling
+    for name, ours in (("temperature", sampling.temperature), ("top_p", sampling.top_p)):
+        if name in args and args[name] != ours:
+            raise ValueError(
+                f"GRPO args set {name}={args[name]} but rollout sampling uses {ours}: TRL"
+                f" scores sampled tokens at its {name}, so set it once, in the rollout settings"
+            )
+    if sampling.temperature == 0:
+        raise ValueError("GRPO needs sampling: set the rollout temperature > 0 (e.g. 1.0)")
+    merged = {**GRPO_DEFAULTS, "temperature": sampling.temperature, "top_p": sampling.top_p,
+              "max_completion_length": sampling.max_tokens, **args}
+    if not torch.cuda.is_available():
+        merged.update(use_cpu=True, bf16=False, fp16=False)
+    return GRPOConfig(output_dir=str(output_dir), **merged)
+
+
+# ---- the rollout function --------------------------------------------------------------------
+
+
+class VLLMTrainerPolicy(BatchedPolicy):
+    """Token-level policy over a TRL trainer's vLLM engine (``trainer.vllm_generation``),
+    which TRL keeps in sync with the trained weights. Per-turn budgets shorter than the
+    engine's ``max_completion_length`` are cut here."""
+
+    def __init__(self, trainer: Any):
+        super().__init__(max_batch_size=1024, batch_wait_ms=5.0)
+        self.trainer, self.tokenizer = trainer, trainer.processing_class
+        self.stop_token_ids = {int(t) for t in trainer.eos_token_ids}
+
+    def _decode_batch(self, requests: list[tuple[list[int], Sampling]]) -> list[Generation]:
+        _, completions, logprobs, _ = self.trainer.vllm_generation.generate(
+            prompts=[prompt for prompt, _ in requests], images=None, num_generations=1)
+        results = []
+        for (_, sampling), ids, lps in zip(requests, completions, logprobs, strict=True):
+            ids = list(ids)[: sampling.max_tokens]
+            token_logprobs = [float("nan") if lp[0] is None else lp[0] for lp in lps][: len(ids)]
+            stopped = bool(ids) and ids[-1] in self.stop_token_ids
+            results.append(Generation(ids, token_logprobs, "stop" if stopped else "length"))
+        return results
+
+
+def trainer_policy(trainer: Any) -> Any:
+    """The token-level policy that samples with ``trainer``'s current weights."""
+    if getattr(trainer, "use_vllm", False):
+        return VLLMTrainerPolicy(trainer)
+    from agentgym.rollout.policies.hf import HFPolicy
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    return HFPolicy(model, tokenizer=trainer.processing_class, max_batch_size=64)
+
+
+@dataclass
+class _Episodes:
+    """One rollout call's episodes, group by group, in TRL's order."""
+
+    groups: list[list[Trajectory]]
+    masked: set[int] = field(default_factory=set)  # groups masked by dynamic sampling
+
+
+class EnvRollout:
+    """TRL's ``rollout_func``: plays the episodes of a generation batch (see the module
+    docstring). Its envs live on its own event loop thread for the whole training run.
+
+    Args:
+        env_id, env_kwargs: the env, as for ``agentgym.make``.
+        task_ids: the tasks replacement groups are drawn from (default: the env's).
+        options: DAPO and prefetch options; rollout, pipeline: episode settings.
+        policy: a token-level policy to use instead of the trainer's weights (tests).
+    """
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None, *,
+                 task_ids: Sequence[str] | None = None, options: GRPOOptions | None = None,
+                 rollout: RolloutConfig | None = None, pipeline: PipelineConfig | None = None,
+                 policy: Any = None):
+        self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
+        self.options = options or GRPOOptions()
+        self.rollout, self.pipeline_config = rollout or RolloutConfig(), pipeline
+        self.policy = policy
+        self.task_ids = list(task_ids) if task_ids is not None else None
+        self.sampler: RecordingSampler | None = None
+        self.last: list[Trajectory] = []  # the episodes of the last call (tests, logging)
+        self.replaced = 0  # groups replaced by dynamic sampling in the current call
+        self._loop = LoopThread("agentgym-grpo-rollout")
+        self._pipeline: RolloutPipeline | None = None
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
+        started = time.perf_counter()
+        if self.policy is None:
+            self.policy = trainer_policy(trainer)
+        size = trainer.num_generations
+        tasks = [_task_id(p) for p in prompts]
+        if len(tasks) % size:
+            raise ValueError(f"{len(tasks)} prompts is not a multiple of num_generations={size}")
+        step = trainer.state.global_step
+        jobs = [(task, step * _EPISODES_PER_CALL + i) for i, task in enumerate(tasks)]
+        episodes = self._loop.run(self._play_call(jobs, size, step))
+        self.last = [t for group in episodes.groups for t in group]
+        output = self._output(episodes, trainer)
+        self._log(trainer, episodes, time.perf_counter() - started)
+        if self.options.prefetch:
+            self._prefetch(tasks, trainer)
+        return output
+
+    def close(self) -> None:
+        """Close every env (sandboxes included) and stop the loop thread."""
+        if self._pipeline is not None:
+            self._loop.run(self._pipeline.close())
+            self._pipeline = None
+        self._loop.stop()
+
+    # ---- playing ---------------------------------------------------------------------------
+
+    async def _ensure_pipeline(self) -> RolloutPipeline:
+        if self._pipeline is None:
+            import agentgym
+
+            first = agentgym.make(self.env_id, **self.env_kwargs)
+            first = getattr(first, "unwrapped", first)
+            if self.task_ids is None:
+                self.task_ids = list(first.tasks.ids())
+            config = self.pipeline_config or PipelineConfig(mode="pipeline", concurrency=16)
+            self._pipeline = RolloutPipeline(
+                lambda: agentgym.make(self.env_id, **self.env_kwargs), self.policy,
+                config=config, rollout=self.rollout, env_id=self.env_id, policy_name="trainer")
+            self._pipeline.add_env(first)
+        return self._pipeline
+
+    async def _play(self, jobs: list[Job]) -> list[Trajectory]:
+        pipeline = await self._ensure_pipeline()
+        done = {t.key: t for t in await pipeline.run(jobs)}
+        return [done[job] for job in jobs]
+
+    async def _play_call(self, jobs: list[Job], size: int, step: int) -> _Episodes:
+        played = await self._play(jobs)
+        groups = [played[i:i + size] for i in range(0, len(played), size)]
+        episodes = _Episodes(groups)
+        if not self.options.dynamic_sampling:
+            return episodes
+        rng = random.Random(f"{self.rollout.seed}:{step}")
+        next_episode = step * _EPISODES_PER_CALL + len(jobs)
+        for _ in range(self.options.max_resample_rounds):
+            flat = [i for i, g in enumerate(episodes.groups) if not self._has_signal(g)]
+            if not flat:
+                break
+            used = {g[0].task_id for g in episodes.groups}
+            pool = [t for t in self.task_ids or [] if t not in used] or list(self.task_ids or [])
+            if not pool:
+                break
+            picks = [pool[rng.randrange(len(pool))] for _ in flat]
+            extra = [(task, next_episode + k * size + j)
+                     for k, task in enumerate(picks) for j in range(size)]
+            next_episode += len(extra)
+            replays = await self._play(extra)
+            for k, index in enumerate(flat):
+                group = replays[k * size:(k + 1) * size]
+                if self._has_signal(group):
+                    episodes.groups[index] = group
+                    self.replaced += 1
+        episodes.masked = {i for i, g in enumerate(episodes.groups) if not self._has_signal(g)}
+        return episodes
+
+    def _masked(self, trajectory: Trajectory) -> bool:
+        return trajectory.finish_reason in self.options.mask_finish_reasons or bool(
+            trajectory.error)
+
+    def _has_signal(self, group: list[Trajectory]) -> bool:
+        rewards = {t.reward for t in group if not self._masked(t)}
+        return len(rewards) > 1
+
+    # ---- what TRL gets ---------------------------------------------------------------------
+
+    def _output(self, episodes: _Episodes, trainer: Any) -> dict[str, list]:
+        tokenizer = trainer.processing_class
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        eos = tokenizer.eos_token_id
+        out: dict[str, list] = {k: [] for k in (
+            "prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward",
+            "finish_reason", "task_id")}
+        for index, group in enumerate(episodes.groups):
+            for t in group:
+                prompt, completion = list(t.prompt_ids) or [pad], list(t.completion_ids)
+                mask, logprobs = list(t.loss_mask), list(t.logprobs)
+                if not completion:  # failed before its first turn: one inert token
+                    completion, mask, logprobs = [eos], [0], [0.0]
+                if len(logprobs) != len(completion):
+                    logprobs = [0.0] * len(completion)
+                masked = self._masked(t)
+                if masked or index in episodes.masked:
+                    mask = [0] * len(mask)
+                out["prompt_ids"].append(prompt)
+                out["completion_ids"].append(completion)
+                out["logprobs"].append(logprobs)
+                out["env_mask"].append(mask)
+                # None: unscorable, so TRL keeps it out of the group's baseline.
+                out["env_reward"].append(None if masked else float(t.reward))
+                out["finish_reason"].append(t.finish_reason)
+                out["task_id"].append(t.task_id)
+        return out
+
+    def _log(self, trainer: Any, episodes: _Episodes, seconds: float) -> None:
+        played = [t for g in episodes.groups for t in g]
+        n = len(played)
+        metrics: dict[str, float] = {
+            "env/pass_rate": sum(t.reward >= self.options.success_threshold for t in played) / n,
+            "env/turns": sum(t.turns for t in played) / n,
+            "env/tool_errors": sum(t.tool_errors for t in played) / n,
+            "time/rollout_s": seconds,
+            "dynamic_sampling/replaced_groups": float(self.replaced),
+            "dynamic_sampling/masked_groups": float(len(episodes.masked)),
+            "masked/finish_reason": sum(self._masked(t) for t in played) / n,
+            "prefetch/hits": float(self._pipeline.prepared_hits if self._pipeline else 0),
+        }
+        for stage in ("init", "generate", "tool", "grade"):
+            metrics[f"time/{stage}_s"] = sum(t.timings.get(stage, 0.0) for t in played)
+        reasons = Counter(t.finish_reason or "unknown" for t in played)
+        for reason, count in reasons.items():
+            metrics[f"env/finish/{reason}"] = count / n
+        store = trainer._metrics["train" if trainer.model.training else "eval"]
+        for key, value in metrics.items():
+            store[key].append(value)
+        self.replaced = 0
+
+    # ---- prefetch --------------------------------------------------------------------------
+
+    def _prefetch(self, tasks: list[str], trainer: Any) -> None:
+        if self.sampler is None or self._pipeline is None:
+            return
+        upcoming = self.sampler.next_chunk(_unique(tasks))
+        if upcoming is None:
+            return
+        size, args = trainer.num_generations, trainer.args
+        calls_apart = max(1, args.steps_per_generation * trainer.num_iterations
+                          // args.gradient_accumulation_steps)
+        step = trainer.state.global_step + calls_apart
+        jobs = [(task, step * _EPISODES_PER_CALL + i)
+                for i, task in enumerate(t for t in upcoming for _ in range(size))]
+        pipeline = self._pipeline
+
+        async def prepare() -> None:
+            pipeline.prepare(jobs)
+
+        self._loop.submit(prepare())
+
+
+def _task_id(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    raise TypeError(
+        f"EnvRollout expects dataset prompts that are task ids (strings), got"
+        f" {type(prompt).__name__}: build the dataset with agentgym.trainers.grpo.task_dataset")
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+class RecordingSampler:
+    """Wraps TRL's ``RepeatSampler`` and remembers, per generation batch, which tasks it
+    will yield, so the rollout can prepare the next batch's episodes ahead."""
+
+    def __init__(self, inner: Any, dataset: Any):
+        self.inner, self.dataset = inner, dataset
+        self.chunks: list[list[str]] = []
+        self._cursor = 0
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __iter__(self) -> Iterator[int]:
+        indices = list(iter(self.inner))
+        repeat, width = self.inner.mini_repeat_count, self.inner.batch_size
+        block = width * repeat * self.inner.repeat_count
+        for start in range(0, len(indices), block):
+            unique = indices[start:start + width * repeat:repeat]
+            self.chunks.append([self.dataset[i]["prompt"] for i in unique])
+        return iter(indices)
+
+    def next_chunk(self, current: list[str]) -> list[str] | None:
+        """The tasks of the generation batch after the one holding ``current``."""
+        for position in range(self._cursor, len(self.chunks)):
+            if self.chunks[position] == current:
+                self._cursor = position + 1
+                return self.chunks[position + 1] if position + 1 < len(self.chunks) else None
+        return None
+
+
+def env_reward(completions: list[Any], env_reward: list[float | None], **_: Any) -> list:
+    """The env's reward, as TRL's reward function (None: unscorable, masked episode)."""
+    return list(env_reward)
+
+
+def task_dataset(task_ids: Iterable[str]) -> Any:
+    """The training dataset: one row per task, whose prompt is the task id."""
+    from datasets import Dataset
+
+    ids = list(task_ids)
+    return Dataset.from_dict({"prompt": ids, "task_id": ids})
+
+
+# ---- the trainer -----------------------------------------------------------------------------
+
+
+@functools.cache
+def _trainer_class() -> type:
+    from trl import GRPOTrainer
+
+    class AgentGRPOTrainer(GRPOTrainer):
+        """``GRPOTrainer`` whose sampler tells the rollout what comes next (prefetch) and
+        whose envs close when training ends."""
+
+        def _get_train_sampler(self, dataset: Any = None) -> Any:
+            sampler = super()._get_train_sampler(dataset)
+            if isinstance(self.rollout_func, EnvRollout):
+                recording = RecordingSampler(sampler, dataset or self.train_dataset)
+                self.rollout_func.sampler = recording
+                return recording
+            return sampler
+
+        def train(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return super().train(*args, **kwargs)
+            finally:
+                if isinstance(self.rollout_func, EnvRollout):
+                    self.rollout_func.close()
+
+    return AgentGRPOTrainer
+
+
+def __getattr__(name: str) -> Any:  # the trainer class imports trl only when asked for
+    if name == "AgentGRPOTrainer":
+        return _trainer_class()
+    raise AttributeError(name)
+
+
+def load_model_and_tokenizer(model: Any, tokenizer: Any = None) -> tuple[Any, Any]:
+    """A causal LM (from a folder, or as given) and its tokenizer, padded on the left."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agentgym.rollout.policies.hf import _folder_of, _model_folder
+
+    if isinstance(model, (str, Path)):
+        folder = _model_folder(str(model))
+        model = AutoModelForCausalLM.from_pretrained(folder)
+        tokenizer = tokenizer if tokenizer is not None else folder
+    elif tokenizer is None:
+        tokenizer = _folder_of(model)
+    if isinstance(tokenizer, (str, Path)):
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def _masked_rewards_are_expected(record: logging.LogRecord) -> bool:
+    """Masked episodes report no reward on purpose (``masked/finish_reason`` counts them);
+    TRL would print each one's whole conversation as a warning."""
+    return not record.getMessage().startswith("All reward functions returned None")
+
+
+def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = None,
+               output_dir: str | Path, args: dict[str, Any] | None = None,
+               options: GRPOOptions | None = None, rollout: RolloutConfig | None = None,
+               pipeline: PipelineConfig | None = None, tokenizer: Any = None,
+               lora: dict[str, Any] | None = None, resume: bool = False,
+               callbacks: Sequence[Any] = (), policy: Any = None) -> Any:
+    """Train ``model`` (a folder or a loaded causal LM) with GRPO on ``env_id``'s tasks.
+
+    ``args`` are TRL ``GRPOConfig`` fields over :data:`GRPO_DEFAULTS`; ``lora`` (peft
+    ``LoraConfig`` fields) trains adapters instead of all weights; ``resume`` continues
+    from the last checkpoint in ``output_dir``. Saves the final model and tokenizer to
+    ``output_dir/final`` and returns the trainer.
+    """
+    import os
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from transformers.trainer_utils import get_last_checkpoint
+
+    import agentgym
+
+    output_dir = Path(output_dir)
+    rollout = rollout or RolloutConfig()
+    config = grpo_config(output_dir, args, rollout=rollout)
+    model, tokenizer = load_model_and_tokenizer(model, tokenizer)
+    probe = agentgym.make(env_id, **(env_kwargs or {}))
+    try:
+        task_ids = list(getattr(probe, "unwrapped", probe).tasks.ids())
+    finally:
+        probe.close()
+    if len(task_ids) * config.num_generations < config.generation_batch_size:
+        needed = math.ceil(config.generation_batch_size / config.num_generations)
+        raise ValueError(
+            f"{env_id} has {len(task_ids)} tasks but a generation batch needs {needed}"
+            " different ones: add tasks (env kwargs) or lower per_device_train_batch_size")
+    env_rollout = EnvRollout(env_id, env_kwargs, task_ids=task_ids, options=options,
+                             rollout=rollout, pipeline=pipeline, policy=policy)
+    logging.getLogger("trl.trainer.grpo_trainer").addFilter(_masked_rewards_are_expected)
+    peft_config = None
+    if lora is not None:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(**{"task_type": "CAUSAL_LM", **lora})
+    trainer = _trainer_class()(
+        model=model, reward_funcs=[env_reward], args=config,
+        train_dataset=task_dataset(task_ids), processing_class=tokenizer,
+        callbacks=list(callbacks), peft_config=peft_config, rollout_func=env_rollout)
+    checkpoint = get_last_checkpoint(str(output_dir)) if resume and output_dir.is_dir() else None
+    trainer.train(resume_from_checkpoint=checkpoint)
+    final = output_dir / "final"
+    trainer.save_model(str(final))
+    tokenizer.save_pretrained(str(final))
+    return trainer

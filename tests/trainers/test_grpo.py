@@ -1,0 +1,390 @@
+"""GRPO through TRL's rollout_func: parameters move, env tokens get no gradient, DAPO's
+dynamic sampling and finish-reason masking have their effect, resume continues."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+pytest.importorskip("trl")
+
+from agentgym.rollout.generation import Generation, Sampling
+from agentgym.rollout.loop import RolloutConfig
+from agentgym.rollout.pipeline import PipelineConfig
+from agentgym.trainers.grpo import EnvRollout, GRPOOptions, grpo_config, train_grpo
+
+ROLLOUT = RolloutConfig(Sampling(max_tokens=48, temperature=1.0), max_total_tokens=1024)
+
+
+class CalculatorScript:
+    """A token-level policy that plays calculator tasks by the rules a test sets:
+    ``outcome(expression, attempt)`` is "right", "wrong" or "stall" (never submits)."""
+
+    def __init__(self, tokenizer: Any, outcome: Any):
+        self.tokenizer, self.outcome = tokenizer, outcome
+        self.attempts: Counter = Counter()
+
+    async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
+        text = self.tokenizer.decode(prompt_ids)
+        expression = re.search(r"What is (.+?)\?", text).group(1)
+        turn = text.count("<|im_start|>assistant")
+        note = ""
+        if turn == 1:  # episodes play concurrently: each carries its attempt number
+            self.attempts[expression] += 1
+            note = f"attempt {self.attempts[expression]} "
+            call = {"name": "calculator", "arguments": {"expression": expression}}
+        else:
+            attempt = int(re.findall(r"attempt (\d+) ", text)[-1])
+            verdict = self.outcome(expression, attempt)
+            if verdict == "stall":
+                call = {"name": "calculator", "arguments": {"expression": "1 + 1"}}
+            else:
+                answer = eval(expression) + (0 if verdict == "right" else 1)
+                call = {"name": "submit", "arguments": {"answer": str(answer)}}
+        ids = self.tokenizer.encode(f"{note}<tool_call>{json.dumps(call)}</tool_call>",
+                                    add_special_tokens=False)
+        return Generation([*ids, self.tokenizer.eos_token_id], [-1.0] * (len(ids) + 1), "stop")
+
+
+def _tokenizer(model_dir: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)
+
+
+class _Logs:
+    def __init__(self) -> None:
+        from transformers import TrainerCallback
+
+        logs = self.logs = []
+
+        class Callback(TrainerCallback):
+            def on_log(self, args: Any, state: Any, control: Any, logs_: Any = None,
+                       **kwargs: Any) -> None:
+                logs.append({"step": state.global_step, **(kwargs.get("logs") or logs_ or {})})
+
+        self.callback = Callback()
+
+
+def _train(model: Any, out: Path, policy: Any, steps: int, **kwargs: Any) -> Any:
+    return train_grpo(
+        model, "calculator", env_kwargs={"num_tasks": 16}, output_dir=out,
+        args={"max_steps": steps, "per_device_train_batch_size": 8, "num_generations": 4,
+              "learning_rate": 1e-2, "save_steps": 1, **kwargs.pop("args", {})},
+        rollout=ROLLOUT, pipeline=PipelineConfig(concurrency=8), policy=policy, **kwargs)
+
+
+def test_grpo_steps_move_parameters_and_log_env_metrics(tiny_model_dir: Path,
+                                                        tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = _tokenizer(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    # half the attempts of every task succeed: every group carries signal
+    policy = CalculatorScript(tokenizer, lambda expr, attempt: ("right", "wrong")[attempt % 2])
+    logs = _Logs()
+    trainer = _train(model, tmp_path / "run", policy, 2, tokenizer=tokenizer,
+                     callbacks=[logs.callback])
+    assert trainer.state.global_step == 2
+    changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+    assert changed, "no parameter changed after two GRPO steps"
+    steps = [log for log in logs.logs if "env/pass_rate" in log]
+    assert len(steps) == 2
+    for log in steps:
+        assert log["env/pass_rate"] == pytest.approx(0.5)
+        assert log["rewards/env_reward/mean"] == pytest.approx(0.5)
+        assert log["env/turns"] == pytest.approx(2.0)
+        assert log["env/finish/submitted"] == pytest.approx(1.0)
+        assert log["time/rollout_s"] > 0 and log["time/generate_s"] > 0
+        assert log["dynamic_sampling/masked_groups"] == 0
+    assert (tmp_path / "run" / "final" / "config.json").is_file()
+
+
+def test_environment_tokens_get_zero_gradient(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from trl import GRPOTrainer
+
+    from agentgym.trainers.grpo import env_reward, task_dataset
+
+    tokenizer = _tokenizer(tiny_model_dir)
+    tokenizer.padding_side = "left"
+    policy = CalculatorScript(tokenizer, lambda expr, attempt: ("right", "wrong")[attempt % 2])
+    rollout = EnvRollout("calculator", {"num_tasks": 16}, options=GRPOOptions(prefetch=False),
+                         rollout=ROLLOUT, policy=policy)
+    args = grpo_config(tmp_path, {"per_device_train_batch_size": 8, "num_generations": 4},
+                       rollout=ROLLOUT)
+    trainer = GRPOTrainer(model=str(tiny_model_dir), reward_funcs=[env_reward], args=args,
+                          train_dataset=task_dataset([f"calculator-train-{i}" for i in range(16)]),
+                          processing_class=tokenizer, rollout_func=rollout)
+    try:
+        inputs = [{"prompt": f"calculator-train-{i // 4}"} for i in range(8)]
+        batch = trainer._generate_and_score_completions(inputs)
+    finally:
+        rollout.close()
+    model = trainer.model
+    captured: dict[str, torch.Tensor] = {}
+
+    def keep(module: Any, args: Any, output: torch.Tensor) -> None:
+        output.retain_grad()
+        captured["hidden"] = output
+
+    # The last hidden state at position p feeds only the prediction of token p + 1 (TRL
+    # fuses the LM head with the loss, so the logits are never materialised to hook).
+    handle = model.model.norm.register_forward_hook(keep)
+    try:
+        trainer.compute_loss(model, batch).backward()
+    finally:
+        handle.remove()
+    prompt_length = batch["prompt_ids"].shape[1]
+    completion_length = batch["completion_ids"].shape[1]
+    grad = captured["hidden"].grad[:, prompt_length - 1:prompt_length - 1 + completion_length]
+    per_token = grad.abs().sum(-1)  # per_token[b, j]: gradient reaching completion token j
+    model_tokens = (batch["completion_mask"] * batch["tool_mask"]) == 1
+    env_tokens = (batch["tool_mask"] == 0) & (batch["completion_mask"] == 1)
+    assert env_tokens.any() and model_tokens.any()
+    assert torch.all(per_token[env_tokens] == 0)
+    assert torch.all(per_token[model_tokens] > 0)
+
+
+def test_dynamic_sampling_replaces_flat_groups(tiny_model_dir: Path, tmp_path: Path) -> None:
+    tokenizer = _tokenizer(tiny_model_dir)
+    even = {}  # tasks whose index is even always succeed, odd ones always fail: flat groups
+
+    def outcome(expression: str, attempt: int) -> str:
+        return even.setdefault(expression, "right" if len(even) % 2 == 0 else "wrong")
+
+    mixed: set[str] = set()
+
+    def varied(expression: str, attempt: int) -> str:
+        if expression in mixed:
+            return ("right", "wrong")[attempt % 2]
+        return outcome(expression, attempt)
+
+    policy = CalculatorScript(tokenizer, varied)
+    rollout = EnvRollout("calculator", {"num_tasks": 16}, rollout=ROLLOUT, policy=policy,
+                         options=GRPOOptions(prefetch=False, max_resample_rounds=2))
+    trainer = _FakeTrainer(tokenizer)
+    first = [f"calculator-train-{i}" for i in (0, 0, 0, 0, 1, 1, 1, 1)]
+    try:
+        # Every task is flat and no other task varies: groups stay and are masked.
+        out = rollout(first, trainer)
+        assert out["task_id"] == first
+        assert all(sum(mask) == 0 for mask in out["env_mask"])
+        assert trainer.logged("dynamic_sampling/masked_groups") == 2
+        assert trainer.logged("dynamic_sampling/replaced_groups") == 0
+        # Now the other tasks vary: both flat groups are replaced by groups of other tasks.
+        from agentgym.plugins.calculator.env import make_task
+
+        mixed.update(make_task(i).metadata["expression"] for i in range(2, 16))
+        out = rollout(first, trainer)
+    finally:
+        rollout.close()
+    assert len(out["prompt_ids"]) == 8
+    groups = [out["task_id"][i:i + 4] for i in (0, 4)]
+    assert all(len(set(g)) == 1 and g[0] not in first for g in groups)
+    assert all(len(set(out["env_reward"][i:i + 4])) == 2 for i in (0, 4))
+    assert all(sum(mask) > 0 for mask in out["env_mask"])
+    assert trainer.logged("dynamic_sampling/replaced_groups") == 2
+    assert trainer.logged("dynamic_sampling/masked_groups") == 0
+
+
+def test_finish_reason_masking(tiny_model_dir: Path) -> None:
+    tokenizer = _tokenizer(tiny_model_dir)
+    # attempts 1 and 2 stall until the turn limit, 3 succeeds, 4 fails
+    verdicts = {1: "stall", 2: "stall", 3: "right", 0: "wrong"}
+    policy = CalculatorScript(tokenizer, lambda expr, attempt: verdicts[attempt % 4])
+    rollout = EnvRollout("calculator", {"num_tasks": 16}, rollout=ROLLOUT, policy=policy,
+                         options=GRPOOptions(prefetch=False))
+    trainer = _FakeTrainer(tokenizer)
+    try:
+        out = rollout(["calculator-train-3"] * 4, trainer)
+    finally:
+        rollout.close()
+    reasons = out["finish_reason"]
+    assert sorted(reasons) == ["max_turns", "max_turns", "submitted", "submitted"]
+    for reason, mask, reward in zip(reasons, out["env_mask"], out["env_reward"], strict=True):
+        if reason == "max_turns":  # no gradient, and out of the group's baseline
+            assert sum(mask) == 0 and reward is None
+        else:
+            assert sum(mask) > 0 and reward in (0.0, 1.0)
+    assert trainer.logged("masked/finish_reason") == pytest.approx(0.5)
+    # Without the masking the same episodes would train (reward 0, mask kept).
+    unmasked = EnvRollout("calculator", {"num_tasks": 16}, rollout=ROLLOUT, policy=policy,
+                          options=GRPOOptions(prefetch=False, mask_finish_reasons=()))
+    try:
+        out = unmasked(["calculator-train-3"] * 4, trainer)
+    finally:
+        unmasked.close()
+    assert all(sum(mask) > 0 for mask in out["env_mask"])
+    assert None not in out["env_reward"]
+
+
+def test_resume_continues_from_the_checkpoint_step(tiny_model_dir: Path,
+                                                   tmp_path: Path) -> None:
+    tokenizer = _tokenizer(tiny_model_dir)
+    policy = CalculatorScript(tokenizer, lambda expr, attempt: ("right", "wrong")[attempt % 2])
+    out = tmp_path / "run"
+    _train(str(tiny_model_dir), out, policy, 2, tokenizer=tokenizer)
+    assert (out / "checkpoint-2").is_dir()
+    logs = _Logs()
+    trainer = _train(str(tiny_model_dir), out, policy, 3, tokenizer=tokenizer, resume=True,
+                     callbacks=[logs.callback])
+    assert trainer.state.global_step == 3
+    trained = [log["step"] for log in logs.logs if "env/pass_rate" in log]
+    assert trained == [3], "resume replayed steps the checkpoint already had"
+
+
+def test_bad_grpo_args_name_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="did you mean 'learning_rate'"):
+        grpo_config(tmp_path, {"learning_rat": 1e-3})
+    with pytest.raises(ValueError, match="temperature"):
+        grpo_config(tmp_path, {"temperature": 0.5}, rollout=ROLLOUT)
+
+
+class _FakeTrainer:
+    """What EnvRollout reads from a GRPOTrainer, for driving it without one."""
+
+    num_generations = 4
+
+    def __init__(self, tokenizer: Any):
+        from collections import defaultdict
+
+        from transformers.trainer_callback import TrainerState
+
+        self.processing_class, self.state = tokenizer, TrainerState()
+        self._metrics = {"train": defaultdict(list)}
+        self.model = torch.nn.Linear(1, 1)
+
+    def logged(self, key: str) -> float:
+        return self._metrics["train"][key][-1]
+
+
+# ---- a sandboxed env, registered through the public plugin API ------------------------------
+
+
+class WordCount:
+    """Token policy for the sandboxed env: counts the words with ``wc`` in the sandbox, then
+    submits (the right count on odd attempts, one more on even ones)."""
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer, self.attempts = tokenizer, Counter()
+
+    async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
+        text = self.tokenizer.decode(prompt_ids)
+        name = re.search(r"Count the words in (\S+)\.", text).group(1)
+        if text.count("<|im_start|>assistant") == 1:
+            self.attempts[name] += 1
+            note = f"attempt {self.attempts[name]} "
+            call = {"name": "shell", "arguments": {"command": f"wc -w < {name}"}}
+        else:
+            note, attempt = "", int(re.findall(r"attempt (\d+) ", text)[-1])
+            count = int(re.findall(r"<tool_response>\s*(\d+)", text)[-1])
+            answer = count if attempt % 2 else count + 1
+            call = {"name": "submit", "arguments": {"answer": str(answer)}}
+        ids = self.tokenizer.encode(f"{note}<tool_call>{json.dumps(call)}</tool_call>",
+                                    add_special_tokens=False)
+        return Generation([*ids, self.tokenizer.eos_token_id], None, "stop")
+
+
+def _sandboxed_plugin(workspace: Path) -> Any:
+    from agentgym.core import (
+        AgentEnv,
+        EnvSpec,
+        Reward,
+        RewardResult,
+        Submitted,
+        Task,
+        TaskList,
+        hookimpl,
+        tool,
+    )
+    from agentgym.core.sandbox import open_sandbox
+
+    class Answer(Reward):
+        def score(self, episode: Any) -> RewardResult:
+            return RewardResult(float(str(episode.submission) == episode.task.metadata["n"]))
+
+    class WordCountEnv(AgentEnv):
+        """Count the words of a file with a shell in a local sandbox."""
+
+        reward = Answer()
+
+        def __init__(self, **kwargs: Any):
+            tasks = TaskList([Task(f"words-{i}", f"Count the words in f{i}.txt.",
+                                   metadata={"n": str(i + 3)}) for i in range(8)])
+            super().__init__(tasks, max_turns=3, **kwargs)
+            self.box = None
+
+        async def setup_episode(self, task: Task) -> None:
+            self.box = await open_sandbox("local", template=str(workspace))
+
+        async def teardown_episode(self) -> None:
+            if self.box is not None:
+                await self.box.close()
+                self.box = None
+
+        @tool
+        async def shell(self, command: str) -> str:
+            """Run a shell command in the workspace.
+
+            Args:
+                command: the command line.
+            """
+            return (await self.box.exec(command, timeout=30)).output
+
+        @tool
+        def submit(self, answer: str) -> str:
+            """Submit the count.
+
+            Args:
+                answer: the number of words.
+            """
+            raise Submitted(answer)
+
+    class Plugin:
+        @hookimpl
+        def agentgym_envs(self) -> list:
+            return [EnvSpec("test-wordcount-sandbox", WordCountEnv, "wc in a local sandbox")]
+
+    return Plugin()
+
+
+def test_grpo_on_a_sandboxed_plugin_env(tiny_model_dir: Path, tmp_path: Path) -> None:
+    import os
+    import shutil
+
+    if shutil.which("bwrap") is None or os.geteuid() != 0:
+        pytest.skip("local sandbox unavailable: needs bubblewrap (apt-get install bubblewrap)"
+                    " and root")
+    from transformers import AutoModelForCausalLM
+
+    import agentgym
+
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    for i in range(8):
+        (workspace / f"f{i}.txt").write_text(" ".join(["word"] * (i + 3)) + "\n")
+    agentgym.register_plugin(_sandboxed_plugin(workspace), name="test-wordcount")
+    tokenizer = _tokenizer(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    logs = _Logs()
+    trainer = train_grpo(
+        model, "test-wordcount-sandbox", output_dir=tmp_path / "run", tokenizer=tokenizer,
+        args={"max_steps": 3, "per_device_train_batch_size": 8, "num_generations": 4,
+              "learning_rate": 1e-2, "save_strategy": "no"},
+        rollout=ROLLOUT, policy=WordCount(tokenizer), callbacks=[logs.callback])
+    assert trainer.state.global_step == 3
+    assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    steps = [log for log in logs.logs if "env/pass_rate" in log]
+    assert [log["env/pass_rate"] for log in steps] == [0.5, 0.5, 0.5]
+    assert all(log["env/finish/submitted"] == 1.0 for log in steps)
+    assert all(log["time/init_s"] > 0 and log["time/tool_s"] > 0 for log in steps)
+    # Later steps found their sandboxes already started during the optimizer step.
+    assert [log["prefetch/hits"] for log in steps[1:]] == [8.0, 8.0]
