@@ -5,6 +5,7 @@
     agentgym list [envs|tools|rewards|plugins|sandboxes|policies|parsers] [--json]
     agentgym eval ENV_ID --policy POLICY [-e KEY=VALUE ...] [-n N] [--k K] [--json] [--out F]
     agentgym rollout ENV_ID --policy POLICY -n N --out FILE.jsonl [--mode pipeline] [--resume]
+    agentgym train CONFIG.yaml [--resume] [--output-dir DIR] [--json]
     agentgym plugin new NAME [--dir DIR]
 
 Plugins add subcommands through the ``agentgym_cli_commands`` hook. ``--json`` prints one
@@ -283,6 +284,47 @@ def rollout_command(out: Path, resume: bool, **options: Any) -> None:
     click.echo(f"wrote {len(trajectories)} trajectories to {out}"
                + (f" (skipped {skipped} already there)" if skipped else "")
                + f"; mean reward {mean:.3f}", err=True)
+
+
+# ---- train --------------------------------------------------------------------------------
+
+
+@main.command("train")
+@click.argument("config_file", metavar="CONFIG.yaml",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--resume", is_flag=True,
+              help="Continue the run in the output directory: skip finished stages, resume"
+                   " the interrupted one from its last checkpoint.")
+@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write the run here instead of the config's output_dir.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the run's summary as one JSON object on stdout.")
+def train_command(config_file: Path, resume: bool, output_dir: Path | None,
+                  as_json: bool) -> None:
+    """Train a model with the stages of CONFIG.yaml (sft, rft, grpo), evaluating on held-out
+    tasks before and after. See docs/training.md for the config's fields."""
+    import contextlib
+
+    from agentgym.trainers.config import ConfigError, load_config
+    from agentgym.trainers.run import RunExistsError, train
+
+    # With --json, stdout carries the summary alone: progress and the trainers' prints go
+    # to stderr.
+    console = stderr if as_json else Console()
+    quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
+    try:
+        config = load_config(config_file, output_dir=output_dir)
+        with quiet:
+            summary = train(config, resume=resume, console=console)
+    except (ConfigError, RunExistsError) as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    if as_json:
+        click.echo(json.dumps(summary))
+        return
+    console.print(f"final model: {summary['final_model']}", highlight=False)
+    console.print(f"metrics: {summary['metrics']}; reward curve: {summary['reward_curve']}",
+                  highlight=False)
 
 
 # ---- plugin -------------------------------------------------------------------------------

@@ -160,7 +160,7 @@ class PluginHost:
                 item_id = spec.id_of(item)
                 if item_id in found:
                     raise DuplicateIdError(
-                        kind.rstrip("s"), item_id, found[item_id].plugin, impl.plugin_name
+                        _singular(kind), item_id, found[item_id].plugin, impl.plugin_name
                     )
                 found[item_id] = Entry(item_id, item, impl.plugin_name, spec.description_of(item))
         return found
@@ -185,7 +185,7 @@ class PluginHost:
         entries = self.entries(kind)
         if item_id not in entries:
             raise UnknownIdError(
-                kind.rstrip("s").replace("_", " "), item_id, entries, f"agentgym list {kind}"
+                _singular(kind), item_id, entries, f"agentgym list {kind}"
             )
         return entries[item_id].item
 
@@ -228,3 +228,9 @@ def set_plugin_host(host: PluginHost | None) -> PluginHost | None:
     global _host
     old, _host = _host, host
     return old
+
+
+def _singular(kind: str) -> str:
+    """``policies`` -> ``policy``, ``tool_call_parsers`` -> ``tool call parser``."""
+    word = kind[:-3] + "y" if kind.endswith("ies") else kind.rstrip("s")
+    return word.replace("_", " ")

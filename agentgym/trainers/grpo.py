@@ -140,6 +140,7 @@ def grpo_config(output_dir: str | Path, args: dict[str, Any] | None = None, *,
               "max_completion_length": sampling.max_tokens, **args}
     if not torch.cuda.is_available():
         merged.update(use_cpu=True, bf16=False, fp16=False)
+        merged.setdefault("gradient_checkpointing", False)  # memory is not the limit on CPU
     return GRPOConfig(output_dir=str(output_dir), **merged)
 
 
@@ -484,7 +485,7 @@ def load_model_and_tokenizer(model: Any, tokenizer: Any = None) -> tuple[Any, An
 def _masked_rewards_are_expected(record: logging.LogRecord) -> bool:
     """Masked episodes report no reward on purpose (``masked/finish_reason`` counts them);
     TRL would print each one's whole conversation as a warning."""
-    return not record.getMessage().startswith("All reward functions returned None")
+    return "All reward functions returned None" not in record.getMessage()
 
 
 def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = None,
@@ -536,6 +537,9 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
     checkpoint = get_last_checkpoint(str(output_dir)) if resume and output_dir.is_dir() else None
     trainer.train(resume_from_checkpoint=checkpoint)
     final = output_dir / "final"
-    trainer.save_model(str(final))
+    trained = trainer.model
+    if peft_config is not None:  # the next stage and evaluation load a whole model
+        trained = trainer.accelerator.unwrap_model(trained).merge_and_unload()
+    trained.save_pretrained(str(final))
     tokenizer.save_pretrained(str(final))
     return trainer

@@ -1,0 +1,689 @@
+"""The schema of ``agentgym train CONFIG.yaml``, loaded and validated before any model loads.
+
+A config is one YAML mapping (see ``docs/training.md`` for every field)::
+
+    model: Qwen/Qwen2.5-0.5B-Instruct        # a folder, a hub id, or {tiny: {...}}
+    output_dir: runs/calculator
+    seed: 0
+    env: {id: calculator, kwargs: {split: train}}
+    eval: {kwargs: {split: test}, episodes: 50, temperature: 0.0}      # optional
+    rollout: {mode: pipeline, concurrency: 8, max_tokens: 256, temperature: 1.0}
+    report_to: none                          # none | wandb | tensorboard
+    stages:
+      - sft: {demonstrations: {policy: oracle, episodes: 200}, args: {num_train_epochs: 3}}
+      - rft: {tasks: 64, attempts: 4, args: {...}}
+      - grpo: {args: {max_steps: 50}, options: {dynamic_sampling: true}, lora: {r: 16}}
+
+:func:`load_config` reads the file into a :class:`TrainConfig` or raises one
+:class:`ConfigError` listing every problem found, each under the dotted path of its field
+(``stages[1].grpo.args.learning_rat``) with the fix: the closest valid name, the expected
+type, the allowed values. Stage ``args`` are checked against the fields (names and types)
+of ``trl.SFTConfig`` / ``trl.GRPOConfig``, ``options`` against
+:class:`agentgym.trainers.grpo.GRPOOptions`, ``lora`` against ``peft.LoraConfig``; the env
+id against the plugin registry and its kwargs against the env's constructor. Checks that
+depend on the machine (a GPU for ``bf16``, an installed ``wandb``) and TRL's own
+cross-field rules run in :func:`agentgym.trainers.run.train`, still before any model loads.
+
+Relative paths are relative to the working directory. YAML reads ``1e-5`` as text (it
+needs a dot: ``1.0e-5``); numeric fields accept such text and convert it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import importlib
+import inspect
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Union
+
+from agentgym.core.errors import AgentGymError
+
+__all__ = [
+    "REPORT_TO",
+    "STAGE_KINDS",
+    "ConfigError",
+    "Demonstrations",
+    "EnvSection",
+    "EvalSection",
+    "GRPOStage",
+    "RFTStage",
+    "RolloutSection",
+    "SFTStage",
+    "TinyModel",
+    "TrainConfig",
+    "load_config",
+    "parse_config",
+]
+
+REPORT_TO: tuple[str, ...] = ("none", "wandb", "tensorboard")
+_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+_FLOAT_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+class ConfigError(AgentGymError, ValueError):
+    """A config that cannot run; ``issues`` holds ``(dotted path, problem and fix)`` pairs."""
+
+    def __init__(self, issues: list[tuple[str, str]], source: str = "the config"):
+        self.issues, self.source = issues, source
+        count = f"{len(issues)} problem{'s' if len(issues) != 1 else ''}"
+        lines = "\n".join(f"  {path or '(top level)'}: {problem}" for path, problem in issues)
+        super().__init__(f"{source}: {count}\n{lines}")
+
+
+# ---- the schema -------------------------------------------------------------------------------
+
+
+def _limits(**bounds: float) -> dict[str, Any]:
+    """Field metadata: ``min``/``max`` (inclusive) and ``gt`` (exclusive) numeric bounds."""
+    return {"bounds": bounds}
+
+
+@dataclass
+class TinyModel:
+    """``model: {tiny: {...}}``: :func:`agentgym.testing.build_tiny_model` into
+    ``<output_dir>/base-model``."""
+
+    hidden_size: int = field(default=64, metadata=_limits(min=16))
+    num_layers: int = field(default=2, metadata=_limits(min=1))
+    seed: int = 0
+
+    def check(self, path: str) -> list[tuple[str, str]]:
+        if self.hidden_size % 16:
+            return [(f"{path}.hidden_size",
+                     f"must be a multiple of 16 (heads are 16 wide), got {self.hidden_size}")]
+        return []
+
+
+@dataclass
+class EnvSection:
+    """``env``: the registered env to train on and the kwargs it is made with."""
+
+    id: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EvalSection:
+    """``eval``: pass rate on held-out tasks before the first stage and after the last."""
+
+    #: Merged over ``env.kwargs`` (e.g. ``{split: test}``).
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    episodes: int = field(default=50, metadata=_limits(min=1))
+    #: 0 is greedy decoding.
+    temperature: float = field(default=0.0, metadata=_limits(min=0))
+
+
+@dataclass
+class RolloutSection:
+    """``rollout``: how episodes are played and scheduled in every stage and in eval."""
+
+    mode: Literal["sync", "async_batch", "pipeline"] = "pipeline"
+    concurrency: int = field(default=8, metadata=_limits(min=1))
+    prefetch: int | None = field(default=None, metadata=_limits(min=0))
+    max_tokens: int = field(default=256, metadata=_limits(min=1))
+    max_total_tokens: int = field(default=8192, metadata=_limits(min=1))
+    temperature: float = field(default=1.0, metadata=_limits(min=0))
+    top_p: float = field(default=1.0, metadata=_limits(gt=0, max=1))
+    max_wall_s: float | None = field(default=None, metadata=_limits(gt=0))
+
+    def rollout_config(self, seed: int = 0, temperature: float | None = None) -> Any:
+        """The :class:`~agentgym.rollout.loop.RolloutConfig` (``temperature`` overrides)."""
+        from agentgym.rollout.generation import Sampling
+        from agentgym.rollout.loop import RolloutConfig
+
+        sampling = Sampling(max_tokens=self.max_tokens, top_p=self.top_p,
+                            temperature=self.temperature if temperature is None else temperature)
+        return RolloutConfig(sampling=sampling, max_total_tokens=self.max_total_tokens,
+                             max_wall_s=self.max_wall_s, seed=seed)
+
+    def pipeline_config(self) -> Any:
+        """The :class:`~agentgym.rollout.pipeline.PipelineConfig`."""
+        from agentgym.rollout.pipeline import PipelineConfig
+
+        return PipelineConfig(mode=self.mode, concurrency=self.concurrency,
+                              prefetch=self.prefetch)
+
+
+@dataclass
+class Demonstrations:
+    """``sft.demonstrations``: episodes of a (text-level) policy to imitate, collected into
+    the stage folder."""
+
+    policy: str = "oracle"
+    episodes: int = field(default=100, metadata=_limits(min=1))
+    #: Merged over ``env.kwargs``.
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    #: Keep episodes with at least this reward (and no error); null keeps every episode.
+    threshold: float | None = 1.0
+
+    def check(self, path: str) -> list[tuple[str, str]]:
+        return _check_policy(self.policy, f"{path}.policy")
+
+
+@dataclass
+class SFTStage:
+    """``{sft: {...}}``: supervised fine-tuning on the model tokens of trajectories, from a
+    file (``trajectories``) or collected first (``demonstrations``); exactly one of them."""
+
+    kind: ClassVar[str] = "sft"
+    trajectories: Path | None = None
+    demonstrations: Demonstrations | None = None
+    #: ``trl.SFTConfig`` fields.
+    args: dict[str, Any] = field(default_factory=dict, metadata={"trl": "SFTConfig"})
+
+    def check(self, path: str) -> list[tuple[str, str]]:
+        if (self.trajectories is None) == (self.demonstrations is None):
+            return [(path, "give exactly one of `trajectories: FILE.jsonl` or"
+                           " `demonstrations: {policy: oracle, episodes: N}`")]
+        if self.trajectories is not None and not self.trajectories.is_file():
+            return [(f"{path}.trajectories",
+                     f"file not found: {str(self.trajectories)!r}; collect one with `agentgym"
+                     f" rollout ENV_ID --policy oracle -n 100 --out {self.trajectories}`, or use"
+                     " `demonstrations: {policy: oracle, episodes: 100}`")]
+        return []
+
+
+@dataclass
+class RFTStage:
+    """``{rft: {...}}``: rejection fine-tuning: ``attempts`` tries at each of ``tasks``
+    tasks with the current model, SFT on the ones scoring at least ``threshold``."""
+
+    kind: ClassVar[str] = "rft"
+    tasks: int = field(metadata=_limits(min=1))
+    attempts: int = field(default=4, metadata=_limits(min=1))
+    threshold: float = 1.0
+    #: ``trl.SFTConfig`` fields.
+    args: dict[str, Any] = field(default_factory=dict, metadata={"trl": "SFTConfig"})
+
+
+@dataclass
+class GRPOStage:
+    """``{grpo: {...}}``: GRPO (DAPO defaults) on the env through the rollout pipeline."""
+
+    kind: ClassVar[str] = "grpo"
+    #: ``trl.GRPOConfig`` fields.
+    args: dict[str, Any] = field(default_factory=dict, metadata={"trl": "GRPOConfig"})
+    #: :class:`agentgym.trainers.grpo.GRPOOptions` fields.
+    options: dict[str, Any] = field(default_factory=dict, metadata={"options": True})
+    #: ``peft.LoraConfig`` fields; null trains every weight.
+    lora: dict[str, Any] | None = field(default=None, metadata={"lora": True})
+
+
+Stage = SFTStage | RFTStage | GRPOStage
+STAGE_KINDS: dict[str, type] = {"sft": SFTStage, "rft": RFTStage, "grpo": GRPOStage}
+
+
+@dataclass
+class TrainConfig:
+    """A whole ``agentgym train`` run: the model, the env, and the stages in order."""
+
+    model: str | TinyModel = field(metadata={"load": "model"})
+    output_dir: Path
+    env: EnvSection = field(metadata={"load": "env"})
+    stages: list[Stage] = field(metadata={"load": "stages"})
+    seed: int = 0
+    eval: EvalSection | None = None
+    rollout: RolloutSection = field(default_factory=RolloutSection)
+    report_to: Literal["none", "wandb", "tensorboard"] = "none"
+
+    def check(self, path: str) -> list[tuple[str, str]]:
+        return _check_env_kwargs(self)
+
+    def stage_dir(self, index: int) -> Path:
+        """Where stage ``index`` writes: ``<output_dir>/<index:02d>-<kind>``."""
+        return self.output_dir / f"{index:02d}-{self.stages[index].kind}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain data (what ``run.json`` records)."""
+        data = _plain(self)
+        data["stages"] = [{s.kind: _plain(s)} for s in self.stages]
+        return data
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return str(obj) if isinstance(obj, Path) else obj
+
+
+# ---- loading ---------------------------------------------------------------------------------
+
+
+def load_config(path: str | Path, *, output_dir: str | Path | None = None) -> TrainConfig:
+    """Read and validate the YAML file ``path``; ``output_dir`` overrides the file's.
+
+    Raises :class:`ConfigError` naming every problem (and ``FileNotFoundError``)."""
+    import yaml
+
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError([("", f"not valid YAML: {where}{problem}")], str(path)) from None
+    return parse_config(data, source=str(path), output_dir=output_dir)
+
+
+def parse_config(data: Any, *, source: str = "the config",
+                 output_dir: str | Path | None = None) -> TrainConfig:
+    """Validate already-parsed data (a mapping) into a :class:`TrainConfig`."""
+    if isinstance(data, Mapping) and output_dir is not None:
+        data = {**data, "output_dir": str(output_dir)}
+    issues: list[tuple[str, str]] = []
+    config = _load_dataclass(TrainConfig, data, "", issues)
+    if issues or config is None:
+        # In the order of the file's sections.
+        order = {str(key): i for i, key in enumerate(data)} if isinstance(data, Mapping) else {}
+        issues.sort(key=lambda issue: order.get(re.split(r"[.\[]", issue[0])[0], len(order)))
+        raise ConfigError(issues or [("", "the config is empty")], source)
+    return config
+
+
+class _Invalid(Exception):
+    """A value that does not fit its annotation (the message says what was expected)."""
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _closest(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _unknown(name: Any, names: list[str], owner: str) -> str:
+    close = _closest(str(name), names)
+    if close:
+        return f"unknown field of {owner}{close}"
+    if len(names) > 12:
+        return f"unknown field of {owner} (see its documented fields)"
+    return f"unknown field of {owner} (fields: {', '.join(names)})"
+
+
+def _required(f: dataclasses.Field) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+
+
+def _load_dataclass(cls: type, data: Any, path: str, issues: list[tuple[str, str]]) -> Any:
+    """Build ``cls`` from a mapping, appending problems to ``issues`` (None when any)."""
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    owner = f"`{path}`" if path else "the config"
+    if not isinstance(data, Mapping):
+        issues.append((path, f"expected a mapping with fields {', '.join(fields)};"
+                             f" got {_show(data)}"))
+        return None
+    before = len(issues)
+    for key in data:
+        if key not in fields:
+            issues.append((_join(path, str(key)), _unknown(key, list(fields), owner)))
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for name, f in fields.items():
+        where = _join(path, name)
+        if name not in data:
+            if _required(f):
+                issues.append((where, f"missing (required): expected {_describe(hints[name])}"))
+            continue
+        loader = _LOADERS.get(f.metadata.get("load", ""))
+        if loader is not None:
+            values[name] = loader(data[name], where, issues)
+            continue
+        try:
+            value = _coerce(data[name], hints[name], where, issues)
+        except _Invalid as e:
+            issues.append((where, str(e)))
+            continue
+        issues += _check_bounds(value, f.metadata.get("bounds", {}), where)
+        if "trl" in f.metadata:
+            value = _check_trl_args(value, f.metadata["trl"], where, issues)
+        elif "options" in f.metadata:
+            value = _check_options(value, where, issues)
+        elif f.metadata.get("lora") and value is not None:
+            value = _check_fields(value, _lora_class(), "peft.LoraConfig", where, issues)
+        values[name] = value
+    if len(issues) > before:
+        return None
+    obj = cls(**values)
+    if hasattr(obj, "check"):
+        issues += obj.check(path)
+    return obj if len(issues) == before else None
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return f"{text if len(text) <= 60 else text[:57] + '...'} ({type(value).__name__})"
+
+
+def _describe(annotation: Any) -> str:
+    """Words for a type, for messages."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is type(None) or annotation is None:
+        return "null"
+    if origin in (Union, types.UnionType):
+        return _describe_union(args)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return "one of " + ", ".join(repr(m.value) for m in annotation)
+    if dataclasses.is_dataclass(annotation):
+        return "a mapping"
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "text",
+             Path: "a path", list: "a list", tuple: "a list", dict: "a mapping"}
+    return names.get(origin or annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def _describe_union(members: tuple) -> str:
+    return " or ".join(dict.fromkeys(_describe(a) for a in members))
+
+
+def _coerce(value: Any, annotation: Any, path: str, issues: list[tuple[str, str]]) -> Any:
+    """``value`` converted to ``annotation`` (YAML lists to tuples, number text to floats),
+    or :class:`_Invalid`. Types this does not know are accepted as they are."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is Any or annotation is object:
+        return value
+    if annotation is type(None) or annotation is None:
+        if value is None:
+            return None
+        raise _Invalid(f"expected null, got {_show(value)}")
+    if origin in (Union, types.UnionType):
+        return _coerce_union(value, args, path, issues)
+    if origin is Literal:
+        if value in args:
+            return value
+        allowed = [str(a) for a in args]
+        raise _Invalid(f"{value!r} is not allowed{_closest(str(value), allowed)}"
+                       f" (allowed: {', '.join(allowed)})")
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        allowed = [str(m.value) for m in annotation]
+        if isinstance(value, annotation) or value in allowed:
+            return value
+        raise _Invalid(f"{value!r} is not allowed{_closest(str(value), allowed)}"
+                       f" (allowed: {', '.join(allowed)})")
+    if dataclasses.is_dataclass(annotation):
+        if not isinstance(value, Mapping):
+            raise _Invalid(f"expected a mapping, got {_show(value)}")
+        return _load_dataclass(annotation, value, path, issues)
+    base = origin or annotation
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+    elif base is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif base is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value  # ints stay ints: TRL types step counts as floats to allow ratios
+        if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
+            return float(value)
+    elif base is str:
+        if isinstance(value, str):
+            return value
+    elif base is Path:
+        if isinstance(value, str) and value:
+            return Path(value).expanduser()
+    elif base in (list, tuple):
+        if isinstance(value, (list, tuple)):
+            item = args[0] if args else Any
+            items = [_coerce_item(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
+            return tuple(items) if base is tuple else items
+    elif base is dict:
+        if isinstance(value, Mapping):
+            return dict(value)
+    else:
+        return value  # a type this schema does not check (e.g. accelerate's configs)
+    raise _Invalid(f"expected {_describe(annotation)}, got {_show(value)}")
+
+
+def _coerce_item(value: Any, annotation: Any, path: str) -> Any:
+    try:
+        return _coerce(value, annotation, path, [])
+    except _Invalid as e:
+        raise _Invalid(f"item {path.rsplit('[', 1)[-1][:-1]}: {e}") from None
+
+
+def _coerce_union(value: Any, args: tuple, path: str, issues: list[tuple[str, str]]) -> Any:
+    # TrainingArguments types strategies as `SomeEnum | str`: the text must still be a value
+    # of the enum, which transformers converts it to.
+    enums = [a for a in args if isinstance(a, type) and issubclass(a, enum.Enum)]
+    if enums and str in args and isinstance(value, str):
+        return _coerce(value, enums[0], path, issues)
+    if value is None and type(None) in args:
+        return None
+    # Exact types first, so `int | str` keeps 5 an int and `float | None` turns "1e-5" a float.
+    ordered = sorted(args, key=lambda a: a is str)
+    errors = []
+    for member in ordered:
+        try:
+            return _coerce(value, member, path, issues)
+        except _Invalid as e:
+            errors.append(str(e))
+    specific = [e for e in errors if not e.startswith("expected ")]
+    raise _Invalid(specific[0] if specific else
+                   f"expected {_describe_union(args)}, got {_show(value)}")
+
+
+def _check_bounds(value: Any, bounds: dict[str, float], path: str) -> list[tuple[str, str]]:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return []
+    if "min" in bounds and value < bounds["min"]:
+        return [(path, f"must be >= {bounds['min']:g}, got {value}")]
+    if "gt" in bounds and value <= bounds["gt"]:
+        return [(path, f"must be > {bounds['gt']:g}, got {value}")]
+    if "max" in bounds and value > bounds["max"]:
+        return [(path, f"must be <= {bounds['max']:g}, got {value}")]
+    return []
+
+
+def _check_fields(values: dict[str, Any], cls: type, owner: str, path: str,
+                  issues: list[tuple[str, str]], *, choices: bool = False) -> dict[str, Any]:
+    """Check a free mapping against the init fields of dataclass ``cls``: names (with the
+    closest one), types, and ``metadata["choices"]`` where ``choices``."""
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    checked = {}
+    for key, value in values.items():
+        where = _join(path, str(key))
+        if key not in fields:
+            issues.append((where, _unknown(key, sorted(fields), owner)))
+            continue
+        try:
+            value = _coerce(value, hints.get(key, Any), where, issues)
+        except _Invalid as e:
+            issues.append((where, str(e)))
+            continue
+        allowed = fields[key].metadata.get("choices") if choices else None
+        if allowed and value is not None and value not in list(allowed):
+            allowed = [str(a) for a in allowed]
+            issues.append((where, f"{value!r} is not allowed{_closest(str(value), allowed)}"
+                                  f" (allowed: {', '.join(allowed)})"))
+            continue
+        checked[key] = value
+    return checked
+
+
+#: Stage ``args`` agentgym sets itself, and why.
+_MANAGED_ARGS = {
+    "output_dir": "each stage writes to <output_dir>/<NN>-<kind>; set the top-level output_dir",
+}
+
+
+def _check_trl_args(values: dict[str, Any], name: str, path: str,
+                    issues: list[tuple[str, str]]) -> dict[str, Any]:
+    try:
+        import trl
+    except ModuleNotFoundError:
+        issues.append((path, "training needs trl and torch: pip install 'agentgym[train]'"))
+        return values
+    for key, why in _MANAGED_ARGS.items():
+        if key in values:
+            issues.append((_join(path, key), f"set by agentgym: {why}"))
+    values = {k: v for k, v in values.items() if k not in _MANAGED_ARGS}
+    return _check_fields(values, getattr(trl, name), f"trl.{name}", path, issues, choices=True)
+
+
+def _options_class() -> type | None:
+    """:class:`agentgym.trainers.grpo.GRPOOptions`, or None while that module is absent."""
+    try:
+        module = importlib.import_module("agentgym.trainers.grpo")
+    except ModuleNotFoundError as e:
+        if e.name == "agentgym.trainers.grpo":
+            return None
+        raise
+    return module.GRPOOptions
+
+
+def _check_options(values: dict[str, Any], path: str,
+                   issues: list[tuple[str, str]]) -> dict[str, Any]:
+    cls = _options_class()
+    if cls is None:
+        return values
+    return _check_fields(values, cls, "GRPOOptions", path, issues)
+
+
+def _lora_class() -> type:
+    import peft
+
+    return peft.LoraConfig
+
+
+def _load_model_field(value: Any, path: str, issues: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str) and value:
+        hub_id = _REPO_ID.match(value) and not value.startswith(".")
+        if not hub_id and not Path(value).expanduser().is_dir():
+            issues.append((path, f"folder not found: {value!r}; give a model folder"
+                                 " (save_pretrained), a hub id such as"
+                                 " Qwen/Qwen2.5-0.5B-Instruct, or {tiny: {}}"))
+        return value
+    if isinstance(value, Mapping) and list(value) == ["tiny"]:
+        tiny = _load_dataclass(TinyModel, value["tiny"] or {}, f"{path}.tiny", issues)
+        return tiny
+    if isinstance(value, Mapping) and len(value) == 1:
+        key = next(iter(value))
+        issues.append((f"{path}.{key}", f"unknown model kind{_closest(str(key), ['tiny'])};"
+                                        " the only mapping form is {tiny: {hidden_size,"
+                                        " num_layers, seed}}"))
+        return None
+    issues.append((path, "expected a model folder, a hub id (e.g. Qwen/Qwen2.5-0.5B-Instruct)"
+                         f" or {{tiny: {{hidden_size: 64, num_layers: 2}}}}; got {_show(value)}"))
+    return None
+
+
+def _load_stages(value: Any, path: str, issues: list[tuple[str, str]]) -> list[Any]:
+    kinds = list(STAGE_KINDS)
+    example = "e.g. `- grpo: {args: {max_steps: 10}}`"
+    if not isinstance(value, list) or not value:
+        issues.append((path, f"expected a non-empty list of stages ({', '.join(kinds)}),"
+                             f" {example}; got {_show(value)}"))
+        return []
+    stages = []
+    for i, item in enumerate(value):
+        where = f"{path}[{i}]"
+        if not isinstance(item, Mapping) or len(item) != 1:
+            shown = list(item) if isinstance(item, Mapping) else _show(item)
+            issues.append((where, f"a stage is a mapping with one key, its kind"
+                                  f" ({', '.join(kinds)}), {example}; got {shown}"))
+            continue
+        kind, body = next(iter(item.items()))
+        if kind not in STAGE_KINDS:
+            issues.append((where, f"unknown stage kind {kind!r}{_closest(str(kind), kinds)}"
+                                  f" (a stage is one of: {', '.join(kinds)})"))
+            continue
+        stage = _load_dataclass(STAGE_KINDS[kind], body if body is not None else {},
+                                f"{where}.{kind}", issues)
+        if stage is not None:
+            stages.append(stage)
+    return stages
+
+
+def _load_env(value: Any, path: str, issues: list[tuple[str, str]]) -> Any:
+    """The env section; its id must name a registered env."""
+    from agentgym.core.errors import UnknownIdError
+    from agentgym.core.plugins import plugin_host
+
+    before = len(issues)
+    env = _coerce(value, EnvSection, path, issues) if isinstance(value, Mapping) else None
+    if env is None:
+        if len(issues) == before:
+            issues.append((path, f"expected a mapping {{id: ENV_ID, kwargs: {{...}}}},"
+                                 f" got {_show(value)}"))
+        return None
+    try:
+        plugin_host().get("envs", env.id)
+    except UnknownIdError as e:
+        issues.append((f"{path}.id", str(e)))
+    return env
+
+
+_LOADERS: dict[str, Callable[[Any, str, list[tuple[str, str]]], Any]] = {
+    "model": _load_model_field,
+    "env": _load_env,
+    "stages": _load_stages,
+}
+
+
+# ---- checks against the plugins -----------------------------------------------------------
+
+
+def _check_env_kwargs(config: TrainConfig) -> list[tuple[str, str]]:
+    """The env's kwargs (with eval's and demonstrations') are arguments its constructor
+    takes."""
+    from agentgym.core.plugins import plugin_host
+
+    spec = plugin_host().get("envs", config.env.id)
+    try:
+        factory = spec.load()
+    except Exception as e:
+        return [("env.id", f"the env {config.env.id!r} cannot be imported:"
+                           f" {type(e).__name__}: {e}")]
+    groups = [("env.kwargs", config.env.kwargs)]
+    if config.eval is not None:
+        groups.append(("eval.kwargs", config.eval.kwargs))
+    for i, stage in enumerate(config.stages):
+        if isinstance(stage, SFTStage) and stage.demonstrations is not None:
+            groups.append((f"stages[{i}].sft.demonstrations.kwargs", stage.demonstrations.kwargs))
+    issues = []
+    for path, kwargs in groups:
+        issues += _check_kwargs(factory, kwargs, path, config.env.id)
+    return issues
+
+
+def _check_kwargs(factory: Callable[..., Any], kwargs: dict[str, Any], path: str,
+                  env_id: str) -> list[tuple[str, str]]:
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return []
+    names = [n for n, p in parameters.items()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"]
+    return [(_join(path, str(key)), f"the env {env_id!r} takes no argument {key!r}"
+                                    f"{_closest(str(key), names)} (it takes: {', '.join(names)})")
+            for key in kwargs if key not in names]
+
+
+def _check_policy(name: str, path: str) -> list[tuple[str, str]]:
+    from agentgym.core.errors import UnknownIdError
+    from agentgym.core.plugins import plugin_host
+
+    policy_id = name.partition(":")[0]
+    known = plugin_host().entries("policies")
+    if policy_id in known:
+        return []
+    return [(path, str(UnknownIdError("policy", policy_id, known, "agentgym list policies")))]

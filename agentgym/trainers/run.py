@@ -1,0 +1,609 @@
+"""``agentgym train``: run a config's stages in order, with eval before and after.
+
+:func:`train` takes a :class:`~agentgym.trainers.config.TrainConfig` (or the path of its
+YAML file) and, in ``output_dir``:
+
+* checks what depends on the machine and on TRL's cross-field rules (the stages' TRL
+  configs are built, ``report_to`` integrations must be installed) before any model
+  loads, raising :class:`~agentgym.trainers.config.ConfigError`;
+* records the run in ``run.json``; an ``output_dir`` that already holds one is refused
+  unless ``resume`` (:class:`RunExistsError`);
+* builds the tiny model into ``base-model/`` when ``model`` is ``{tiny: ...}``;
+* evaluates the base model on held-out tasks (``eval``; greedy unless set) and keeps the
+  result in ``eval.json``;
+* runs stage ``i`` into ``<i:02d>-<kind>/``, from the previous stage's final model
+  (``<stage dir>/final``); a finished stage writes ``stage.json`` last. An ``sft`` stage
+  with ``demonstrations`` first collects them into ``demonstrations.jsonl`` there;
+* evaluates the final model, prints before / after / change and writes ``eval.json``.
+
+Every log of every trainer is appended to ``metrics.jsonl`` as one flushed JSON line
+``{"stage": "01-grpo", "kind": "grpo", "step": N, ...TRL's and agentgym's keys}``, and
+``reward_curve.png`` (GRPO reward and pass rate, every stage's loss, per step) is rewritten
+after each stage and when the run ends, however it ends (``SIGTERM`` included): an
+interrupted run leaves complete files.
+
+``resume=True`` skips finished stages, resumes the first unfinished one from its last
+checkpoint, reuses the eval-before result and the demonstrations already collected, and
+drops the metrics lines logged after that checkpoint (they are logged again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import importlib.util
+import json
+import math
+import os
+import re
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from transformers import TrainerCallback
+
+from agentgym.core.errors import AgentGymError
+from agentgym.trainers.config import (
+    ConfigError,
+    GRPOStage,
+    RFTStage,
+    SFTStage,
+    TinyModel,
+    TrainConfig,
+    load_config,
+)
+
+__all__ = ["MetricsCallback", "MetricsLog", "RunExistsError", "plot_curves", "train"]
+
+RUN_FILE = "run.json"
+STAGE_FILE = "stage.json"
+METRICS_FILE = "metrics.jsonl"
+CURVE_FILE = "reward_curve.png"
+EVAL_FILE = "eval.json"
+FINAL_DIR = "final"
+BASE_MODEL_DIR = "base-model"
+DEMONSTRATIONS_FILE = "demonstrations.jsonl"
+
+
+class RunExistsError(AgentGymError):
+    """``output_dir`` already holds a run and ``resume`` was not asked for."""
+
+
+# ---- metrics ---------------------------------------------------------------------------------
+
+
+def _json_value(value: Any) -> Any:
+    """A JSON-safe value: tensors and numpy scalars as numbers, NaN and infinities as null."""
+    if hasattr(value, "item") and callable(value.item):
+        with contextlib.suppress(Exception):
+            value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    return str(value)
+
+
+class MetricsLog:
+    """``metrics.jsonl``: one JSON object per line, each appended in a single flushed write,
+    so a reader (or a crash) never leaves half a line behind."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._drop_partial_line()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _drop_partial_line(self) -> None:
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        if end != len(data):  # a line cut by a crash
+            with self.path.open("r+b") as f:
+                f.truncate(end)
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(_json_value(record), allow_nan=False) + "\n"
+        os.write(self._fd, line.encode("utf-8"))
+
+    def read(self) -> list[dict[str, Any]]:
+        """Every complete line."""
+        return read_metrics(self.path)
+
+    def keep(self, predicate: Any) -> None:
+        """Rewrite the file with only the records ``predicate`` accepts (on resume)."""
+        kept = [r for r in self.read() if predicate(r)]
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+        os.close(self._fd)
+        os.replace(tmp, self.path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The records of a ``metrics.jsonl`` file (none when it does not exist)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    return [json.loads(line) for line in lines[:-1] if line.strip()]
+
+
+class MetricsCallback(TrainerCallback):
+    """Appends each trainer log to a :class:`MetricsLog` as
+    ``{"stage", "kind", "step", ...logs}``."""
+
+    def __init__(self, log: MetricsLog, stage: str, kind: str):
+        self.log, self.stage, self.kind = log, stage, kind
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None,
+               **kwargs: Any) -> None:
+        if logs and state.is_world_process_zero:
+            self.log.write({"stage": self.stage, "kind": self.kind, "step": state.global_step,
+                            **logs})
+
+
+def plot_curves(records: list[dict[str, Any]], path: str | os.PathLike,
+                title: str = "") -> Path:
+    """Draw the GRPO reward and pass rate (top) and every stage's loss (bottom) per training
+    step, the stages one after another on the step axis, and write the PNG atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    stages: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        stages.setdefault(record.get("stage", "?"), []).append(record)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    offset = 0
+    series = ((top, "reward", "", "-"), (top, "env/pass_rate", " pass rate", "--"),
+              (bottom, "loss", "", "-"))
+    for index, (name, rows) in enumerate(stages.items()):
+        for axis, key, suffix, style in series:
+            points = [(offset + r["step"], r[key]) for r in rows
+                      if isinstance(r.get(key), (int, float)) and "step" in r]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                axis.plot(xs, ys, style, color=f"C{index}", label=name + suffix,
+                          marker="." if len(points) < 50 else None)
+        last = max((r.get("step", 0) for r in rows), default=0)
+        offset += last
+        if offset:
+            for axis in (top, bottom):
+                axis.axvline(offset, color="grey", linewidth=0.5, linestyle=":")
+    top.set_ylabel("GRPO reward")
+    bottom.set_ylabel("loss")
+    bottom.set_xlabel("training step (stages in order)")
+    for axis in (top, bottom):
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize="small")
+        axis.grid(alpha=0.3)
+    if not top.get_legend_handles_labels()[0]:
+        top.text(0.5, 0.5, "no GRPO reward logged", ha="center", va="center",
+                 transform=top.transAxes, color="grey")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+# ---- up-front checks -------------------------------------------------------------------------
+
+
+def _stage_args(config: TrainConfig, args: dict[str, Any]) -> dict[str, Any]:
+    """A stage's TRL args with the run's ``report_to`` and ``seed`` unless it sets them."""
+    return {"report_to": config.report_to, "seed": config.seed, **args}
+
+
+def check_runtime(config: TrainConfig) -> None:
+    """What :func:`~agentgym.trainers.config.load_config` cannot check without the machine:
+    each stage's TRL config is built as the stage will build it (TRL's cross-field rules,
+    bf16 without a GPU, temperature agreement), GRPO options are constructed, and the
+    ``report_to`` integrations are importable. Raises ConfigError; loads no model."""
+    issues: list[tuple[str, str]] = []
+    rollout = config.rollout.rollout_config(seed=config.seed)
+    for i, stage in enumerate(config.stages):
+        path = f"stages[{i}].{stage.kind}"
+        args = _stage_args(config, stage.args)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the stage itself warns once, if need be
+                if isinstance(stage, GRPOStage):
+                    from agentgym.trainers.grpo import GRPOOptions, grpo_config
+
+                    grpo_config(config.stage_dir(i), args, rollout=rollout)
+                    GRPOOptions(**stage.options)
+                else:
+                    from trl import SFTConfig
+
+                    from agentgym.trainers.sft import build_config
+
+                    build_config(SFTConfig, config.stage_dir(i), args,
+                                 {"completion_only_loss": True})
+        except (ValueError, TypeError) as e:
+            issues.append((f"{path}.args", str(e)))
+        report_to = args.get("report_to")
+        for integration in [report_to] if isinstance(report_to, str) else report_to or []:
+            missing = _missing_integration(integration)
+            if missing:
+                where = f"{path}.args.report_to" if "report_to" in stage.args else "report_to"
+                issues.append((where, missing))
+    if issues:
+        raise ConfigError(list(dict.fromkeys(issues)), "the config")
+
+
+def _missing_integration(name: str) -> str | None:
+    modules = {"wandb": ("wandb",), "tensorboard": ("tensorboard", "tensorboardX")}
+    needed = modules.get(name)
+    if needed and not any(importlib.util.find_spec(m) for m in needed):
+        return f"report_to {name!r} needs the {needed[0]} package: pip install {needed[0]}"
+    return None
+
+
+# ---- the run ---------------------------------------------------------------------------------
+
+
+def _prepare_output(config: TrainConfig, resume: bool, console: Console) -> dict[str, Any]:
+    """Refuse to overwrite a run; record this one in run.json."""
+    out = config.output_dir
+    run_file = out / RUN_FILE
+    record: dict[str, Any] = {}
+    if run_file.exists():
+        if not resume:
+            raise RunExistsError(
+                f"{str(out)!r} already holds a run ({RUN_FILE}); pass --resume to continue it,"
+                " or choose another --output-dir")
+        record = json.loads(run_file.read_text(encoding="utf-8"))
+        old = [next(iter(s)) for s in record.get("config", {}).get("stages", [])]
+        new = [s.kind for s in config.stages]
+        if old != new:
+            raise RunExistsError(
+                f"cannot resume {str(out)!r}: its stages were {old}, the config now has {new};"
+                " restore the stages or start a new run in another --output-dir")
+        console.print(f"[bold]resuming[/] the run in {out}")
+    elif resume:
+        console.print(f"no run in {out} to resume: starting one")
+    out.mkdir(parents=True, exist_ok=True)
+    record.setdefault("started", time.time())
+    if run_file.exists():
+        record.setdefault("resumed", []).append(time.time())
+    record["config"] = config.to_dict()
+    _write_json(run_file, record)
+    return record
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_json_value(data), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _stage_complete(stage_dir: Path) -> bool:
+    return (stage_dir / STAGE_FILE).is_file() and (stage_dir / FINAL_DIR).is_dir()
+
+
+def _last_checkpoint_step(stage_dir: Path) -> int:
+    steps = [int(m.group(1)) for p in stage_dir.glob("checkpoint-*")
+             if (m := re.fullmatch(r"checkpoint-(\d+)", p.name)) and p.is_dir()]
+    return max(steps, default=0)
+
+
+def _base_model(config: TrainConfig, console: Console) -> str:
+    if isinstance(config.model, TinyModel):
+        from agentgym.testing import build_tiny_model
+
+        tiny = config.model
+        console.print(f"building the tiny model (hidden {tiny.hidden_size}, {tiny.num_layers}"
+                      f" layers) into {config.output_dir / BASE_MODEL_DIR}")
+        return str(build_tiny_model(config.output_dir / BASE_MODEL_DIR, seed=tiny.seed,
+                                    hidden_size=tiny.hidden_size, num_layers=tiny.num_layers))
+    return config.model
+
+
+@contextlib.contextmanager
+def _progress(console: Console, description: str, total: int) -> Iterator[Any]:
+    """A progress bar; yields ``advance(trajectory)``."""
+    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("mean reward {task.fields[mean]:.3f}"), TimeElapsedColumn()]
+    rewards: list[float] = []
+    with Progress(*columns, console=console, disable=not console.is_terminal,
+                  transient=True) as progress:
+        bar = progress.add_task(description, total=total, mean=0.0)
+
+        def advance(trajectory: Any) -> None:
+            rewards.append(trajectory.reward)
+            progress.update(bar, advance=1, mean=sum(rewards) / len(rewards))
+
+        yield advance
+
+
+def _evaluate(config: TrainConfig, model: str, label: str, console: Console) -> dict[str, Any]:
+    """Pass rate of ``model`` on the eval tasks (an HFPolicy, greedy unless set)."""
+    from agentgym.rollout.evaluate import evaluate
+    from agentgym.rollout.policies.hf import HFPolicy
+
+    section = config.eval
+    assert section is not None
+    started = time.perf_counter()
+    policy = HFPolicy(model)
+    kwargs = {**config.env.kwargs, **section.kwargs}
+    try:
+        with _progress(console, f"eval {label}", section.episodes) as advance:
+            report = asyncio.run(evaluate(
+                config.env.id, policy, section.episodes, env_kwargs=kwargs,
+                policy_name=f"hf:{model}", pipeline=config.rollout.pipeline_config(),
+                config=config.rollout.rollout_config(seed=config.seed,
+                                                     temperature=section.temperature),
+                on_done=advance))
+    finally:
+        del policy
+        _free_memory()
+    summary = {"model": model, "env_kwargs": kwargs, "temperature": section.temperature,
+               **report.summary(), "seconds": time.perf_counter() - started}
+    console.print(f"eval {label}: pass rate [bold]{report.pass_rate:.3f}[/] over"
+                  f" {report.n} episodes (mean reward {report.mean_reward:.3f})")
+    return summary
+
+
+def _free_memory() -> None:
+    gc.collect()
+    with contextlib.suppress(Exception):
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _build_policy(name: str) -> Any:
+    from agentgym.core.plugins import plugin_host
+
+    policy_id, _, argument = name.partition(":")
+    return plugin_host().get("policies", policy_id).build(argument or None)
+
+
+def _demonstrations(config: TrainConfig, stage: SFTStage, stage_dir: Path,
+                    console: Console) -> list[Any]:
+    """Collect (or, on resume, complete) the stage's demonstrations; the kept ones."""
+    from agentgym.rollout.evaluate import rollout
+    from agentgym.rollout.trajectory import TrajectoryWriter, read_trajectories
+
+    demo = stage.demonstrations
+    assert demo is not None
+    path = stage_dir / DEMONSTRATIONS_FILE
+    # Appending is safe: a fresh run's stage folder is new, and a resumed one continues.
+    with TrajectoryWriter(path, resume=True) as writer:
+        todo = demo.episodes - len(writer.done)
+        if todo > 0:
+            with _progress(console, f"demonstrations ({demo.policy})", todo) as advance:
+
+                def done(trajectory: Any) -> None:
+                    writer.write(trajectory)
+                    advance(trajectory)
+
+                asyncio.run(rollout(
+                    config.env.id, _build_policy(demo.policy), demo.episodes,
+                    env_kwargs={**config.env.kwargs, **demo.kwargs}, policy_name=demo.policy,
+                    pipeline=config.rollout.pipeline_config(),
+                    config=config.rollout.rollout_config(seed=config.seed),
+                    skip=set(writer.done), on_done=done))
+    trajectories = read_trajectories(path)
+    kept = [t for t in trajectories if t.error is None
+            and (demo.threshold is None or t.reward >= demo.threshold)]
+    console.print(f"demonstrations: kept {len(kept)} of {len(trajectories)} episodes of"
+                  f" {demo.policy} (reward >= {demo.threshold}) from {path}")
+    if not kept:
+        raise AgentGymError(
+            f"no demonstration of {demo.policy!r} reached reward {demo.threshold} in {path}:"
+            " check the policy with `agentgym eval`, or lower demonstrations.threshold")
+    return kept
+
+
+def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
+               callbacks: list[Any], console: Console) -> None:
+    stage = config.stages[index]
+    stage_dir = config.stage_dir(index)
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    args = _stage_args(config, stage.args)
+    rollout = config.rollout.rollout_config(seed=config.seed)
+    pipeline = config.rollout.pipeline_config()
+    if isinstance(stage, SFTStage):
+        from transformers import AutoTokenizer
+
+        from agentgym.rollout.trajectory import read_trajectories
+        from agentgym.trainers.sft import train_sft, trajectory_dataset
+
+        if stage.trajectories is not None:
+            trajectories = read_trajectories(stage.trajectories)
+        else:
+            trajectories = _demonstrations(config, stage, stage_dir, console)
+        tokenizer = AutoTokenizer.from_pretrained(model)
+        dataset = trajectory_dataset(trajectories, tokenizer)
+        train_sft(model, dataset, output_dir=stage_dir, args=args, tokenizer=tokenizer,
+                  resume=resume, callbacks=callbacks)
+    elif isinstance(stage, RFTStage):
+        from agentgym.trainers.rft import train_rft
+
+        train_rft(model, config.env.id, env_kwargs=dict(config.env.kwargs),
+                  output_dir=stage_dir, tasks=stage.tasks, attempts=stage.attempts,
+                  threshold=stage.threshold, rollout=rollout, pipeline=pipeline,
+                  sft_args=args, resume=resume, callbacks=callbacks)
+    else:
+        from agentgym.trainers.grpo import GRPOOptions, train_grpo
+
+        train_grpo(model, config.env.id, env_kwargs=dict(config.env.kwargs),
+                   output_dir=stage_dir, args=args, options=GRPOOptions(**stage.options),
+                   rollout=rollout, pipeline=pipeline, lora=stage.lora, resume=resume,
+                   callbacks=callbacks)
+
+
+@contextlib.contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler's preemption) unwinds like Ctrl-C, so the ``finally``
+    blocks still write complete files."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _print_eval(before: dict[str, Any], after: dict[str, Any], console: Console) -> None:
+    table = Table(title="held-out eval", title_justify="left")
+    for column in ("", "before", "after", "change"):
+        table.add_column(column, justify="right" if column else "left")
+    for key in ("pass_rate", "mean_reward", "mean_turns"):
+        b, a = before.get(key, 0.0), after.get(key, 0.0)
+        colour = "green" if a > b else "red" if a < b else ""
+        change = f"[{colour}]{a - b:+.3f}[/]" if colour else f"{a - b:+.3f}"
+        table.add_row(key.replace("_", " "), f"{b:.3f}", f"{a:.3f}", change)
+    console.print(table)
+
+
+def train(config: TrainConfig | str | os.PathLike, resume: bool = False,
+          console: Console | None = None) -> dict[str, Any]:
+    """Run every stage of ``config`` (a TrainConfig or a YAML path), see the module
+    docstring. Returns a summary: ``output_dir``, ``base_model``, ``final_model``,
+    ``stages`` (``index``, ``kind``, ``dir``, ``final``, ``skipped``, ``seconds``),
+    ``pass_rate_before`` / ``pass_rate_after`` / ``pass_rate_change`` (None without
+    ``eval``), and the paths of ``eval`` (eval.json), ``metrics`` and ``reward_curve``.
+
+    Raises:
+        ConfigError: the config (or the machine) cannot run it; nothing was loaded.
+        RunExistsError: ``output_dir`` holds a run and ``resume`` is False.
+    """
+    if not isinstance(config, TrainConfig):
+        config = load_config(config)
+    console = console or Console(stderr=True)
+    started = time.perf_counter()
+    check_runtime(config)
+    _prepare_output(config, resume, console)
+    try:
+        with _terminate_as_exit():
+            summary = _run(config, resume, console)
+    except (KeyboardInterrupt, SystemExit):
+        console.print(f"[yellow]interrupted[/]: continue with `agentgym train CONFIG"
+                      f" --output-dir {config.output_dir} --resume`", highlight=False)
+        raise
+    summary["seconds"] = time.perf_counter() - started
+    return summary
+
+
+def _run(config: TrainConfig, resume: bool, console: Console) -> dict[str, Any]:
+    """The run itself, once the config is checked and run.json written."""
+    out = config.output_dir
+    eval_path = out / EVAL_FILE
+    evals = _read_json(eval_path) if resume else {}
+    names = [config.stage_dir(i).name for i in range(len(config.stages))]
+    pending = [i for i in range(len(config.stages)) if not _stage_complete(config.stage_dir(i))]
+    metrics = MetricsLog(out / METRICS_FILE)
+    if resume and pending:
+        # Lines logged after the checkpoint the first pending stage resumes from come again.
+        first, step = pending[0], _last_checkpoint_step(config.stage_dir(pending[0]))
+        later = set(names[first + 1:])
+        metrics.keep(lambda r: r.get("stage") not in later
+                     and (r.get("stage") != names[first] or r.get("step", 0) <= step))
+    stages: list[dict[str, Any]] = []
+
+    def curve() -> None:
+        title = ""
+        if "before" in evals and "after" in evals:
+            title = (f"pass rate {evals['before']['pass_rate']:.2f} ->"
+                     f" {evals['after']['pass_rate']:.2f}")
+        plot_curves(metrics.read(), out / CURVE_FILE, title)
+
+    try:
+        model = _base_model(config, console)
+        base = model
+        if config.eval is not None and "before" not in evals:
+            evals = {"env": config.env.id, "episodes": config.eval.episodes,
+                     "before": _evaluate(config, model, "before", console)}
+            _write_json(eval_path, evals)
+        elif config.eval is not None:
+            console.print(f"eval before: pass rate {evals['before']['pass_rate']:.3f}"
+                          f" (kept from {eval_path})")
+        for i, stage in enumerate(config.stages):
+            stage_dir = config.stage_dir(i)
+            final = str(stage_dir / FINAL_DIR)
+            title = f"stage {i + 1}/{len(config.stages)}: {stage.kind} -> {stage_dir}"
+            if i not in pending:
+                console.rule(f"{title} (done, skipped)")
+                seconds = _read_json(stage_dir / STAGE_FILE).get("seconds", 0.0)
+                stages.append({"index": i, "kind": stage.kind, "dir": str(stage_dir),
+                               "final": final, "skipped": True, "seconds": seconds})
+                model = final
+                continue
+            resuming = resume and i == pending[0]
+            console.rule(title + (" (resuming)" if resuming else ""))
+            evals.pop("after", None)  # a model of a previous attempt, if any
+            stage_started = time.perf_counter()
+            callback = MetricsCallback(metrics, names[i], stage.kind)
+            _run_stage(config, i, model, resuming, [callback], console)
+            _free_memory()
+            seconds = time.perf_counter() - stage_started
+            _write_json(stage_dir / STAGE_FILE, {"kind": stage.kind, "model": model,
+                                                 "final": final, "seconds": seconds})
+            stages.append({"index": i, "kind": stage.kind, "dir": str(stage_dir),
+                           "final": final, "skipped": False, "seconds": seconds})
+            model = final
+            curve()
+        if config.eval is not None:
+            if "after" not in evals:
+                evals["after"] = _evaluate(config, model, "after", console)
+            evals["change"] = evals["after"]["pass_rate"] - evals["before"]["pass_rate"]
+            _write_json(eval_path, evals)
+            _print_eval(evals["before"], evals["after"], console)
+    finally:
+        try:
+            curve()
+        finally:
+            metrics.close()
+    return {
+        "output_dir": str(out),
+        "base_model": base,
+        "final_model": model,
+        "stages": stages,
+        "pass_rate_before": evals["before"]["pass_rate"] if "before" in evals else None,
+        "pass_rate_after": evals["after"]["pass_rate"] if "after" in evals else None,
+        "pass_rate_change": evals.get("change"),
+        "eval": str(eval_path) if config.eval is not None else None,
+        "metrics": str(out / METRICS_FILE),
+        "reward_curve": str(out / CURVE_FILE),
+    }

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# GPU checks, for a machine with a CUDA GPU (the lent device machine): the GPU-only tests
+# (they skip on CPU) and a few GRPO steps of scripts/gpu_check.py on the tiny model, or on
+# MODEL_DIR when set (a local model folder: no hub is reachable there).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+"$PY" -m pytest tests/trainers/test_gpu.py -q -rA
+MODEL_DIR=${MODEL_DIR:-}
+if [ -z "$MODEL_DIR" ]; then
+  MODEL_DIR=$(mktemp -d)/tiny
+  "$PY" -c "from agentgym.testing import build_tiny_model as b; b('$MODEL_DIR')"
+fi
+"$PY" scripts/gpu_check.py --model "$MODEL_DIR" --steps 4 --episodes 16

@@ -1,0 +1,281 @@
+"""The `agentgym train` config: every problem is reported up front, under its dotted path,
+with the fix (closest name, expected type, allowed values); valid configs load."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("trl")
+
+from agentgym.trainers.config import (
+    STAGE_KINDS,
+    ConfigError,
+    Demonstrations,
+    EnvSection,
+    EvalSection,
+    GRPOStage,
+    RFTStage,
+    RolloutSection,
+    SFTStage,
+    TinyModel,
+    TrainConfig,
+    load_config,
+    parse_config,
+)
+
+ROOT = Path(__file__).parents[2]
+EXAMPLES = sorted((ROOT / "examples" / "configs").glob("*.yaml"))
+
+BASE: dict[str, Any] = {
+    "model": {"tiny": {"hidden_size": 32}},
+    "output_dir": "runs/test",
+    "env": {"id": "calculator", "kwargs": {"split": "train"}},
+    "eval": {"kwargs": {"split": "test"}, "episodes": 4},
+    "rollout": {"max_tokens": 32},
+    "stages": [
+        {"sft": {"demonstrations": {"policy": "oracle", "episodes": 8},
+                 "args": {"max_steps": 2, "learning_rate": "1e-3"}}},
+        {"grpo": {"args": {"max_steps": 2, "num_generations": 2},
+                  "options": {"mask_finish_reasons": ["error"]}, "lora": {"r": 4}}},
+    ],
+}
+
+
+def problems(**changes: Any) -> dict[str, str]:
+    """The issues of BASE with top-level keys replaced (None deletes), by dotted path."""
+    data = copy.deepcopy(BASE)
+    for key, value in changes.items():
+        if value is None:
+            del data[key]
+        else:
+            data[key] = value
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data)
+    return dict(caught.value.issues)
+
+
+def grpo(**body: Any) -> list[dict[str, Any]]:
+    return [{"grpo": body}]
+
+
+def test_a_valid_config_loads_with_types_converted():
+    config = parse_config(copy.deepcopy(BASE))
+    assert config.model == TinyModel(hidden_size=32)
+    assert config.output_dir == Path("runs/test")
+    assert config.eval == EvalSection(kwargs={"split": "test"}, episodes=4, temperature=0.0)
+    assert config.rollout.max_tokens == 32 and config.rollout.mode == "pipeline"
+    sft, grpo_stage = config.stages
+    assert isinstance(sft, SFTStage) and sft.demonstrations == Demonstrations(episodes=8)
+    assert sft.args == {"max_steps": 2, "learning_rate": 1e-3}  # YAML's "1e-3" text is a float
+    assert isinstance(grpo_stage, GRPOStage)
+    assert grpo_stage.options == {"mask_finish_reasons": ("error",)}  # a list became the tuple
+    assert grpo_stage.lora == {"r": 4}
+    assert [config.stage_dir(i).name for i in range(2)] == ["00-sft", "01-grpo"]
+    assert config.to_dict()["stages"][1]["grpo"]["args"] == {"max_steps": 2,
+                                                             "num_generations": 2}
+
+
+def test_a_model_folder_or_hub_id_is_accepted(tiny_model_dir: Path):
+    assert parse_config({**BASE, "model": str(tiny_model_dir)}).model == str(tiny_model_dir)
+    hub = "Qwen/Qwen2.5-0.5B-Instruct"  # not fetched here: the trainer loads it
+    assert parse_config({**BASE, "model": hub}).model == hub
+    assert "folder not found" in problems(model="./no-such-model")["model"]
+    found = problems(model={"tiny": {"hidden_size": 40}})
+    assert "multiple of 16" in found["model.tiny.hidden_size"]
+    assert "did you mean 'tiny'" in problems(model={"tin": {}})["model.tin"]
+
+
+def test_unknown_trl_arg_names_the_closest_field():
+    found = problems(stages=grpo(args={"learning_rat": 1e-5}))
+    assert "did you mean 'learning_rate'?" in found["stages[0].grpo.args.learning_rat"]
+    assert "trl.GRPOConfig" in found["stages[0].grpo.args.learning_rat"]
+    found = problems(stages=[{"rft": {"tasks": 4, "args": {"num_train_epoch": 1}}}])
+    assert "'num_train_epochs'" in found["stages[0].rft.args.num_train_epoch"]
+
+
+def test_wrong_types_name_the_expected_type():
+    found = problems(seed="abc", stages=grpo(args={"num_generations": "four"}),
+                     rollout={"concurrency": True, "temperature": [1]})
+    assert found["seed"] == "expected an integer, got 'abc' (str)"
+    assert "expected an integer or null, got 'four'" in found["stages[0].grpo.args.num_generations"]
+    assert "expected an integer, got True (bool)" in found["rollout.concurrency"]
+    assert "expected a number" in found["rollout.temperature"]
+
+
+def test_bad_values_list_the_allowed_ones():
+    found = problems(rollout={"mode": "pipe"}, report_to="wandbb",
+                     stages=grpo(args={"lr_scheduler_type": "cosin", "save_strategy": "step"}))
+    assert "did you mean 'pipeline'?" in found["rollout.mode"]
+    assert "allowed: sync, async_batch, pipeline" in found["rollout.mode"]
+    assert "allowed: none, wandb, tensorboard" in found["report_to"]
+    assert "did you mean 'cosine'?" in found["stages[0].grpo.args.lr_scheduler_type"]
+    assert "'steps'" in found["stages[0].grpo.args.save_strategy"]
+
+
+def test_numbers_out_of_range_are_refused():
+    found = problems(eval={"episodes": 0}, rollout={"top_p": 1.5, "prefetch": -1})
+    assert found == {"eval.episodes": "must be >= 1, got 0",
+                     "rollout.top_p": "must be <= 1, got 1.5",
+                     "rollout.prefetch": "must be >= 0, got -1"}
+
+
+def test_unknown_and_missing_fields():
+    found = problems(eval={"temprature": 0}, output_dir=None)
+    assert "did you mean 'temperature'?" in found["eval.temprature"]
+    assert found["output_dir"] == "missing (required): expected a path"
+    assert "did you mean 'seed'" in problems(sed=1)["sed"]
+
+
+def test_unknown_env_id_lists_the_close_ones():
+    found = problems(env={"id": "calculater"})
+    assert "Did you mean 'calculator'?" in found["env.id"]
+    assert "agentgym list envs" in found["env.id"]
+
+
+def test_env_kwargs_are_arguments_of_the_env():
+    found = problems(env={"id": "calculator", "kwargs": {"splt": "train"}})
+    assert "did you mean 'split'?" in found["env.kwargs.splt"]
+    found = problems(eval={"kwargs": {"num_task": 3}})
+    assert "did you mean 'num_tasks'?" in found["eval.kwargs.num_task"]
+
+
+def test_stage_kinds_and_shapes():
+    found = problems(stages=[{"gpro": {}}, {"sft": {}, "grpo": {}}, "grpo"])
+    assert "did you mean 'grpo'?" in found["stages[0]"]
+    assert "one of: sft, rft, grpo" in found["stages[0]"]
+    assert "one key" in found["stages[1]"] and "one key" in found["stages[2]"]
+    assert "non-empty list" in problems(stages=[])["stages"]
+    found = problems(stages=[{"rft": {"attempts": 2}}])
+    assert found["stages[0].rft.tasks"] == "missing (required): expected an integer"
+    rft = parse_config({**BASE, "stages": [{"rft": {"tasks": 8}}]}).stages[0]
+    assert rft == RFTStage(tasks=8, attempts=4, threshold=1.0, args={})
+
+
+def test_sft_takes_exactly_one_source(tmp_path: Path):
+    assert "exactly one of" in problems(stages=[{"sft": {}}])["stages[0].sft"]
+    missing = tmp_path / "demos.jsonl"
+    found = problems(stages=[{"sft": {"trajectories": str(missing)}}])
+    assert "file not found" in found["stages[0].sft.trajectories"]
+    assert "agentgym rollout" in found["stages[0].sft.trajectories"]
+    missing.write_text("")
+    assert parse_config({**BASE, "stages": [{"sft": {"trajectories": str(missing)}}]})
+
+
+def test_demonstration_policy_must_exist():
+    found = problems(stages=[{"sft": {"demonstrations": {"policy": "orcle"}}}])
+    assert "Did you mean 'oracle'?" in found["stages[0].sft.demonstrations.policy"]
+
+
+def test_grpo_options_and_lora_are_checked():
+    found = problems(stages=grpo(options={"dynamic_sampleing": True,
+                                          "mask_finish_reasons": "error"},
+                                 lora={"lora_alph": 16}))
+    assert "did you mean 'dynamic_sampling'?" in found["stages[0].grpo.options.dynamic_sampleing"]
+    assert "expected a list" in found["stages[0].grpo.options.mask_finish_reasons"]
+    assert "did you mean 'lora_alpha'?" in found["stages[0].grpo.lora.lora_alph"]
+
+
+def test_stage_args_cannot_set_the_output_dir():
+    found = problems(stages=grpo(args={"output_dir": "elsewhere"}))
+    assert "top-level output_dir" in found["stages[0].grpo.args.output_dir"]
+
+
+def test_every_problem_is_reported_at_once_in_file_order(tmp_path: Path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("model: {tiny: {}}\noutput_dir: out\nseed: x\n"
+                    "env: {id: calculator}\nrollout: {mode: pipe}\n"
+                    "stages:\n  - grpo: {args: {learning_rat: 1.0e-5}}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: 3 problems\n")
+    assert [p for p, _ in caught.value.issues] == ["seed", "rollout.mode",
+                                                   "stages[0].grpo.args.learning_rat"]
+
+
+def test_yaml_errors_and_empty_files(tmp_path: Path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("model: [tiny\n")
+    with pytest.raises(ConfigError, match="not valid YAML: line 2"):
+        load_config(path)
+    path.write_text("")
+    with pytest.raises(ConfigError, match="expected a mapping with fields model, output_dir"):
+        load_config(path)
+
+
+def test_output_dir_override(tmp_path: Path):
+    path = tmp_path / "c.yaml"
+    path.write_text("model: {tiny: {}}\noutput_dir: a\nenv: {id: calculator}\n"
+                    "stages: [{grpo: {}}]\n")
+    assert load_config(path, output_dir=tmp_path / "b").output_dir == tmp_path / "b"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_configs_validate(path: Path):
+    config = load_config(path)
+    assert config.stages and config.eval is not None
+
+
+def test_there_are_cpu_and_gpu_examples():
+    assert {"calculator-cpu.yaml", "calculator-gpu.yaml"} <= {p.name for p in EXAMPLES}
+
+
+def test_runtime_check_builds_each_stages_trl_config_before_any_model():
+    from agentgym.trainers.run import check_runtime
+
+    data = {**copy.deepcopy(BASE), "rollout": {"temperature": 0.7}}
+    data["stages"] = [{"sft": {"demonstrations": {}, "args": {"max_steps": 1}}},
+                      {"grpo": {"args": {"per_device_train_batch_size": 3,
+                                         "num_generations": 2}}},
+                      {"grpo": {"args": {"temperature": 1.0}}}]
+    with pytest.raises(ConfigError) as caught:
+        check_runtime(parse_config(data))
+    found = dict(caught.value.issues)
+    assert set(found) == {"stages[1].grpo.args", "stages[2].grpo.args"}
+    assert "divisible by num_generations" in found["stages[1].grpo.args"]
+    assert "temperature" in found["stages[2].grpo.args"]
+
+
+def test_an_output_dir_holding_a_run_is_refused_without_resume(tmp_path: Path):
+    from agentgym.trainers.run import RunExistsError, train
+
+    (tmp_path / "run.json").write_text("{}")
+    config = parse_config({**copy.deepcopy(BASE), "output_dir": str(tmp_path)})
+    with pytest.raises(RunExistsError, match="pass --resume to continue it"):
+        train(config)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]  # nothing was touched
+    data = config.to_dict()
+    data["stages"] = data["stages"][1:]
+    (tmp_path / "run.json").write_text(json.dumps({"config": data}))
+    with pytest.raises(RunExistsError, match=r"its stages were \['grpo'\]"):
+        train(config, resume=True)
+
+
+def test_every_config_field_is_documented():
+    doc = (ROOT / "docs" / "training.md").read_text()
+    classes = [TrainConfig, TinyModel, EnvSection, EvalSection, RolloutSection, Demonstrations,
+               *STAGE_KINDS.values()]
+    missing = [f"{cls.__name__}.{f.name}" for cls in classes for f in dataclasses.fields(cls)
+               if not re.search(rf"`{f.name}`", doc)]
+    assert not missing, f"docs/training.md lacks: {missing}"
+
+
+def test_cli_reports_config_errors_without_a_traceback(agentgym_cli: str, tmp_path: Path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("model: {tiny: {}}\noutput_dir: out\nenv: {id: calculater}\n"
+                    "stages: [{gpro: {}}]\n")
+    result = subprocess.run([agentgym_cli, "train", str(path)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    assert "env.id: Unknown env 'calculater'" in result.stderr
+    assert "stages[0]: unknown stage kind 'gpro'; did you mean 'grpo'?" in result.stderr

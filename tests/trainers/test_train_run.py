@@ -1,0 +1,158 @@
+"""`agentgym train` end to end on CPU: SFT on oracle demonstrations then GRPO, with eval
+before and after, metrics.jsonl, reward_curve.png and eval.json; --resume skips the
+finished stage and continues the interrupted one from its checkpoint; SIGTERM leaves
+complete files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("trl")
+
+CONFIG = """\
+model: {tiny: {}}
+output_dir: OUT
+seed: 0
+env: {id: calculator, kwargs: {num_tasks: 16}}
+eval: {kwargs: {split: test}, episodes: 4}
+rollout: {max_tokens: 24, max_total_tokens: 384, concurrency: 8}
+stages:
+  - sft:
+      demonstrations: {policy: oracle, episodes: 8}
+      args: {max_steps: 2, per_device_train_batch_size: 4, learning_rate: 1.0e-3,
+             logging_steps: 1, save_steps: 1}
+  - grpo:
+      args: {max_steps: 2, per_device_train_batch_size: 4, num_generations: 2,
+             logging_steps: 1, save_steps: 1}
+"""
+
+
+def train(cli: str, config: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([cli, "train", str(config), *args], capture_output=True, text=True,
+                          timeout=400, cwd=config.parent)
+
+
+def metrics(run: Path) -> list[dict[str, Any]]:
+    text = (run / "metrics.jsonl").read_text()
+    assert text.endswith("\n")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def steps(records: list[dict[str, Any]], stage: str, key: str = "loss") -> list[int]:
+    return [r["step"] for r in records if r["stage"] == stage and key in r]
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory, agentgym_cli: str) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("train")
+    config = folder / "config.yaml"
+    config.write_text(CONFIG.replace("OUT", str(folder / "run")))
+    result = train(agentgym_cli, config, "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {"config": config, "run": folder / "run", "result": result,
+            "summary": json.loads(result.stdout)}
+
+
+def test_train_runs_the_stages_and_evaluates_before_and_after(first_run: dict[str, Any]):
+    run, summary = first_run["run"], first_run["summary"]
+    assert [(s["kind"], s["skipped"]) for s in summary["stages"]] == [("sft", False),
+                                                                      ("grpo", False)]
+    assert summary["base_model"] == str(run / "base-model")
+    assert summary["final_model"] == str(run / "01-grpo" / "final")
+    assert (run / "01-grpo" / "final" / "model.safetensors").is_file()
+    for stage in ("00-sft", "01-grpo"):
+        assert (run / stage / "stage.json").is_file()
+
+    demonstrations = (run / "00-sft" / "demonstrations.jsonl").read_text().splitlines()
+    assert len(demonstrations) == 8
+    assert all(json.loads(line)["reward"] == 1.0 for line in demonstrations)
+
+    records = metrics(run)
+    assert all({"stage", "kind", "step"} <= set(r) for r in records)
+    assert steps(records, "00-sft") == [1, 2]
+    assert steps(records, "01-grpo") == [1, 2]
+    grpo = [r for r in records if r["stage"] == "01-grpo" and "loss" in r]
+    assert all(r["kind"] == "grpo" for r in grpo)
+    assert all("env/pass_rate" in r and "time/rollout_s" in r for r in grpo)
+
+    assert (run / "reward_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    evals = json.loads((run / "eval.json").read_text())
+    assert evals["before"]["model"] == str(run / "base-model")
+    assert evals["after"]["model"] == summary["final_model"]
+    assert evals["before"]["n"] == evals["after"]["n"] == 4
+    assert evals["change"] == evals["after"]["pass_rate"] - evals["before"]["pass_rate"]
+    assert summary["pass_rate_before"] == evals["before"]["pass_rate"]
+    assert summary["pass_rate_after"] == evals["after"]["pass_rate"]
+    assert "pass rate" in first_run["result"].stderr  # the before / after table
+
+
+def test_resume_skips_the_finished_stage_and_continues_from_the_checkpoint(
+        first_run: dict[str, Any], agentgym_cli: str, tmp_path: Path):
+    # The state an interruption during GRPO's second step leaves: checkpoint-1, no final.
+    run = tmp_path / "run"
+    shutil.copytree(first_run["run"], run)
+    grpo = run / "01-grpo"
+    for name in ("final", "checkpoint-2"):
+        shutil.rmtree(grpo / name)
+    (grpo / "stage.json").unlink()
+    sft_state = (run / "00-sft" / "stage.json").read_text()
+    before = metrics(run)
+
+    result = train(agentgym_cli, first_run["config"], "--output-dir", str(run), "--resume",
+                   "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    assert [(s["kind"], s["skipped"]) for s in summary["stages"]] == [("sft", True),
+                                                                      ("grpo", False)]
+    assert (run / "00-sft" / "stage.json").read_text() == sft_state
+    assert (grpo / "final" / "model.safetensors").is_file()
+
+    after = metrics(run)
+    # Step 1's line is the one logged before the interruption (training went on from
+    # checkpoint-1, not from scratch); step 2, logged after the checkpoint, came again once.
+    assert steps(after, "01-grpo") == [1, 2]
+    first = [r for r in before if r["stage"] == "01-grpo" and r["step"] == 1]
+    assert [r for r in after if r["stage"] == "01-grpo" and r["step"] == 1] == first
+    assert [r for r in after if r["stage"] == "00-sft"] == [r for r in before
+                                                           if r["stage"] == "00-sft"]
+
+    evals = json.loads((run / "eval.json").read_text())
+    original = json.loads((first_run["run"] / "eval.json").read_text())
+    assert evals["before"] == original["before"]  # kept, not evaluated again
+    assert evals["after"]["model"] == str(grpo / "final")
+
+
+def test_an_interrupted_run_leaves_complete_files(first_run: dict[str, Any], agentgym_cli: str,
+                                                  tmp_path: Path):
+    config = tmp_path / "config.yaml"
+    long_sft = (CONFIG.replace("OUT", str(tmp_path / "run"))
+                .replace("max_steps: 2,", "max_steps: 500,")
+                .replace("{tiny: {}}", str(first_run["run"] / "base-model"))
+                .replace("eval: {kwargs: {split: test}, episodes: 4}\n", ""))
+    config.write_text(long_sft)
+    log = tmp_path / "run" / "metrics.jsonl"
+    process = subprocess.Popen([agentgym_cli, "train", str(config)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 300
+        while not (log.exists() and log.read_text()) and process.poll() is None:
+            assert time.monotonic() < deadline, "no SFT step was logged"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-3000:]
+    assert "--resume" in stdout and "Traceback" not in stderr
+    assert metrics(tmp_path / "run")[0]["stage"] == "00-sft"  # complete lines only
+    assert (tmp_path / "run" / "reward_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (tmp_path / "run" / "00-sft" / "stage.json").exists()
