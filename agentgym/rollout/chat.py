@@ -12,6 +12,7 @@ what the environment contributes. This is exact only when the template is
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -111,3 +112,83 @@ class ChatTokens:
         if token_ids and token_ids[-1] == self.eos_id:
             token_ids = token_ids[:-1]
         return self.tokenizer.decode(token_ids, skip_special_tokens=False)
+
+
+def tokenize_conversation(
+    tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] | None = None
+) -> tuple[list[int], list[int], list[int]]:
+    """``(prompt_ids, completion_ids, loss_mask)`` of a finished conversation, tokenized
+    exactly as the rollout loop would have recorded it.
+
+    * prompt: every message before the first assistant message, rendered with ``tools``
+      and the generation prompt (what :meth:`ChatTokens.prompt` gives the model);
+    * each assistant turn: its rendering by the chat template up to and including the
+      end-of-turn (eos) token, mask 1, as if the model had sampled that text and then eos;
+    * between turns: what the template adds after the eos token (the newline, the env's
+      messages, the next generation prompt), mask 0, tokenized as
+      :meth:`ChatTokens.observation` does.
+
+    The completion ends with the last assistant turn's eos token: messages after it (the
+    final tool results) are never shown to the model, as in the loop. Tool-call arguments
+    stored as JSON strings (OpenAI format, as episodes store them) are decoded to objects
+    first, so the template writes them as JSON objects, the way the env's tool-call parser
+    reads them back.
+
+    Raises:
+        ValueError: the conversation has no assistant message.
+        TemplateError: the chat template cannot be used token-in/token-out.
+    """
+    chat = ChatTokens(tokenizer, tools)
+    messages = [_with_decoded_arguments(m) for m in messages]
+    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    if not turns:
+        raise ValueError(
+            f"the conversation ({len(messages)} messages) has no assistant message, so it has"
+            " no model tokens to train on; pass a finished episode's messages"
+        )
+    prompt_ids = chat.prompt(messages[: turns[0]])
+    completion: list[int] = []
+    mask: list[int] = []
+    previous = None
+    for index in turns:
+        if previous is not None:
+            delta = chat.observation(messages[previous + 1 : index])
+            completion += delta
+            mask += [0] * len(delta)
+        turn = _assistant_turn(chat, messages[:index], messages[index])
+        completion += turn
+        mask += [1] * len(turn)
+        previous = index
+    return prompt_ids, completion, mask
+
+
+def _with_decoded_arguments(message: Message) -> Message:
+    """A copy of ``message`` whose tool-call arguments are objects, not JSON strings."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    decoded = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(arguments, str):
+            # Not JSON: kept as written, and the template shows it as the string it is.
+            with contextlib.suppress(json.JSONDecodeError):
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            call = {**call, "function": {**function, "arguments": arguments}}
+        decoded.append(call)
+    return {**message, "tool_calls": decoded}
+
+
+def _assistant_turn(chat: ChatTokens, history: list[Message], message: Message) -> list[int]:
+    """The tokens of one assistant turn in its context, up to and including eos."""
+    head = _render(chat.tokenizer, history, chat.tools, True)
+    full = _render(chat.tokenizer, [*history, message], chat.tools, False)
+    end = full.rfind(chat.eos_text)
+    if not full.startswith(head) or end < len(head):
+        raise TemplateError(
+            "the chat template does not render an assistant turn as the generation prompt"
+            f" followed by the turn and eos {chat.eos_text!r}; it cannot be used to tokenize"
+            " conversations as the model would have written them"
+        )
+    return [*chat.encode(full[len(head) : end]), chat.eos_id]

@@ -104,6 +104,7 @@ class EpisodeRunner:
                 messages, info = await self.env.areset(
                     seed=self.config.seed + self.record.episode,
                     options={"task_id": self.record.task_id})
+                self.record.tools = info.get("tools") or []
                 if is_token_policy(self.policy):
                     self.tokens = ChatTokens(self.policy.tokenizer, info["tools"])
                     self.record.prompt_ids = self.tokens.prompt(messages)

@@ -3,9 +3,11 @@
 A :class:`Trajectory` is one episode as a trainer needs it: the exact token sequence the
 model saw (``prompt_ids`` then ``completion_ids``), which completion tokens the model
 sampled (``loss_mask`` 1) and which the environment wrote (0), the sampling logprobs, the
-reward, why the episode ended, per-stage timings, and the conversation (tool-call
-arguments as JSON strings, as in the OpenAI format). Text-level policies (oracle, chat
-APIs) have no token ids: their id lists are empty.
+reward, why the episode ended, per-stage timings, the conversation (tool-call
+arguments as JSON strings, as in the OpenAI format) and the tools' JSON schemas the
+episode offered (so a text-level conversation can be tokenized later exactly as the model
+would have seen it). Text-level policies (oracle, chat APIs) have no token ids: their id
+lists are empty.
 
 :class:`TrajectoryWriter` appends one JSON line per episode and flushes it, so an
 interrupted run leaves only complete lines (a line cut by a crash is dropped on resume),
@@ -44,6 +46,7 @@ class Trajectory:
     messages: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -51,15 +54,18 @@ class Trajectory:
 
     def to_json(self) -> str:
         data = asdict(self)
-        # Free-form per-env metrics as one JSON string keep the file's schema the same for
-        # every row, which `datasets` needs to read it.
+        # Free-form per-env metrics and tool schemas as JSON strings keep the file's schema
+        # the same for every row (and every env), which `datasets` needs to read it.
         data["metrics"] = json.dumps(self.metrics, default=str)
+        data["tools"] = json.dumps(self.tools, default=str)
         return json.dumps(data, default=str)
 
     @classmethod
     def from_json(cls, line: str) -> Trajectory:
         data = json.loads(line)
         data["metrics"] = json.loads(data.get("metrics") or "{}")
+        tools = data.get("tools") or "[]"  # files written before the field have none
+        data["tools"] = json.loads(tools) if isinstance(tools, str) else tools
         return cls(**data)
 
 

@@ -1,0 +1,246 @@
+"""Supervised fine-tuning on trajectories: the model's own tokens carry the loss, nothing else.
+
+:func:`trajectory_dataset` turns trajectories into a pre-tokenized dataset with rows
+``{"input_ids": prompt + completion, "completion_mask": [0] * len(prompt) + loss_mask}``.
+Token-level trajectories (sampled by ``hf:``, ``openai:``, ``vllm:`` policies) are used as
+recorded, so the trained tokens are the sampled tokens; text-level ones (``oracle``
+demonstrations, chat APIs) are tokenized with
+:func:`~agentgym.rollout.chat.tokenize_conversation`, exactly as the rollout loop would
+have recorded them had the model written those turns. Environment tokens (tool results,
+the template's glue) are mask 0 either way.
+
+:func:`train_sft` runs TRL's ``SFTTrainer`` on such a dataset with
+``completion_only_loss=True``: TRL turns the mask into labels (-100 wherever the mask is
+0), so only mask-1 tokens carry loss. It trains, optionally resuming from the last
+checkpoint in ``output_dir``, and saves the final model and tokenizer to
+``output_dir/final``. This is the path every SFT stage takes: a trajectory file written by
+``agentgym rollout ... --out FILE``, and rejection fine-tuning (:mod:`.rft`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+import os
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentgym.rollout.chat import tokenize_conversation
+from agentgym.rollout.trajectory import Trajectory
+
+__all__ = [
+    "FINAL_DIR",
+    "build_config",
+    "run_and_save",
+    "sft_trainer",
+    "train_sft",
+    "trajectory_dataset",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Where :func:`train_sft` saves the trained model and tokenizer, inside ``output_dir``.
+FINAL_DIR = "final"
+
+
+def trajectory_dataset(trajectories: Iterable[Trajectory], tokenizer: Any) -> Any:
+    """A ``datasets.Dataset`` of ``input_ids`` and ``completion_mask`` rows, one per
+    trajectory that has at least one model token (others are skipped: nothing to learn).
+
+    Args:
+        trajectories: token-level ones are used as recorded; text-level ones (no
+            ``completion_ids``) are tokenized from their ``messages`` and ``tools``.
+        tokenizer: the tokenizer of the model to train (its chat template renders
+            text-level trajectories).
+
+    Raises:
+        ValueError: no trajectory has a model token, or a token-level trajectory holds ids
+            outside ``tokenizer``'s vocabulary (it was sampled by another model).
+    """
+    import datasets
+
+    rows: dict[str, list[list[int]]] = {"input_ids": [], "completion_mask": []}
+    seen = 0
+    untooled = 0
+    vocabulary = len(tokenizer)
+    for trajectory in trajectories:
+        seen += 1
+        if trajectory.completion_ids:
+            prompt, completion = trajectory.prompt_ids, trajectory.completion_ids
+            mask = trajectory.loss_mask
+            if len(mask) != len(completion):
+                raise ValueError(
+                    f"trajectory {trajectory.task_id!r} (episode {trajectory.episode}) has"
+                    f" {len(completion)} completion ids but {len(mask)} loss-mask entries;"
+                    " the record is corrupt: regenerate it"
+                )
+            top = max(prompt + completion)
+            if top >= vocabulary:
+                raise ValueError(
+                    f"trajectory {trajectory.task_id!r} (episode {trajectory.episode}) holds"
+                    f" token id {top}, outside this tokenizer's vocabulary ({vocabulary}):"
+                    " it was sampled with another tokenizer. Train the model that sampled it,"
+                    " or collect trajectories with this model's policy"
+                )
+        elif any(m.get("role") == "assistant" for m in trajectory.messages):
+            if not trajectory.tools and _calls_tools(trajectory.messages):
+                untooled += 1
+            prompt, completion, mask = tokenize_conversation(
+                tokenizer, trajectory.messages, trajectory.tools or None
+            )
+        else:
+            continue
+        if 1 not in mask:
+            continue
+        rows["input_ids"].append([*prompt, *completion])
+        rows["completion_mask"].append([0] * len(prompt) + list(mask))
+    if untooled:
+        warnings.warn(
+            f"{untooled} text-level trajectories call tools but record no tool schemas (files"
+            " written before trajectories kept them): their prompts are rendered without the"
+            " tools' descriptions. Re-run `agentgym rollout` to record them",
+            stacklevel=2,
+        )
+    if not rows["input_ids"]:
+        raise ValueError(
+            f"none of the {seen} trajectories has a model token to train on (each needs an"
+            " assistant turn); pass finished episodes, e.g. from `agentgym rollout ENV"
+            " --policy oracle -n N --out FILE.jsonl`"
+        )
+    return datasets.Dataset.from_dict(rows)
+
+
+def _calls_tools(messages: Sequence[dict[str, Any]]) -> bool:
+    return any(m.get("tool_calls") for m in messages if m.get("role") == "assistant")
+
+
+def build_config(config_class: type, output_dir: str | os.PathLike, args: dict | None,
+                 defaults: dict[str, Any] | None = None) -> Any:
+    """``config_class(output_dir=..., **defaults, **args)`` (a TRL config such as
+    ``SFTConfig``), with CPU settings when no GPU is present: ``use_cpu``, no bf16/fp16,
+    no gradient checkpointing (it only slows small models down). ``report_to`` defaults to
+    ``"none"``.
+
+    Raises:
+        ValueError: ``args`` names a field the config does not have (the message names
+            the closest fields), or sets ``output_dir`` (pass it as its own argument).
+    """
+    import torch
+
+    args = dict(args or {})
+    fields = {f.name for f in dataclasses.fields(config_class) if f.init}
+    for name in args:
+        if name == "output_dir":
+            raise ValueError(
+                "output_dir is set by the stage's output directory; remove it from the"
+                f" {config_class.__name__} arguments"
+            )
+        if name not in fields:
+            close = difflib.get_close_matches(name, sorted(fields), n=3, cutoff=0.6)
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise ValueError(
+                f"unknown {config_class.__name__} field {name!r}.{hint} See the fields of"
+                f" trl.{config_class.__name__} (and transformers.TrainingArguments)"
+            )
+    settings: dict[str, Any] = {"report_to": "none"}
+    if not torch.cuda.is_available():
+        settings.update(use_cpu=True, bf16=False, fp16=False)
+        if not {"gradient_checkpointing", "activation_checkpointing"} & set(args):
+            # transformers 5 renamed the field; the new name set keeps the old one quiet
+            name = ("activation_checkpointing" if "activation_checkpointing" in fields
+                    else "gradient_checkpointing")
+            settings[name] = False
+    settings.update(defaults or {})
+    settings.update(args)
+    return config_class(output_dir=str(output_dir), **settings)
+
+
+def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
+                args: dict | None = None, tokenizer: Any = None, callbacks: Sequence[Any] = ()
+                ) -> Any:
+    """The ``trl.SFTTrainer`` :func:`train_sft` runs, built but not yet trained."""
+    from trl import SFTConfig, SFTTrainer
+
+    if (args or {}).get("completion_only_loss") is False:
+        raise ValueError(
+            "completion_only_loss=False would train on environment tokens (tool results,"
+            " prompts); SFT on trajectories trains the model's tokens only: remove it"
+        )
+    config = build_config(SFTConfig, output_dir, args, {"completion_only_loss": True})
+    if tokenizer is None:
+        tokenizer = _tokenizer_for(model)
+    elif isinstance(tokenizer, (str, os.PathLike)):
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+    if isinstance(model, os.PathLike):
+        model = str(model)
+    return SFTTrainer(model=model, args=config, train_dataset=dataset,
+                      processing_class=tokenizer, callbacks=list(callbacks))
+
+
+def run_and_save(trainer: Any, resume: bool = False) -> Any:
+    """Train ``trainer`` (from its last checkpoint when ``resume`` and one exists), then
+    save the model and tokenizer to ``output_dir/final``. Returns the trainer."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    output_dir = Path(trainer.args.output_dir)
+    checkpoint = None
+    if resume and output_dir.is_dir():
+        checkpoint = get_last_checkpoint(str(output_dir))
+    if resume and checkpoint is None:
+        logger.info("no checkpoint in %s to resume from: training from the start", output_dir)
+    trainer.train(resume_from_checkpoint=checkpoint)
+    final = output_dir / FINAL_DIR
+    trainer.save_model(str(final))
+    if trainer.processing_class is not None:
+        trainer.processing_class.save_pretrained(str(final))
+    return trainer
+
+
+def train_sft(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
+              args: dict | None = None, tokenizer: Any = None, resume: bool = False,
+              callbacks: Sequence[Any] = ()) -> Any:
+    """Fine-tune ``model`` on the mask-1 tokens of ``dataset`` with TRL's ``SFTTrainer``.
+
+    Args:
+        model: a model folder (``save_pretrained`` output) or a loaded ``PreTrainedModel``
+            (trained in place).
+        dataset: rows of ``input_ids`` and ``completion_mask`` (:func:`trajectory_dataset`).
+        output_dir: checkpoints go here; the final model and tokenizer go to
+            ``output_dir/final``.
+        args: ``trl.SFTConfig`` fields (``max_steps``, ``learning_rate``, ``save_steps``,
+            ``report_to``, ...). Defaults: TRL's, plus ``completion_only_loss=True``,
+            ``report_to="none"``, and on a machine without CUDA ``use_cpu=True``,
+            ``bf16=False``, ``fp16=False``, no activation (gradient) checkpointing.
+        tokenizer: tokenizer object or folder; default: loaded from the model's folder.
+        resume: continue from the last ``checkpoint-N`` in ``output_dir`` (global step,
+            optimizer and scheduler included) when there is one.
+        callbacks: ``transformers.TrainerCallback`` objects (logging, progress).
+
+    Returns:
+        The trained ``trl.SFTTrainer``.
+
+    Raises:
+        ValueError: an unknown ``args`` field (the message names the closest ones).
+    """
+    trainer = sft_trainer(model, dataset, output_dir=output_dir, args=args,
+                          tokenizer=tokenizer, callbacks=callbacks)
+    return run_and_save(trainer, resume=resume)
+
+
+def _tokenizer_for(model: Any) -> Any:
+    from transformers import AutoTokenizer
+
+    if isinstance(model, (str, os.PathLike)):
+        return AutoTokenizer.from_pretrained(str(model))
+    path = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
+    if not path:
+        raise ValueError(
+            f"cannot tell where the {type(model).__name__} was loaded from, so its tokenizer"
+            " cannot be found: pass tokenizer=..."
+        )
+    return AutoTokenizer.from_pretrained(path)
