@@ -57,6 +57,7 @@ from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import Job, PipelineConfig, RolloutPipeline
 from agentgym.rollout.policies.batching import BatchedPolicy
 from agentgym.rollout.trajectory import Trajectory
+from agentgym.trainers.sft import FINAL_DIR
 
 __all__ = ["EnvRollout", "GRPOOptions", "grpo_config", "train_grpo"]
 
@@ -536,7 +537,7 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
         callbacks=list(callbacks), peft_config=peft_config, rollout_func=env_rollout)
     checkpoint = get_last_checkpoint(str(output_dir)) if resume and output_dir.is_dir() else None
     trainer.train(resume_from_checkpoint=checkpoint)
-    final = output_dir / "final"
+    final = output_dir / FINAL_DIR
     trained = trainer.model
     if peft_config is not None:  # the next stage and evaluation load a whole model
         trained = trainer.accelerator.unwrap_model(trained).merge_and_unload()

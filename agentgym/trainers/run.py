@@ -60,6 +60,7 @@ from agentgym.trainers.config import (
     TrainConfig,
     load_config,
 )
+from agentgym.trainers.sft import FINAL_DIR
 
 __all__ = ["MetricsCallback", "MetricsLog", "RunExistsError", "plot_curves", "train"]
 
@@ -68,7 +69,6 @@ STAGE_FILE = "stage.json"
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "reward_curve.png"
 EVAL_FILE = "eval.json"
-FINAL_DIR = "final"
 BASE_MODEL_DIR = "base-model"
 DEMONSTRATIONS_FILE = "demonstrations.jsonl"
 
