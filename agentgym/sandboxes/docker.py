@@ -365,8 +365,9 @@ class DockerSandbox(Sandbox):
         self._session = _Shell(self.client.api, self.id)
         try:
             self._session.start(self._cwd)
-        except OSError as error:
-            self._raise_if_gone()
+        except Exception as error:  # OSError, or the engine refusing an exec (APIError)
+            # A container being killed may still be reported running for a moment.
+            self._raise_if_gone(settle_s=2.0)
             raise SandboxError(f"could not start a new shell in sandbox {self.id[:12]}:"
                                f" {error}") from error
         self._cwd = self._session.cwd
@@ -377,21 +378,27 @@ class DockerSandbox(Sandbox):
         if self._gone:
             raise SandboxError(self._gone)
 
-    def _raise_if_gone(self) -> None:
-        """Raise :class:`SandboxError` with the reason if the container is not running."""
+    def _raise_if_gone(self, settle_s: float = 0.0) -> None:
+        """Raise :class:`SandboxError` with the reason if the container is not running
+        (still running after ``settle_s`` seconds of polling, when given)."""
         import docker.errors
 
         if self._closed:
             raise SandboxError(f"docker sandbox {self.id[:12]} was closed while a command ran.")
-        try:
-            self.container.reload()
-            state = self.container.attrs.get("State", {})
-        except docker.errors.NotFound:
-            state = None
-        except Exception as error:
-            self._gone = (f"the docker engine stopped answering about sandbox {self.id[:12]}:"
-                          f" {error}")
-            raise SandboxError(self._gone) from error
+        deadline = time.monotonic() + settle_s
+        while True:
+            try:
+                self.container.reload()
+                state = self.container.attrs.get("State", {})
+            except docker.errors.NotFound:
+                state = None
+            except Exception as error:
+                self._gone = (f"the docker engine stopped answering about sandbox"
+                              f" {self.id[:12]}: {error}")
+                raise SandboxError(self._gone) from error
+            if state is None or not state.get("Running") or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
         if state is None:
             self._gone = f"docker sandbox {self.id[:12]} was removed by someone else."
         elif not state.get("Running"):

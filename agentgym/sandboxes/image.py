@@ -23,7 +23,6 @@ they exist.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import os
@@ -33,10 +32,11 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.cache import cache_root, file_lock
 from agentgym.core.sandbox import SandboxError
 
 #: The image a ``docker`` sandbox starts from when none is named.
@@ -78,11 +78,8 @@ _RECIPE_LABEL = "agentgym.recipe"
 
 
 def cache_dir() -> Path:
-    """Where rootfs tarballs and the build lock live (``$AGENTGYM_CACHE`` overrides)."""
-    root = os.environ.get("AGENTGYM_CACHE") or Path.home() / ".cache" / "agentgym"
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    """Where rootfs tarballs and the build lock live: the agentgym cache root."""
+    return cache_root()
 
 
 def debian_mirror() -> str:
@@ -168,7 +165,7 @@ def build_default_image(force: bool = False, log: Callable[[str], None] | None =
     """
     log = log or (lambda message: None)
     client = client or docker_client()
-    with _locked(cache_dir() / "default-image.lock"):
+    with file_lock(cache_dir() / "default-image.lock"):
         # Whoever held the lock before us may have built it.
         if not force and _default_image_current(client):
             return DEFAULT_IMAGE
@@ -265,16 +262,6 @@ def _run(command: list[str], what: str) -> None:
         tail = (result.stdout + result.stderr)[-2000:]
         raise SandboxError(f"{what} failed (exit {result.returncode}): {' '.join(command)}\n"
                            f"{tail}")
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 if __name__ == "__main__":

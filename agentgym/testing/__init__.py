@@ -1,10 +1,12 @@
-"""What users need to test their own envs and setups: ``check_env`` and scripted policies."""
+"""What users need to test their own envs and setups: ``check_env``, ``play_turns`` and
+scripted policies."""
 
 from agentgym.core.policies import NoopPolicy, OraclePolicy, ScriptedPolicy
 from agentgym.testing.check import EnvCheckError, check_env
+from agentgym.testing.play import play_turns
 
 __all__ = ["EnvCheckError", "NoopPolicy", "OraclePolicy", "ScriptedPolicy", "build_tiny_model",
-           "check_env"]
+           "check_env", "play_turns"]
 
 
 def __getattr__(name: str):

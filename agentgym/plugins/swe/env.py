@@ -21,6 +21,10 @@ or another dataset. An episode's workspace is the repository at ``base_commit``:
   synth`` writes) get their repository rebuilt from the sdist once, cached, and used as the
   copy-on-write template of every episode; the project's dependency env is built once and
   mounted read-only, so a reset never installs anything.
+* docker, for those same instances (``backend="docker"``): the same repository is copied
+  into the container's workspace, and the image is the default sandbox image with the
+  project's dependency env added, built locally on first use
+  (:func:`~agentgym.plugins.swe.images.project_image`).
 
 The agent has ``bash``, ``str_replace_editor``, ``search`` (see
 :mod:`agentgym.plugins.swe.tools`) and ``submit``. Grading takes the workspace's diff,
@@ -38,8 +42,9 @@ import shutil
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agentgym.core.cache import file_lock
 from agentgym.core.env import AgentEnv
 from agentgym.core.episode import Episode, Submitted
 from agentgym.core.errors import MissingResourceError
@@ -49,6 +54,9 @@ from agentgym.core.sandbox import Sandbox, SandboxLimits, open_sandbox
 from agentgym.core.task import SolutionTurn, Task, TaskList, TaskSource
 from agentgym.core.tools import tool
 from agentgym.plugins.swe.instance import SWEInstance, image_name, load_instances
+
+if TYPE_CHECKING:
+    from agentgym.plugins.swe.repo import Project
 
 #: Default task sources per env id (a hub dataset name, with its split).
 DATASETS = {
@@ -117,7 +125,8 @@ class SWEEnv(AgentEnv):
             dataset name (needs network), or a list of :class:`SWEInstance`. ``None``: the
             env id's default (see the module docs).
         split: the dataset split, for hub datasets and dataset folders.
-        backend: ``docker`` (per-instance images) or ``local`` (instances that name a PyPI
+        backend: ``docker`` (per-instance images; for instances that name a PyPI package,
+            an image of the project built locally) or ``local`` (instances that name a PyPI
             package; bubblewrap, no daemon needed). ``None``: ``local`` when every instance
             names a package, else ``docker``.
         image: a docker image for every instance (overrides the instances' images).
@@ -201,11 +210,20 @@ class SWEEnv(AgentEnv):
 
     async def open_workspace(self, instance: SWEInstance) -> Sandbox:
         """A sandbox whose workspace is ``instance``'s repository at its base commit."""
-        if self.backend == "local":
-            import asyncio
+        import asyncio
 
-            template, mounts = await asyncio.to_thread(_local_workspace, instance)
-            return await open_sandbox("local", template=template, mounts=mounts,
+        if instance.package and (self.backend == "local"
+                                 or not (self.image or instance.image)):
+            # Rebuilt from its sdist: the repository is the workspace's template; the test
+            # env is mounted (local) or baked into an image of the project (docker).
+            template, project = await asyncio.to_thread(_task_repository, instance)
+            if self.backend == "local":
+                return await open_sandbox("local", template=template, mounts=project.mounts,
+                                          limits=self.limits)
+            from agentgym.plugins.swe.images import project_image
+
+            image = await asyncio.to_thread(project_image, project)
+            return await open_sandbox(self.backend, image=image, template=template,
                                       limits=self.limits)
         image = self.image or instance.image or image_name(instance.instance_id)
         return await open_sandbox(self.backend, image=image, workdir=TESTBED,
@@ -279,9 +297,9 @@ class _Unstarted:
     workdir = TESTBED
 
 
-def _local_workspace(instance: SWEInstance) -> tuple[Path, dict[str, str]]:
-    """The cached repository of a packaged instance at its base commit, and the mounts of
-    its dependency env (both built on first use)."""
+def _task_repository(instance: SWEInstance) -> tuple[Path, Project]:
+    """The cached repository of a packaged instance at its base commit, and its project
+    (whose dependency env is built on first use)."""
     from agentgym.plugins.swe import repo
 
     if not (instance.package and instance.package_version):
@@ -290,7 +308,7 @@ def _local_workspace(instance: SWEInstance) -> tuple[Path, dict[str, str]]:
     target = repo.cache_dir() / "tasks" / f"{instance.instance_id}-{instance.base_commit[:12]}"
     if not (target / ".git").is_dir():
         target.parent.mkdir(parents=True, exist_ok=True)
-        with repo.file_lock(target.with_suffix(".lock")):
+        with file_lock(target.with_suffix(".lock")):
             if not (target / ".git").is_dir():
                 staging = target.with_name(target.name + f".tmp{os.getpid()}")
                 shutil.rmtree(staging, ignore_errors=True)
@@ -308,5 +326,5 @@ def _local_workspace(instance: SWEInstance) -> tuple[Path, dict[str, str]]:
                 finally:
                     with contextlib.suppress(OSError):
                         shutil.rmtree(staging)
-    return target, project.mounts
+    return target, project
 

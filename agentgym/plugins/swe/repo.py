@@ -23,15 +23,14 @@ The contract, for a project named by ``(package, version)``:
   with ``-rA`` status lines.
 
 :func:`prepare` does all of it and returns a :class:`Project`. The cache lives in
-``$AGENTGYM_SWE_CACHE`` (default ``~/.cache/agentgym/swe``): ``sdists/``, ``repos/``,
+``$AGENTGYM_SWE_CACHE`` (default ``swe/`` in the agentgym cache root,
+:func:`agentgym.core.cache.cache_root`): ``sdists/``, ``repos/``,
 ``envs/``.
 """
 
 from __future__ import annotations
 
 import configparser
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -42,10 +41,11 @@ import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentgym.core.cache import cache_root, file_lock
 from agentgym.core.errors import AgentGymError
 from agentgym.plugins.swe.instance import is_test_path
 
@@ -69,7 +69,8 @@ TEST_EXTRAS = ("test", "tests", "testing")
 #: Folders pytest does not recurse into by default (``norecursedirs``), plus VCS folders.
 NORECURSE = re.compile(r"^(\..*|.*\.egg|_darcs|build|CVS|dist|node_modules|venv|\{arch\})$")
 TEST_FILE = re.compile(r"^(test_.*|.*_test)\.py$")
-_READY = ".agentgym-ready.json"
+#: Written last into a dependency env: its installed packages; the env is complete.
+ENV_READY = ".agentgym-ready.json"
 
 
 class RepoError(AgentGymError):
@@ -77,9 +78,9 @@ class RepoError(AgentGymError):
 
 
 def cache_dir() -> Path:
-    """The cache root: ``$AGENTGYM_SWE_CACHE`` or ``~/.cache/agentgym/swe``."""
-    return Path(os.environ.get("AGENTGYM_SWE_CACHE")
-                or Path.home() / ".cache" / "agentgym" / "swe").expanduser()
+    """The SWE cache: ``$AGENTGYM_SWE_CACHE``, else ``swe/`` in the agentgym cache root."""
+    override = os.environ.get("AGENTGYM_SWE_CACHE")
+    return Path(override).expanduser() if override else cache_root() / "swe"
 
 
 def canonical(package: str) -> str:
@@ -95,18 +96,6 @@ def split_spec(spec: str) -> tuple[str, str]:
         raise RepoError(f"{spec!r} is not PACKAGE==VERSION; pin one exact version, e.g."
                         " toolz==1.2.0")
     return name.strip(), version.strip()
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created) across processes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _run(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None,
@@ -429,14 +418,14 @@ def dependency_env(package: str, version: str, cache: Path | None = None,
     docstring); built on first use, under a lock, then reused. Returns its folder."""
     cache = cache or cache_dir()
     target = cache / "envs" / f"{canonical(package)}-{version}"
-    if (target / _READY).is_file():
+    if (target / ENV_READY).is_file():
         return target
     if not Path(SANDBOX_PYTHON).exists():
         raise RepoError(f"{SANDBOX_PYTHON} does not exist: the dependency env is made with the"
                         " interpreter sandboxes see. Install python3 and python3-venv, or set"
                         " AGENTGYM_SWE_PYTHON")
     with file_lock(target.with_suffix(".lock")):
-        if (target / _READY).is_file():
+        if (target / ENV_READY).is_file():
             return target
         shutil.rmtree(target, ignore_errors=True)  # a build that died half-way
         repo = source_repo(package, version, cache)
@@ -478,7 +467,7 @@ def _build_env(target: Path, repo: Path, archive: Path, package: str, version: s
     (info / "INSTALLER").write_text("agentgym\n")
     frozen = _run([*pip, "freeze", "--all"]).split()
     _run(["chmod", "-R", "a+rX", str(target)])
-    (target / _READY).write_text(json.dumps({"package": package, "version": version,
+    (target / ENV_READY).write_text(json.dumps({"package": package, "version": version,
                                              "installed": frozen}, indent=1))
 
 
@@ -542,6 +531,7 @@ def prepare(package: str, version: str, cache: Path | None = None,
 __all__ = [
     "ENV_MOUNT",
     "ENV_PYTHON",
+    "ENV_READY",
     "IDENTITY",
     "Project",
     "RepoError",

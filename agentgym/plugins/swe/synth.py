@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from agentgym.core.cache import file_lock
 from agentgym.plugins.swe import repo as repos
 from agentgym.plugins.swe.repo import Project, RepoError
 
@@ -598,7 +599,7 @@ async def asynthesize(package: str, version: str, n: int, seed: int = 0,
         bar.log(f"[dim]preparing {package}=={version} (sdist, repository, test env)[/]")
         project = await asyncio.to_thread(repos.prepare, package, version, cache, bar.log)
         cache_file = _cache_file(project, seed, max_fail_to_pass, cache)
-        with repos.file_lock(cache_file.with_suffix(".lock")):
+        with file_lock(cache_file.with_suffix(".lock")):
             state = _load_state(cache_file)
             if len(state.tasks) < n and not state.exhausted:
                 await _grow(project, state, n, seed, runner, jobs, max_fail_to_pass,

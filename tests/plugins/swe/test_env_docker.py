@@ -15,7 +15,7 @@ import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.plugins.swe.instance import image_name
-from agentgym.testing import check_env
+from agentgym.testing import check_env, play_turns
 
 INSTANCE_ID = "demo__calc-1"
 
@@ -111,12 +111,7 @@ def swe_image(tmp_path_factory) -> tuple[Path, str]:
 
 
 def _play(env, turns) -> tuple[float, dict]:
-    env.reset(seed=0)
-    for turn in turns:
-        _, reward, terminated, truncated, info = env.step(turn)
-        if terminated or truncated:
-            return reward, info
-    raise AssertionError("the episode did not end")
+    return play_turns(env, turns, seed=0)
 
 
 def test_swe_verified_runs_a_local_task_file_on_its_image(swe_image):
@@ -154,3 +149,39 @@ def test_check_env_passes_for_the_docker_ids(swe_image):
     tasks, _ = swe_image
     for env_id in ("swe-verified", "swe-lite", "swe-gym"):
         check_env(gym.make(env_id, tasks=str(tasks)))
+
+
+def test_swe_synth_runs_on_docker_in_an_image_of_the_project(swe_image, toolz_tasks):
+    # swe_image: only for its engine check and the default image it builds
+    env = gym.make("swe-synth", tasks=str(toolz_tasks), backend="docker")
+    try:
+        raw = env.unwrapped
+        task = raw.tasks[0]
+        instance = raw.instances[task.id]
+        env.reset(options={"task_id": task.id})
+        from agentgym.sandboxes.docker import DockerSandbox
+
+        assert isinstance(raw.box, DockerSandbox)
+        assert "agentgym/swe-env:toolz-1.2.0" in raw.box.container.image.tags
+        # the workspace is the task's repository, at its base commit
+        assert raw.box.workdir == "/workspace"
+        reward, info = _play_task(env, task.id, list(raw.task.solution))
+        assert reward == 1.0, info["reward_metrics"]
+        assert info["reward_metrics"]["f2p_passed"] == len(instance.FAIL_TO_PASS) > 0
+        reward, _ = _play_task(env, task.id, [SUBMIT])
+        assert reward == 0.0
+        files = sorted({test.split("::")[0] for test in instance.FAIL_TO_PASS})
+        delete = ('<tool_call>\n' + json.dumps({"name": "bash", "arguments": {
+            "command": "rm " + " ".join(files)}}) + '\n</tool_call>')
+        reward, info = _play_task(env, task.id, [delete, SUBMIT])
+        assert reward == 0.0, info["reward_metrics"]
+    finally:
+        env.close()
+    check_env(gym.make("swe-synth", tasks=str(toolz_tasks), backend="docker"))
+
+
+SUBMIT = '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>'
+
+
+def _play_task(env, task_id, turns) -> tuple[float, dict]:
+    return play_turns(env, turns, options={"task_id": task_id})

@@ -12,7 +12,7 @@ import gymnasium as gym
 import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
-from agentgym.testing import check_env
+from agentgym.testing import check_env, play_turns
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0,
@@ -26,30 +26,12 @@ def bash(command: str) -> str:
             + '\n</tool_call>')
 
 
-@pytest.fixture(scope="module")
-def task_file(tmp_path_factory):
-    from agentgym.plugins.swe.synth import synthesize, write_jsonl
-
-    try:
-        rows = synthesize("toolz", "1.2.0", 3, progress=False)
-    except Exception as e:  # the first run downloads the sdist and pytest from PyPI
-        pytest.skip(f"cannot synthesize toolz tasks here (PyPI unreachable?): {e}")
-    path = tmp_path_factory.mktemp("swe-synth") / "tasks.jsonl"
-    write_jsonl(rows, path)
-    return path
-
-
 def play(env, task_id, turns):
-    env.reset(options={"task_id": task_id})
-    for turn in turns:
-        _, reward, terminated, truncated, info = env.step(turn)
-        if terminated or truncated:
-            return reward, info
-    raise AssertionError("the episode did not end")
+    return play_turns(env, turns, options={"task_id": task_id})
 
 
-def test_oracle_solves_and_noop_fails_every_task(task_file):
-    env = gym.make("swe-synth", tasks=str(task_file))
+def test_oracle_solves_and_noop_fails_every_task(toolz_tasks):
+    env = gym.make("swe-synth", tasks=str(toolz_tasks))
     try:
         raw = env.unwrapped
         assert raw.backend == "local"
@@ -76,12 +58,12 @@ def test_oracle_solves_and_noop_fails_every_task(task_file):
         env.close()
 
 
-def test_check_env_passes_for_swe_synth(task_file):
-    check_env(gym.make("swe-synth", tasks=str(task_file)))
+def test_check_env_passes_for_swe_synth(toolz_tasks):
+    check_env(gym.make("swe-synth", tasks=str(toolz_tasks)))
 
 
-def test_eval_cli_scores_the_oracle(task_file, agentgym_cli):
-    done = subprocess.run([agentgym_cli, "eval", "swe-synth", "-e", f"tasks={task_file}",
+def test_eval_cli_scores_the_oracle(toolz_tasks, agentgym_cli):
+    done = subprocess.run([agentgym_cli, "eval", "swe-synth", "-e", f"tasks={toolz_tasks}",
                            "--policy", "oracle", "-n", "3", "--json"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
