@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from agentgym.core.errors import AgentGymError
+from agentgym.core.parsers import HermesParser, ToolCall, ToolCallParser
 
 Message = dict[str, Any]
 
@@ -115,7 +116,8 @@ class ChatTokens:
 
 
 def tokenize_conversation(
-    tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] | None = None
+    tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] | None = None,
+    parser: ToolCallParser | None = None,
 ) -> tuple[list[int], list[int], list[int]]:
     """``(prompt_ids, completion_ids, loss_mask)`` of a finished conversation, tokenized
     exactly as the rollout loop would have recorded it.
@@ -132,7 +134,9 @@ def tokenize_conversation(
     final tool results) are never shown to the model, as in the loop. Tool-call arguments
     stored as JSON strings (OpenAI format, as episodes store them) are decoded to objects
     first, so the template writes them as JSON objects, the way the env's tool-call parser
-    reads them back.
+    reads them back. A template that does not write ``tool_calls`` at all (SmolLM2's, for
+    one) would turn a tool-calling turn into an empty one; such a turn is written as text
+    in ``parser``'s format instead (default: Hermes ``<tool_call>``, the envs' default).
 
     Raises:
         ValueError: the conversation has no assistant message.
@@ -155,7 +159,7 @@ def tokenize_conversation(
             delta = chat.observation(messages[previous + 1 : index])
             completion += delta
             mask += [0] * len(delta)
-        turn = _assistant_turn(chat, messages[:index], messages[index])
+        turn = _assistant_turn(chat, messages[:index], messages[index], parser)
         completion += turn
         mask += [1] * len(turn)
         previous = index
@@ -180,8 +184,31 @@ def _with_decoded_arguments(message: Message) -> Message:
     return {**message, "tool_calls": decoded}
 
 
-def _assistant_turn(chat: ChatTokens, history: list[Message], message: Message) -> list[int]:
+def _assistant_turn(chat: ChatTokens, history: list[Message], message: Message,
+                    parser: ToolCallParser | None = None) -> list[int]:
     """The tokens of one assistant turn in its context, up to and including eos."""
+    text = _assistant_text(chat, history, message)
+    calls = message.get("tool_calls") or []
+    if any(_call_name(call) not in text for call in calls):  # the template dropped them
+        parser = parser or HermesParser()
+        written = parser.render(message.get("content") or "", [
+            ToolCall(_call_name(c), c.get("function", {}).get("arguments") or {}) for c in calls])
+        if not isinstance(written, str):
+            raise TemplateError(
+                f"the chat template does not write an assistant turn's tool_calls, and the"
+                f" {parser.name!r} format has no text form to write them in instead: use a"
+                " text tool-call format (hermes or xml) or a template that renders tool_calls")
+        text = _assistant_text(chat, history, {"role": "assistant", "content": written})
+    return [*chat.encode(text), chat.eos_id]
+
+
+def _call_name(call: Any) -> str:
+    return str((call.get("function") or {}).get("name", "")) if isinstance(call, dict) else ""
+
+
+def _assistant_text(chat: ChatTokens, history: list[Message], message: Message) -> str:
+    """The text the template writes for one assistant turn, between the generation prompt
+    and the end-of-turn token."""
     head = _render(chat.tokenizer, history, chat.tools, True)
     full = _render(chat.tokenizer, [*history, message], chat.tools, False)
     end = full.rfind(chat.eos_text)
@@ -191,4 +218,4 @@ def _assistant_turn(chat: ChatTokens, history: list[Message], message: Message) 
             f" followed by the turn and eos {chat.eos_text!r}; it cannot be used to tokenize"
             " conversations as the model would have written them"
         )
-    return [*chat.encode(full[len(head) : end]), chat.eos_id]
+    return full[len(head) : end]

@@ -133,3 +133,31 @@ def test_json_string_arguments_are_decoded_and_errors_are_clear(tokenizer):
     assert isinstance(trajectory.messages[2]["tool_calls"][0]["function"]["arguments"], str)
     with pytest.raises(ValueError, match="no assistant message"):
         tokenize_conversation(tokenizer, trajectory.messages[:2], trajectory.tools)
+
+
+# ChatML that writes each message's content and nothing else: tool_calls are dropped (as
+# SmolLM2's template does).
+CONTENT_ONLY = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_a_template_that_drops_tool_calls_gets_them_as_text(tokenizer):
+    import copy
+
+    content_only = copy.deepcopy(tokenizer)
+    content_only.chat_template = CONTENT_ONLY
+    text = play(lambda env: OraclePolicy(), 2)
+    tokens = play(lambda env: Replay(content_only, env, OraclePolicy()), 2)
+    parser = agentgym.make("calculator").unwrapped.parser
+    for by_text, by_tokens in zip(text, tokens, strict=True):
+        prompt, completion, mask = tokenize_conversation(content_only, by_text.messages)
+        # the same tokens as the model writing the turns in the env's format, not empty turns
+        assert (prompt, completion, mask) == (
+            by_tokens.prompt_ids, by_tokens.completion_ids, by_tokens.loss_mask)
+        turns = [content_only.decode(run[:-1]) for run in runs(mask, completion)]
+        calls = [[(c["function"]["name"], json.loads(c["function"]["arguments"]))
+                  for c in m["tool_calls"]] for m in by_text.messages if m["role"] == "assistant"]
+        assert [[(c.name, c.arguments) for c in parser.parse(t).tool_calls] for t in turns] \
+            == calls
