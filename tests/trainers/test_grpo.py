@@ -104,6 +104,7 @@ def test_grpo_steps_move_parameters_and_log_env_metrics(tiny_model_dir: Path,
         assert log["env/finish/submitted"] == pytest.approx(1.0)
         assert log["time/rollout_s"] > 0 and log["time/generate_s"] > 0
         assert log["dynamic_sampling/masked_groups"] == 0
+        assert log["rollout/episodes"] == 8 and log["rollout/sampled_tokens"] > 0
     assert (tmp_path / "run" / "final" / "config.json").is_file()
 
 

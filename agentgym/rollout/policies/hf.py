@@ -30,6 +30,7 @@ Batches run in eval mode (no dropout); a shared model's train mode is restored a
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 from collections.abc import Iterable
@@ -276,20 +277,23 @@ def _decode(policy: HFPolicy, requests: list[tuple[list[int], Sampling]]) -> lis
     rows = list(range(size))  # the request behind each row of the batch
 
     cache = DynamicCache(config=model.config)
+    # transformers 5.24 renamed past_key_values to cache (the old name goes in 5.40)
+    takes_cache = "cache" in inspect.signature(model.forward).parameters
+    cache_arg = {"cache" if takes_cache else "past_key_values": cache}
     can_drop = True
     logits = model(
         input_ids=ids,
         attention_mask=mask,
         position_ids=positions,
-        past_key_values=cache,
         use_cache=True,
         logits_to_keep=1,
+        **cache_arg,
     ).logits[:, -1, :]
     if cache.get_seq_length() != width:
         raise RuntimeError(
             f"{type(model).__name__} did not fill the KV cache HFPolicy passed it"
             f" ({cache.get_seq_length()} of {width} positions); HFPolicy needs a causal LM"
-            " that accepts past_key_values"
+            " that accepts a KV cache (past_key_values or cache)"
         )
     while True:
         picked, picked_logprobs = _sample(
@@ -332,8 +336,8 @@ def _decode(policy: HFPolicy, requests: list[tuple[list[int], Sampling]]) -> lis
             input_ids=next_ids[:, None],
             attention_mask=mask,
             position_ids=positions,
-            past_key_values=cache,
             use_cache=True,
+            **cache_arg,
         ).logits[:, -1, :]
     return [
         Generation(tokens[r], logprobs[r], finish[r], metrics={"batch_size": size})
