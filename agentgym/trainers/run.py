@@ -449,7 +449,8 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
             trajectories = _demonstrations(config, stage, stage_dir, console)
         tokenizer = AutoTokenizer.from_pretrained(model)
         dataset = trajectory_dataset(trajectories, tokenizer,
-                                     tool_schemas=config.rollout.tool_schemas)
+                                     tool_schemas=config.rollout.tool_schemas,
+                                     parser=config.env.kwargs.get("parser"))
         train_sft(model, dataset, output_dir=stage_dir, args=args, tokenizer=tokenizer,
                   resume=resume, callbacks=callbacks)
     elif isinstance(stage, RFTStage):

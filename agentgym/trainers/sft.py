@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.registry import build
 from agentgym.rollout.chat import tokenize_conversation
 from agentgym.rollout.trajectory import Trajectory
 
@@ -47,7 +48,7 @@ FINAL_DIR = "final"
 
 
 def trajectory_dataset(trajectories: Iterable[Trajectory], tokenizer: Any, *,
-                       tool_schemas: bool = True) -> Any:
+                       tool_schemas: bool = True, parser: Any = None) -> Any:
     """A ``datasets.Dataset`` of ``input_ids`` and ``completion_mask`` rows, one per
     trajectory that has at least one model token (others are skipped: nothing to learn).
 
@@ -58,6 +59,9 @@ def trajectory_dataset(trajectories: Iterable[Trajectory], tokenizer: Any, *,
             text-level trajectories).
         tool_schemas: render the recorded tool schemas into text-level prompts; pass the
             rollout's ``tool_schemas`` so that training sees the prompts the model will get.
+        parser: the env's tool-call format (a parser id such as ``"xml"``, or a parser),
+            used only where the chat template does not write ``tool_calls`` (see
+            :func:`~agentgym.rollout.chat.tokenize_conversation`); default ``hermes``.
 
     Raises:
         ValueError: no trajectory has a model token, or a token-level trajectory holds ids
@@ -65,6 +69,8 @@ def trajectory_dataset(trajectories: Iterable[Trajectory], tokenizer: Any, *,
     """
     import datasets
 
+    if isinstance(parser, str):
+        parser = build("parsers", parser)
     rows: dict[str, list[list[int]]] = {"input_ids": [], "completion_mask": []}
     seen = 0
     untooled = 0
@@ -93,7 +99,7 @@ def trajectory_dataset(trajectories: Iterable[Trajectory], tokenizer: Any, *,
                 untooled += 1
             schemas = trajectory.tools if tool_schemas else None
             prompt, completion, mask = tokenize_conversation(
-                tokenizer, trajectory.messages, schemas or None
+                tokenizer, trajectory.messages, schemas or None, parser
             )
         else:
             continue

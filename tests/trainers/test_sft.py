@@ -135,3 +135,26 @@ def test_sft_from_an_oracle_rollout_file(tiny_model_dir, tokenizer, agentgym_cli
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert len(losses) == 2 and all(loss > 0 for loss in losses)
     assert (tmp_path / "sft" / "final" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("parser", ["hermes", "xml"])
+def test_a_template_without_tool_calls_learns_the_envs_format(tokenizer, parser):
+    import copy
+
+    from agentgym.core.registry import build
+
+    # ChatML that writes content only, as SmolLM2's template does: tool_calls vanish.
+    content_only = copy.deepcopy(tokenizer)
+    content_only.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    demos = asyncio.run(rollout("calculator", OraclePolicy(), 2, env_kwargs={"parser": parser}))
+    rows = trajectory_dataset(demos, content_only, parser=parser)
+    reader = build("parsers", parser)
+    for row, demo in zip(rows, demos, strict=True):
+        taught = [i for i, m in zip(row["input_ids"], row["completion_mask"], strict=True) if m]
+        text = content_only.decode(taught)
+        first_call = demo.messages[2]["tool_calls"][0]["function"]
+        parsed = reader.parse(text.split("<|im_end|>")[0]).tool_calls
+        assert [(c.name, c.arguments) for c in parsed] == [
+            (first_call["name"], json.loads(first_call["arguments"]))]
