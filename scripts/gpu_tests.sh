@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # GPU checks, for a machine with a CUDA GPU (the lent device machine): the GPU-only tests
-# (they skip on CPU) and a few GRPO steps of scripts/gpu_check.py on the tiny model, or on
+# (they skip on CPU), the transformers policy's tests (on a GPU machine it decodes there) and a few GRPO steps of scripts/gpu_check.py on the tiny model, or on
 # MODEL_DIR when set (a local model folder: no hub is reachable there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
-"$PY" -m pytest tests/trainers/test_gpu.py -q -rA
+"$PY" -m pytest tests/trainers/test_gpu.py tests/rollout/test_hf_policy.py -q -rA
 MODEL_DIR=${MODEL_DIR:-}
 if [ -z "$MODEL_DIR" ]; then
   MODEL_DIR=$(mktemp -d)/tiny

@@ -94,6 +94,11 @@ def test_greedy_is_deterministic_alone_and_in_a_batch(policy: HFPolicy, prompt: 
     assert batched.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
 
 
+def forward(policy: HFPolicy, ids: list[int]) -> torch.Tensor:
+    """The logits of one forward pass over ``ids``, on the CPU (the model may be on a GPU)."""
+    return policy.model(torch.tensor([ids], device=policy.device)).logits[0].cpu()
+
+
 def test_logprobs_are_those_a_trainer_computes(policy: HFPolicy, prompt: list[int]) -> None:
     """The log-softmax of logits / temperature at each sampled token, from one forward pass
     over prompt + completion (with top_p=1, the sampling distribution)."""
@@ -101,7 +106,7 @@ def test_logprobs_are_those_a_trainer_computes(policy: HFPolicy, prompt: list[in
         sampling = Sampling(max_tokens=12, temperature=temperature, seed=5)
         (result,) = run(policy.generate(prompt, sampling))
         with torch.no_grad():
-            logits = policy.model(torch.tensor([prompt + result.token_ids])).logits[0]
+            logits = forward(policy, prompt + result.token_ids)
         scored = logits[len(prompt) - 1 : -1].float() / temperature
         expected = scored.log_softmax(-1).gather(-1, torch.tensor(result.token_ids)[:, None])
         assert result.logprobs == pytest.approx(expected.squeeze(-1).tolist(), abs=1e-4)
@@ -114,7 +119,7 @@ def test_top_p_logprobs_are_renormalised_over_the_nucleus(
     sampling = Sampling(max_tokens=10, temperature=1.0, top_p=top_p, seed=9)
     (result,) = run(policy.generate(prompt, sampling))
     with torch.no_grad():
-        logits = policy.model(torch.tensor([prompt + result.token_ids])).logits[0]
+        logits = forward(policy, prompt + result.token_ids)
     logp = logits[len(prompt) - 1 : -1].float().log_softmax(-1)
     for position, (token, got) in enumerate(zip(result.token_ids, result.logprobs, strict=True)):
         probs = logp[position].exp().sort(descending=True).values
