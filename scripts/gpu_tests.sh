@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU checks, for a machine with a CUDA GPU (the lent device machine): the GPU-only tests
-# (they skip on CPU), the transformers policy's tests (on a GPU machine it decodes there) and a few GRPO steps of scripts/gpu_check.py on the tiny model, or on
-# MODEL_DIR when set (a local model folder: no hub is reachable there).
+# (they skip on CPU), the transformers policy's tests (on a GPU machine it decodes there),
+# and a few GRPO steps of scripts/gpu_check.py on the tiny model, or on MODEL_DIR when set
+# (a local model folder: no hub is reachable there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
