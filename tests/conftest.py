@@ -48,3 +48,13 @@ def agentgym_cli() -> str:
     script = Path(sys.executable).with_name("agentgym")
     assert script.exists(), f"the console script {script} is missing: pip install -e ."
     return str(script)
+
+
+@pytest.fixture(scope="session")
+def content_only_template() -> str:
+    """A ChatML template that writes each message's content and nothing else, so an
+    assistant turn's ``tool_calls`` vanish (as SmolLM2's template does)."""
+    return (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )

@@ -135,19 +135,11 @@ def test_json_string_arguments_are_decoded_and_errors_are_clear(tokenizer):
         tokenize_conversation(tokenizer, trajectory.messages[:2], trajectory.tools)
 
 
-# ChatML that writes each message's content and nothing else: tool_calls are dropped (as
-# SmolLM2's template does).
-CONTENT_ONLY = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-
-def test_a_template_that_drops_tool_calls_gets_them_as_text(tokenizer):
+def test_a_template_that_drops_tool_calls_gets_them_as_text(tokenizer, content_only_template):
     import copy
 
     content_only = copy.deepcopy(tokenizer)
-    content_only.chat_template = CONTENT_ONLY
+    content_only.chat_template = content_only_template
     text = play(lambda env: OraclePolicy(), 2)
     tokens = play(lambda env: Replay(content_only, env, OraclePolicy()), 2)
     parser = agentgym.make("calculator").unwrapped.parser

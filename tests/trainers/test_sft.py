@@ -138,16 +138,14 @@ def test_sft_from_an_oracle_rollout_file(tiny_model_dir, tokenizer, agentgym_cli
 
 
 @pytest.mark.parametrize("parser", ["hermes", "xml"])
-def test_a_template_without_tool_calls_learns_the_envs_format(tokenizer, parser):
+def test_a_template_without_tool_calls_learns_the_envs_format(tokenizer, parser,
+                                                               content_only_template):
     import copy
 
     from agentgym.core.registry import build
 
-    # ChatML that writes content only, as SmolLM2's template does: tool_calls vanish.
     content_only = copy.deepcopy(tokenizer)
-    content_only.chat_template = (
-        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    content_only.chat_template = content_only_template
     demos = asyncio.run(rollout("calculator", OraclePolicy(), 2, env_kwargs={"parser": parser}))
     rows = trajectory_dataset(demos, content_only, parser=parser)
     reader = build("parsers", parser)
