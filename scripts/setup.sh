@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System programs: bubblewrap (the local sandbox), docker.io (the docker sandbox's engine),
+# System programs: bubblewrap (the local sandbox) and slirp4netns (its network, when a
+# sandbox asks for one), docker.io (the docker sandbox's engine),
 # debootstrap (builds the docker sandbox's default image without a registry), git and the
 # system Python's venv (the swe plugin's repositories and their test envs, which must use
 # the interpreter the local sandbox sees: /usr/bin/python3).
@@ -16,6 +17,7 @@ command -v git >/dev/null || missing+=(git)
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null \
   || missing+=(python3-venv)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v slirp4netns >/dev/null || missing+=(slirp4netns)
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
 if [ ${#missing[@]} -gt 0 ]; then

@@ -77,8 +77,13 @@ class SandboxLimits:
             keep them on tmpfs, in memory: what is written there also counts against
             ``memory_mb``.
         pids: processes and threads alive at once.
-        cpus: CPU cores (a fraction is allowed); ``None`` for no limit.
-        network: allow network access (off by default: only loopback inside).
+        cpus: CPU cores, as a quota over all the sandbox's processes (a fraction is
+            allowed; default one core, so that a runaway loop cannot starve the trainer or
+            other episodes); ``None`` for no limit.
+        network: outbound network access. Off by default: the sandbox has its own network
+            namespace with loopback only. On: still a namespace of its own, with outbound
+            traffic through user-mode NAT (``local``: slirp4netns) or the engine's default
+            network (``docker``); the host's own loopback services stay unreachable.
     """
 
     timeout_s: float = 60.0
@@ -86,7 +91,7 @@ class SandboxLimits:
     memory_mb: int = 2048
     disk_mb: int = 2048
     pids: int = 256
-    cpus: float | None = None
+    cpus: float | None = 1.0
     network: bool = False
 
     def __post_init__(self) -> None:
@@ -238,8 +243,10 @@ async def open_sandbox(backend: str = "local", **kwargs: Any) -> Sandbox:
 
     ``kwargs`` go to the backend: ``template`` (a directory for the workspace), ``image``
     (docker), ``limits`` (:class:`SandboxLimits`), ``mounts`` (path inside -> host
-    directory, bound read-only), ``workdir`` (docker: a directory of the image to use as
-    the workspace, such as SWE-bench's ``/testbed``).
+    directory, bound read-only), ``env`` (variables added to the sandbox's environment:
+    the only ones it sees besides the backend's own ``PATH``, ``HOME`` and the like, never
+    the host's), ``workdir`` (docker: a directory of the image to use as the workspace,
+    such as SWE-bench's ``/testbed``).
     """
     from agentgym.core.registry import get
 

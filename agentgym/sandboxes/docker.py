@@ -69,7 +69,7 @@ from agentgym.sandboxes.image import (
     docker_client,
     ensure_image,
 )
-from agentgym.sandboxes.local import check_mounts
+from agentgym.sandboxes.local import check_env, check_mounts
 
 #: Label that marks agentgym's containers, and the labels naming the process that owns one.
 LABEL = "agentgym.sandbox"
@@ -147,7 +147,8 @@ class DockerSandbox(Sandbox):
     async def create(cls, template: str | os.PathLike | None = None, image: str | None = None,
                      limits: SandboxLimits | None = None, read_only_root: bool = True,
                      mounts: dict[str, str | os.PathLike] | None = None,
-                     workdir: str | None = None, **unused: Any) -> DockerSandbox:
+                     workdir: str | None = None, env: dict[str, str] | None = None,
+                     **unused: Any) -> DockerSandbox:
         """Start a container from ``image`` (default :data:`DEFAULT_IMAGE`, built on first
         use) with ``template`` copied into ``/workspace``, under ``limits``. ``mounts`` maps
         a path inside the container to a host file or directory, bound there read-only
@@ -159,6 +160,9 @@ class DockerSandbox(Sandbox):
         filesystem is writable, so edits land in the container's own layer (the image never
         changes; ``disk_mb`` then bounds only ``/tmp`` and the home).
 
+        ``env`` adds variables to the container's environment (``HOME`` and the image's own
+        are there already); nothing of the host's environment is passed on.
+
         Raises :class:`SandboxError` when the docker SDK is missing, no engine is reachable,
         the image does not exist, or the container fails to start.
         """
@@ -168,13 +172,14 @@ class DockerSandbox(Sandbox):
                                " e.g. /testbed")
         reserved = ("/proc", "/dev", "/sys", "/tmp", workdir or cls.workdir, SANDBOX_HOME)
         checked = check_mounts(mounts, reserved)
+        variables = check_env(env)
         if template is not None:
             template = Path(template)
             if not template.is_dir():
                 raise SandboxError(f"template {str(template)!r} is not a directory: pass the"
                                    " directory whose copy becomes the workspace, or None.")
         future = _pool.submit(cls._start, template, image or DEFAULT_IMAGE, limits,
-                              read_only_root, checked, workdir)
+                              read_only_root, checked, workdir, variables)
         try:
             box = await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -186,7 +191,8 @@ class DockerSandbox(Sandbox):
     @classmethod
     def _start(cls, template: Path | None, image: str, limits: SandboxLimits,
                read_only_root: bool, mounts: dict[str, Path] | None = None,
-               workdir: str | None = None) -> DockerSandbox:
+               workdir: str | None = None, env: dict[str, str] | None = None
+               ) -> DockerSandbox:
         client = _client()
         in_image = workdir is not None
         workdir = workdir or cls.workdir
@@ -221,7 +227,7 @@ class DockerSandbox(Sandbox):
                 },
                 volumes={str(host): {"bind": inside, "mode": "ro"}
                          for inside, host in (mounts or {}).items()},
-                environment={"HOME": SANDBOX_HOME},
+                environment={**(env or {}), "HOME": SANDBOX_HOME},
                 working_dir=workdir,
                 cap_drop=["ALL"],
                 # Root (init and the keep-alive, never a command) may only hand the image's

@@ -8,8 +8,10 @@ One sandbox is one process tree, started as root and dropped to an unprivileged 
         overlayfs                       template (read-only lower) + upper = /workspace
         setpriv --reuid UID             the unprivileged sandbox user
           bwrap                         new user, pid, net (lo only), ipc, uts namespaces;
-                                        read-only /usr and /etc, its own /proc, /dev, /tmp
-            bash                        the persistent session shell
+                                        read-only /usr and /etc, its own /proc, /dev, /tmp;
+                                        no further user namespaces; the seccomp filter
+            python3 (init, PID 1)       non-dumpable: reaps orphans, holds the session pipes
+              bash                      the persistent session shell (PID 2)
 
 Nothing of the host is reachable but what is bound: ``/usr``, ``/etc`` and the ``mounts``
 asked for (read-only), never ``/`` whole, so host unix
@@ -17,6 +19,20 @@ sockets (the Docker daemon's above all), /run, /root, /home and other sandboxes'
 workspaces are absent. The mounts live only in the launcher's mount namespace, so they
 vanish with its processes and can never leak into the host's mount table. Edits land in the
 tmpfs upper layer, never in the template.
+
+Nothing of the host's environment either: the launcher starts with a fixed environment
+(:data:`LAUNCH_ENV`), and bwrap clears it again for the sandbox, which sees only
+:data:`SANDBOX_ENV` and the ``env`` the caller gives. The sandbox's PID 1 is a small init of
+our own that makes itself non-dumpable, so that no process of the agent (same uid, no
+capabilities) can ptrace it, read its memory, environment or descriptors (the session's
+pipes), while the agent's own processes stay traceable (``strace``, ``gdb`` work). A
+seccomp filter (:mod:`agentgym.sandboxes.seccomp`) refuses new namespaces, mounts,
+keyrings, modules and other kernel surface.
+
+With ``limits.network`` the sandbox gets a network namespace of its own with outbound
+access through slirp4netns (user-mode NAT, run as root outside the sandbox, in its cgroup),
+started with ``--disable-host-loopback``: the host's loopback services stay unreachable, as
+they are without the network (loopback only).
 
 The session speaks the protocol of :mod:`agentgym.sandboxes.shell` over the launcher's
 stdin and stdout: each command runs with ``eval`` in the shell itself (so ``cd`` and
@@ -53,7 +69,7 @@ from agentgym.core.sandbox import (
     track,
     untrack,
 )
-from agentgym.sandboxes import shell
+from agentgym.sandboxes import seccomp, shell
 from agentgym.sandboxes.cgroups import ControlGroup, cgroup_version, existing_groups
 
 #: Host directory holding one folder per live sandbox (its mount point and bookkeeping).
@@ -62,6 +78,36 @@ SANDBOX_DIR = Path(os.environ.get("AGENTGYM_SANDBOX_DIR", "/tmp/agentgym-sandbox
 TEMPLATE_DIR = Path(os.environ.get("AGENTGYM_TEMPLATE_DIR", "/var/tmp/agentgym-templates"))
 #: The unprivileged user commands run as (no such user needs to exist on the host).
 SANDBOX_UID = int(os.environ.get("AGENTGYM_SANDBOX_UID", "65000"))
+#: The whole environment of the launcher and bwrap (their /proc/PID/environ): never the
+#: host's, which may hold tokens and keys.
+LAUNCH_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+#: The environment of the sandbox's processes, before the ``env`` a caller adds.
+SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
+               "TERM": "dumb", "USER": "agent"}
+#: The interpreter of the sandbox's init (bound from the host's /usr like every program).
+INIT_PYTHON = "/usr/bin/python3"
+#: The sandbox's PID 1: non-dumpable first (PR_SET_DUMPABLE is 4), then the session shell
+#: as its one child, orphans reaped, its exit status passed on. SIGINT is the one signal
+#: Python would handle, so it is ignored (the kernel drops the others for a namespace init).
+#: The shell gets every disposition back at its default: Python ignores SIGPIPE and
+#: SIGXFSZ, and ignored signals survive exec (`yes | head` would never end).
+INIT_CODE = """\
+import ctypes, os, signal, sys
+if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:
+    sys.exit("agentgym init: cannot make itself non-dumpable")
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+shell = os.fork()
+if shell == 0:
+    for number in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(number, signal.SIG_DFL)
+    os.execvp(sys.argv[1], sys.argv[1:])
+while True:
+    pid, status = os.wait()
+    if pid == shell:
+        sys.exit(os.waitstatus_to_exitcode(status) & 255)
+"""
+#: The DNS server slirp4netns provides inside a sandbox with the network on.
+SLIRP_DNS = "10.0.2.3"
 #: Host paths bound read-only: what commands need, nothing more.
 SYSTEM_BINDS = ("/usr", "/etc")
 SYSTEM_SYMLINKS = ("/bin", "/lib", "/lib64", "/sbin")
@@ -80,7 +126,7 @@ def _sh_quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-def _check_host() -> None:
+def _check_host(network: bool = False) -> None:
     if shutil.which("bwrap") is None:
         raise SandboxError(
             "The local sandbox needs bubblewrap (the `bwrap` program), which is not installed."
@@ -92,6 +138,23 @@ def _check_host() -> None:
             "The local sandbox must start as root: it mounts the copy-on-write workspace,"
             " sets cgroup limits and drops to an unprivileged user for the commands. Run as"
             " root (e.g. inside a container), or use --backend docker"
+        )
+    if not os.access(INIT_PYTHON, os.X_OK):
+        raise SandboxError(
+            f"The local sandbox runs its init with {INIT_PYTHON}, which is missing. Install"
+            " Python 3 (`apt-get install python3`), or use --backend docker"
+        )
+    if not seccomp.supported():
+        raise SandboxError(
+            f"The local sandbox has no seccomp filter for this machine's architecture"
+            f" ({os.uname().machine}; supported: {', '.join(seccomp.ARCHES)}). Use --backend"
+            " docker"
+        )
+    if network and shutil.which("slirp4netns") is None:
+        raise SandboxError(
+            "A local sandbox with the network on needs slirp4netns (its own network"
+            " namespace, with NAT, never the host's loopback), which is not installed."
+            " Install it with `apt-get install slirp4netns`, or keep limits.network off"
         )
     if cgroup_version() is None:
         raise SandboxError(
@@ -171,10 +234,11 @@ class LocalSandbox(Sandbox):
     """A bubblewrap sandbox on this machine. Make one with :meth:`create`."""
 
     def __init__(self, limits: SandboxLimits, template: Path | None,
-                 mounts: dict[str, Path] | None = None):
+                 mounts: dict[str, Path] | None = None, env: dict[str, str] | None = None):
         self.limits = limits
         self.template = template
         self.mounts = mounts or {}
+        self.env = {**SANDBOX_ENV, **(env or {})}
         self.id = f"{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
         self.home = SANDBOX_DIR / self.id
         self.cgroup = ControlGroup(self.id)
@@ -182,6 +246,7 @@ class LocalSandbox(Sandbox):
         # the sandbox, so no command can fake that report.
         self.restart_marker = shell.new_nonce()
         self.process: asyncio.subprocess.Process | None = None
+        self.slirp: asyncio.subprocess.Process | None = None
         self.cwd = self.workdir
         self.closed = False
         self._lock = asyncio.Lock()
@@ -196,11 +261,13 @@ class LocalSandbox(Sandbox):
     async def create(cls, template: str | os.PathLike[str] | None = None,
                      limits: SandboxLimits | None = None, image: str | None = None,
                      mounts: dict[str, str | os.PathLike[str]] | None = None,
-                     **unused: Any) -> LocalSandbox:
+                     env: dict[str, str] | None = None, **unused: Any) -> LocalSandbox:
         """Start a sandbox whose workspace is a copy-on-write view of ``template``.
 
         ``mounts`` maps a path inside the sandbox to a host file or directory, bound there
-        read-only (e.g. a shared virtual environment); see :func:`check_mounts`.
+        read-only (e.g. a shared virtual environment); see :func:`check_mounts`. ``env``
+        adds variables to the sandbox's environment (:data:`SANDBOX_ENV`); nothing of the
+        host's environment is ever passed on.
         """
         if image is not None:
             raise SandboxError(
@@ -209,9 +276,10 @@ class LocalSandbox(Sandbox):
             )
         reserved = ("/proc", "/dev", "/tmp", cls.workdir, *SYSTEM_BINDS, *SYSTEM_SYMLINKS)
         checked = check_mounts(mounts, reserved)
-        _check_host()
+        limits = limits or SandboxLimits()
+        _check_host(limits.network)
         lower = await asyncio.to_thread(prepare_template, template) if template else None
-        box = cls(limits or SandboxLimits(), lower, checked)
+        box = cls(limits, lower, checked, check_env(env))
         try:
             await box._start()
         except BaseException:
@@ -222,9 +290,13 @@ class LocalSandbox(Sandbox):
     def _launcher_script(self) -> str:
         mnt, limits = self.home / "mnt", self.limits
         workspace = mnt / "ws" if self.template else mnt / "upper"
-        bwrap = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-                 "--hostname", "sandbox", "--cap-drop", "ALL", "--clearenv"]
-        if limits.network:
+        # --unshare-user is implied by --unshare-all but must be explicit for
+        # --disable-userns; --as-pid-1 leaves PID 1 to our init (bwrap's own reaper would
+        # be a dumpable process of the sandbox user, holding the session's pipes).
+        bwrap = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--as-pid-1",
+                 "--die-with-parent", "--new-session", "--hostname", "sandbox",
+                 "--cap-drop", "ALL", "--clearenv", "--seccomp", "9"]
+        if limits.network:  # the launcher's own network namespace, which slirp4netns serves
             bwrap.append("--share-net")
         for path in SYSTEM_BINDS:
             bwrap += ["--ro-bind", path, path]
@@ -240,15 +312,15 @@ class LocalSandbox(Sandbox):
             "--bind", str(mnt / "tmp"), "/tmp",
             "--bind", str(workspace), self.workdir, "--chdir", self.workdir,
         ]
+        if limits.network and os.path.isfile("/etc/resolv.conf"):
+            bwrap += ["--ro-bind", str(self.home / "resolv.conf"), "/etc/resolv.conf"]
         for index, inside in enumerate(self.mounts):
             bwrap += ["--ro-bind", str(mnt / "mounts" / str(index)), inside]
-        bwrap += [
-            "--remount-ro", "/",  # bwrap's root is a tmpfs: no writes outside the binds
-            "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
-            "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8",
-            "--setenv", "TERM", "dumb", "--setenv", "USER", "agent",
-            "bash", "--noprofile", "--norc",
-        ]
+        bwrap.append("--remount-ro")  # bwrap's root is a tmpfs: no writes outside the binds
+        bwrap.append("/")
+        for name, value in self.env.items():
+            bwrap += ["--setenv", name, value]
+        bwrap += [INIT_PYTHON, "-I", "-S", "-c", INIT_CODE, "bash", "--noprofile", "--norc"]
         uid = SANDBOX_UID
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--"]
@@ -283,7 +355,8 @@ class LocalSandbox(Sandbox):
             "set +e",
             "while :; do",
             "  ((echo 0 > /proc/self/oom_score_adj) 2>/dev/null; exec "
-            + " ".join(map(_sh_quote, drop + bwrap)) + ")",
+            + " ".join(map(_sh_quote, drop + bwrap))
+            + f" 9< {_sh_quote(str(self.home / 'seccomp.bpf'))})",
             f"  code=$?; [ -e {self.home}/closing ] && exit 0",
             "  " + shell.ended_report(self.restart_marker),
             "done",
@@ -292,17 +365,53 @@ class LocalSandbox(Sandbox):
     async def _start(self) -> None:
         (self.home / "mnt").mkdir(parents=True)
         (self.home / "owner").write_text(str(os.getpid()))
+        (self.home / "seccomp.bpf").write_bytes(seccomp.filter_program())
+        if self.limits.network:
+            (self.home / "resolv.conf").write_text(f"nameserver {SLIRP_DNS}\n")
         self.cgroup.create(self.limits.memory_mb, self.limits.pids, self.limits.cpus)
+        namespaces = ["--mount", "--net"] if self.limits.network else ["--mount"]
         self.process = await asyncio.create_subprocess_exec(
             "setpriv", "--pdeathsig", "KILL", "--",
-            "unshare", "--mount", "--propagation", "private", "--",
+            "unshare", *namespaces, "--propagation", "private", "--",
             "sh", "-c", self._launcher_script(),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=LAUNCH_ENV,
         )
         track(self)
+        if self.limits.network:
+            await self._start_slirp()
         async with self._lock:
             await self._start_shell()
+
+    async def _start_slirp(self) -> None:
+        """Give the launcher's network namespace outbound access (slirp4netns, in the
+        sandbox's cgroup so that it dies with it), and wait until it is configured."""
+        assert self.process is not None
+        ready_read, ready_write = os.pipe()
+        join = "; ".join(f"echo $$ > {p}" for p in self.cgroup.proc_files())
+        try:
+            self.slirp = await asyncio.create_subprocess_exec(
+                "sh", "-c", f"{join}; exec setpriv --pdeathsig KILL -- slirp4netns"
+                f" --configure --mtu=65520 --disable-host-loopback --enable-sandbox"
+                f" --ready-fd={ready_write} {self.process.pid} tap0",
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE, pass_fds=(ready_write,), env=LAUNCH_ENV,
+                start_new_session=True,
+            )
+        finally:
+            os.close(ready_write)
+        try:
+            ready = await asyncio.wait_for(asyncio.to_thread(os.read, ready_read, 1),
+                                           START_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            ready = b""
+        finally:
+            os.close(ready_read)
+        if ready != b"1":
+            self.slirp.kill()
+            errors = (await self.slirp.stderr.read()).decode(errors="replace")[-1000:]
+            raise SandboxError(f"the local sandbox {self.id} could not start its network"
+                               f" (slirp4netns): {errors.strip() or 'no output'}")
 
     async def close(self) -> None:
         """Kill every process of the sandbox and remove its files. Idempotent."""
@@ -322,6 +431,9 @@ class LocalSandbox(Sandbox):
         # parent up the chain (bwrap, the launcher) reaps its child and exits. Killing all at
         # once would orphan zombies onto the host's init.
         self.cgroup.kill(self._namespace_inits(), deadline_s=0.5)
+        if self.slirp is not None and self.slirp.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.slirp.kill()
         deadline = time.monotonic() + 2
         while self.cgroup.pids() and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -495,7 +607,7 @@ class LocalSandbox(Sandbox):
             self.cgroup.kill({pid})
 
     def _shell_pid(self) -> int | None:
-        """Host pid of the session shell: pid 2 of the sandbox's namespace (bwrap is 1)."""
+        """Host pid of the session shell: pid 2 of the sandbox's namespace (init is 1)."""
         return next((pid for pid, inner in self._namespace_pids().items() if inner == 2), None)
 
     def _dead(self, why: str) -> SandboxError:
@@ -540,6 +652,24 @@ class LocalSandbox(Sandbox):
         return sorted(name for name in result.output.split("\0") if name)
 
 
+def check_env(env: dict[str, str] | None) -> dict[str, str]:
+    """Validate the variables a caller adds to a sandbox's environment; returns a copy.
+
+    Names are shell identifiers, values strings without NUL bytes. Raises
+    :class:`SandboxError` naming the bad entry.
+    """
+    checked: dict[str, str] = {}
+    for name, value in (env or {}).items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise SandboxError(f"environment variable name {name!r} is not a shell identifier"
+                               " (letters, digits and '_', not starting with a digit)")
+        if not isinstance(value, str) or "\0" in value:
+            raise SandboxError(f"environment variable {name}={value!r} must be a string"
+                               " without NUL bytes")
+        checked[name] = value
+    return checked
+
+
 def gc(everything: bool = False) -> int:
     """Remove sandboxes left by processes that died without closing them (all of them
     with ``everything``): their processes, cgroups and folders. Returns how many."""
@@ -573,4 +703,4 @@ def _alive(pid: int) -> bool:
     return not Path(f"/proc/{pid}/status").read_text().count("State:\tZ")
 
 
-__all__ = ["LocalSandbox", "check_mounts", "gc", "prepare_template"]
+__all__ = ["LocalSandbox", "check_env", "check_mounts", "gc", "prepare_template"]

@@ -11,6 +11,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -42,24 +43,26 @@ def test_another_episodes_workspace_is_unreachable(make_sandbox, run):
     assert run(first.exec(f"cat {secret}.txt")).output == f"{secret}\n"
 
 
-def test_the_network_is_unreachable(make_sandbox, run):
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    port = server.getsockname()[1]
-    try:
-        box = make_sandbox()
-        probe = (
-            "python3 -c \"import socket; socket.create_connection(('127.0.0.1', "
-            f"{port}), timeout=3); print('CONNEC' + 'TED')\""
-        )
-        result = run(box.exec(probe, timeout=20))
-        assert "CONNECTED" not in result.output and result.exit_code != 0
-        # No interface but loopback: nothing can leave (no test traffic to other addresses).
-        interfaces = run(box.exec("tail -n +3 /proc/net/dev | cut -d: -f1")).output.split()
-        assert interfaces == ["lo"], interfaces
-    finally:
-        server.close()
+@pytest.fixture
+def host_port() -> int:
+    """The port of a server listening on the host's 127.0.0.1."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        yield server.getsockname()[1]
+
+
+def test_the_network_is_unreachable(make_sandbox, run, host_port):
+    box = make_sandbox()
+    probe = (
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', "
+        f"{host_port}), timeout=3); print('CONNEC' + 'TED')\""
+    )
+    result = run(box.exec(probe, timeout=20))
+    assert "CONNECTED" not in result.output and result.exit_code != 0
+    # No interface but loopback: nothing can leave (no test traffic to other addresses).
+    interfaces = run(box.exec("tail -n +3 /proc/net/dev | cut -d: -f1")).output.split()
+    assert interfaces == ["lo"], interfaces
 
 
 def test_host_unix_sockets_are_absent(make_sandbox, run, tmp_path):
@@ -267,3 +270,94 @@ def test_session_state_and_files(make_sandbox, run):
     assert run(box.list_dir("dir")) == ["data.bin"]
     with pytest.raises(FileNotFoundError):
         run(box.read_file("missing.txt"))
+
+
+def test_no_host_secret_reaches_the_sandbox(make_sandbox, run, monkeypatch):
+    secret = f"agentgym-secret-{secrets.token_hex(8)}"
+    canary = f"agentgym-canary-{secrets.token_hex(8)}"
+    monkeypatch.setenv("AGENTGYM_TEST_SECRET", secret)
+    box = make_sandbox(env={"TASK_VARIABLE": "given"})
+    # The patterns travel in a file (written base64-encoded), never in a command line that
+    # /proc would show. The canary, exported inside, proves the search reads environments.
+    run(box.write_file("/tmp/patterns", f"{secret}\n{canary}\n"))
+    run(box.exec("export AGENT_CANARY=$(tail -n 1 /tmp/patterns | rev | rev)"))
+    result = run(box.exec(
+        "env; tr '\\0' ' ' < /proc/1/cmdline; cat /proc/1/environ;"
+        " timeout 100 grep -rsohaF -f /tmp/patterns /proc /sys | sort -u", timeout=120))
+    assert secret not in result.output
+    assert canary in result.output, f"the search found nothing at all: {result.output[-2000:]}"
+    assert "TASK_VARIABLE=given" in result.output  # what the task gives does arrive
+
+
+def test_the_sandbox_init_cannot_be_traced_but_own_processes_can(make_sandbox, run):
+    box = make_sandbox()
+    attach = ("python3 -c \"import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True);"
+              " print('attach', sys.argv[1], libc.ptrace(16, int(sys.argv[1]), 0, 0))\"")
+    result = run(box.exec(f"{attach} 1; sleep 30 & {attach} $!; kill -9 $!"))
+    assert "attach 1 -1" in result.output, result.output  # PTRACE_ATTACH to PID 1: EPERM
+    assert result.output.count(" 0\n") == 1, result.output  # its own child: allowed
+    assert run(box.exec("cat /proc/1/environ >/dev/null && echo READABLE")).exit_code != 0
+
+
+def test_signals_to_the_sandbox_init_change_nothing(make_sandbox, run):
+    box = make_sandbox()
+    run(box.exec("export STILL=here"))
+    run(box.exec("for s in INT TERM HUP QUIT USR1 KILL; do kill -$s 1; done; true"))
+    assert run(box.exec("echo $STILL")).output == "here\n"  # the same session shell
+
+
+def test_commands_start_with_default_signal_dispositions(make_sandbox, run):
+    box = make_sandbox(limits=SandboxLimits(timeout_s=20))
+    # An ignored SIGPIPE is inherited across exec: every pipeline's writer would see write
+    # errors where it should end quietly.
+    assert run(box.exec("yes | head -n 1")).output == "y\n"
+    ignored = run(box.exec("grep '^SigIgn:' /proc/self/status")).output.split()
+    assert ignored == ["SigIgn:", "0000000000000000"], ignored
+
+
+def test_new_namespaces_and_mounts_are_refused(make_sandbox, run):
+    box = make_sandbox()
+    for command in ("unshare -r true", "unshare -n true", "unshare -m true",
+                    "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m"):
+        result = run(box.exec(command))
+        assert result.exit_code != 0, f"{command!r} worked: {result.output}"
+    status = run(box.exec("grep '^Seccomp:' /proc/self/status")).output
+    assert status.split() == ["Seccomp:", "2"], status  # a filter is on
+
+
+def test_with_the_network_on_the_hosts_loopback_stays_unreachable(make_sandbox, run,
+                                                                  host_port):
+    box = make_sandbox(limits=SandboxLimits(network=True))
+    # 127.0.0.1 is the sandbox's own loopback; the default gateway is where user-mode
+    # NAT would map the host's (slirp4netns' 10.0.2.2): both must refuse.
+    run(box.write_file("/tmp/probe.py", textwrap.dedent(f"""
+        import socket, struct
+        hosts = ["127.0.0.1"]
+        for line in open("/proc/net/route").read().splitlines()[1:]:
+            fields = line.split()
+            if fields[1] == "00000000":
+                hosts.append(socket.inet_ntoa(struct.pack("<I", int(fields[2], 16))))
+        for host in hosts:
+            try:
+                socket.create_connection((host, {host_port}), timeout=3)
+                print(host, "CONNEC" + "TED")
+            except OSError as e:
+                print(host, e)
+    """)))
+    result = run(box.exec("python3 /tmp/probe.py", timeout=30))
+    assert "CONNECTED" not in result.output, result.output
+    assert "127.0.0.1" in result.output, result.output
+    # A namespace of its own: a server inside can take the port the host's server holds.
+    inner = run(box.exec(
+        f"python3 -m http.server {host_port} --bind 127.0.0.1 >/dev/null 2>&1 & sleep 1;"
+        f" python3 -c \"import urllib.request as u; print(u.urlopen("
+        f"'http://127.0.0.1:{host_port}/', timeout=5).status)\"", timeout=30))
+    assert inner.output.strip().endswith("200"), inner.output
+
+
+def test_the_cpu_quota_holds(make_sandbox, run):
+    box = make_sandbox(limits=SandboxLimits(cpus=0.25, timeout_s=30))
+    # CPU seconds a busy loop gets in 2 s of wall time: ~0.5 under the quota, ~2 without.
+    result = run(box.exec("TIMEFORMAT=%U; time timeout 2 sh -c 'while :; do :; done'"))
+    used = float(result.output.strip().splitlines()[-1])
+    assert 0 < used < 1.2, result.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import signal
 import subprocess
@@ -17,37 +18,55 @@ from agentgym.core.sandbox import SandboxError, SandboxLimits, open_sandbox
 from agentgym.sandboxes import local
 
 
-def leftovers(backend: str) -> dict[str, int]:
-    """What sandboxes of ``backend`` can leave behind, counted on the host."""
-    # Mounts that name agentgym's folders (other programs may mount meanwhile).
-    mounts = sum("agentgym" in line for line in Path("/proc/self/mountinfo").read_text()
+def leftovers(backend: str, owner: int) -> dict[str, int]:
+    """What sandboxes of ``backend`` made by process ``owner`` left behind on the host.
+
+    Only that process's own: sandboxes carry their owner's pid (local: in their id, hence
+    their folder, cgroup and command lines; docker: a label), so other programs running
+    sandboxes on this machine meanwhile never change the count.
+    """
+    mark = f"{local.SANDBOX_DIR}/{owner}-"
+    mounts = sum(mark in line for line in Path("/proc/self/mountinfo").read_text()
                  .splitlines())
     if backend == "local":
-        procs = subprocess.run(["pgrep", "-c", "-x", "bwrap"], capture_output=True, text=True)
-        dirs = list(local.SANDBOX_DIR.iterdir()) if local.SANDBOX_DIR.exists() else []
-        return {"processes": int(procs.stdout.strip() or 0), "workspaces": len(dirs),
-                "cgroups": len(local.existing_groups()), "mounts": mounts}
+        processes = 0
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                processes += mark in cmdline.read_bytes().decode(errors="replace")
+            except OSError:
+                continue  # exited meanwhile
+        dirs = list(local.SANDBOX_DIR.glob(f"{owner}-*"))
+        groups = [g for g in local.existing_groups() if g.startswith(f"{owner}-")]
+        return {"processes": processes, "workspaces": len(dirs), "cgroups": len(groups),
+                "mounts": mounts}
     import docker
 
-    containers = docker.from_env().containers.list(all=True,
-                                                   filters={"label": "agentgym.sandbox=1"})
+    from agentgym.sandboxes.docker import LABEL, OWNER_PID_LABEL
+
+    containers = docker.from_env().containers.list(
+        all=True, filters={"label": [f"{LABEL}=1", f"{OWNER_PID_LABEL}={owner}"]})
     return {"containers": len(containers), "mounts": mounts}
 
 
-def settled(backend: str) -> dict[str, int]:
+def nothing(backend: str) -> dict[str, int]:
+    return dict.fromkeys(leftovers(backend, -1), 0)
+
+
+def settled(backend: str, owner: int) -> dict[str, int]:
     """The leftover counts once sandboxes closed by earlier tests have finished exiting."""
-    previous, deadline = leftovers(backend), time.monotonic() + 10
+    previous, deadline = leftovers(backend, owner), time.monotonic() + 10
     while time.monotonic() < deadline:
         time.sleep(0.3)
-        if (now := leftovers(backend)) == previous:
+        if (now := leftovers(backend, owner)) == previous:
             return now
         previous = now
     return previous
 
 
-def wait_for(backend: str, expected: dict[str, int], seconds: float = 20) -> dict[str, int]:
+def wait_for(backend: str, owner: int, expected: dict[str, int],
+             seconds: float = 20) -> dict[str, int]:
     deadline = time.monotonic() + seconds
-    while (now := leftovers(backend)) != expected and time.monotonic() < deadline:
+    while (now := leftovers(backend, owner)) != expected and time.monotonic() < deadline:
         time.sleep(0.2)
     return now
 
@@ -60,7 +79,6 @@ def python(code: str, **kwargs) -> subprocess.Popen:
 @pytest.mark.parametrize("ending", ["exit without close", "dropped unclosed", "KeyboardInterrupt",
                                     "exception"])
 def test_sandboxes_close_however_the_program_ends(backend, ending):
-    before = settled(backend)
     body = {
         "exit without close": "box = await open_sandbox(B)\n    await box.exec('sleep 0 &')",
         # Nothing references it any more, and the garbage collector has run.
@@ -80,11 +98,10 @@ def test_sandboxes_close_however_the_program_ends(backend, ending):
         asyncio.run(main())
     """)
     child.communicate(timeout=120)
-    assert wait_for(backend, before) == before
+    assert wait_for(backend, child.pid, nothing(backend)) == nothing(backend)
 
 
 def test_a_killed_program_is_cleaned_by_gc(backend, agentgym_cli):
-    before = settled(backend)
     child = python(f"""
         import asyncio, time
         from agentgym.core.sandbox import open_sandbox
@@ -96,13 +113,13 @@ def test_a_killed_program_is_cleaned_by_gc(backend, agentgym_cli):
         asyncio.run(main())
     """)
     assert child.stdout.readline().strip() == "ready"
-    assert leftovers(backend) != before
+    assert leftovers(backend, child.pid) != nothing(backend)
     child.send_signal(signal.SIGKILL)
     child.wait()
     out = subprocess.run([agentgym_cli, "sandbox", "gc"], capture_output=True, text=True,
                          check=True)
     assert f"{backend}: removed" in out.stdout
-    assert wait_for(backend, before) == before
+    assert wait_for(backend, child.pid, nothing(backend)) == nothing(backend)
 
 
 def test_a_cancelled_command_leaves_the_session_usable(make_sandbox, run):
@@ -133,9 +150,10 @@ SOAK_EPISODES = 500
 
 def test_soak_leaves_nothing_behind(backend):
     """500 episodes, 8 at a time, with faults injected at random; then count leftovers."""
-    before = settled(backend)
+    before = settled(backend, os.getpid())
     rng = random.Random(1234)
-    faults = ["none", "timeout", "exit", "exception", "cancel", "daemon", "kill-all"]
+    faults = ["none", "timeout", "exit", "exception", "cancel", "daemon", "kill-all",
+              "escape"]
     plan = [rng.choice(faults) for _ in range(SOAK_EPISODES)]
     limits = SandboxLimits(timeout_s=10, pids=64, memory_mb=256, disk_mb=64)
     outcomes: dict[str, int] = {}
@@ -158,6 +176,11 @@ def test_soak_leaves_nothing_behind(backend):
                 await box.exec("nohup sleep 300 >/dev/null 2>&1 &")
             elif fault == "kill-all":
                 await box.exec("kill -9 -1")
+            elif fault == "escape":  # each must fail, and leave the session as it was
+                attempt = await box.exec(
+                    "kill -INT 1; kill -9 1; unshare -r true || cat /proc/1/environ"
+                    " || echo refused")
+                assert attempt.output.rstrip().endswith("refused"), attempt.output
             assert (await box.exec("cat /workspace/f")).output == "start\n"
 
     async def main() -> None:
@@ -177,4 +200,4 @@ def test_soak_leaves_nothing_behind(backend):
     asyncio.run(main())
     expected_failures = sum(f in ("exception", "cancel") for f in plan)
     assert outcomes.get("ok", 0) == SOAK_EPISODES - expected_failures, outcomes
-    assert wait_for(backend, before) == before
+    assert wait_for(backend, os.getpid(), before) == before
