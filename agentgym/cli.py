@@ -104,6 +104,7 @@ def _rows(kind: str) -> list[dict[str, Any]]:
                 "version": i.version,
                 "status": i.status,
                 "error": i.error,
+                "skipped": [s.to_dict() for s in i.skipped],
             }
             for i in host.plugin_infos()
         ]
@@ -111,6 +112,14 @@ def _rows(kind: str) -> list[dict[str, Any]]:
         {"id": e.id, "plugin": e.plugin, "description": e.description}
         for e in sorted(host.entries(kind).values(), key=lambda e: e.id)
     ]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):  # skipped contributions
+        return "\n".join(f"{v['kind']} {v['id']!r}: {v['reason']}" for v in value)
+    return str(value)
 
 
 @main.command("list")
@@ -133,7 +142,7 @@ def list_command(kind: str | None, as_json: bool) -> None:
         for column in columns:
             table.add_column(column, overflow="fold")
         for row in rows:
-            table.add_row(*(str(row[c]) if row[c] is not None else "" for c in columns))
+            table.add_row(*(_cell(row[c]) for c in columns))
         console.print(table)
         console.print()
 
