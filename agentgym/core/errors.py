@@ -81,5 +81,15 @@ class MissingResourceError(AgentGymError):
         super().__init__(f"{what}. {fix}")
 
 
+class MissingFileError(MissingResourceError, FileNotFoundError):
+    """A file or folder the user named does not exist (``what``: which; ``fix``: how to
+    name one that does)."""
+
+
+class InvalidArgumentError(AgentGymError, ValueError):
+    """An argument whose value cannot be used (out of range, not one of the choices, a file
+    that cannot be read); the message names the argument, its value and what it accepts."""
+
+
 class EnvStateError(AgentGymError, RuntimeError):
     """An env method was called in a state that does not allow it (step before reset)."""
