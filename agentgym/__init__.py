@@ -7,9 +7,6 @@ Importing the package loads every plugin found through the entry-point group
 without the import).
 """
 
-import warnings
-
-from agentgym.core.errors import AgentGymError
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.plugins import register_plugin
 from agentgym.core.registry import make, register_with_gymnasium
@@ -17,9 +14,6 @@ from agentgym.core.registry import make, register_with_gymnasium
 __version__ = "0.1.0"
 __all__ = ["__version__", "hookimpl", "make", "register_plugin"]
 
-try:
-    register_with_gymnasium()
-except AgentGymError as error:
-    # A broken plugin set (two plugins, one id) must not make `import agentgym` fail:
-    # `agentgym list plugins` is how users find out. make() raises the same error.
-    warnings.warn(str(error), stacklevel=2)
+# A plugin that fails to import, or contributes an id another plugin took, is skipped with
+# a PluginLoadWarning; `agentgym list plugins` shows it.
+register_with_gymnasium()

@@ -27,6 +27,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import agentgym
+from agentgym.core.conversion import from_text
+from agentgym.core.env_kwargs import EnvKwargsError, check_env_kwargs
 from agentgym.core.errors import AgentGymError
 from agentgym.core.plugins import plugin_host
 from agentgym.rollout.pipeline import MODES
@@ -44,32 +46,37 @@ LIST_KINDS = [
 stderr = Console(stderr=True)
 
 
-def parse_env_kwargs(pairs: tuple[str, ...]) -> dict[str, Any]:
-    """``-e KEY=VALUE`` pairs as keyword arguments; values are JSON when they parse as JSON
-    (``-e max_turns=5`` gives an int), text otherwise."""
-    kwargs: dict[str, Any] = {}
+def parse_env_kwargs(pairs: tuple[str, ...], env_id: str | None = None) -> dict[str, Any]:
+    """``-e KEY=VALUE`` pairs as keyword arguments for the env ``env_id``.
+
+    Each KEY must be a keyword argument the env takes, and its VALUE is converted by that
+    argument's type (``-e max_turns=5`` gives an int; :mod:`agentgym.core.env_kwargs`),
+    before the env is built; a mistake is a :class:`click.BadParameter` naming the key, the
+    closest valid one and the expected type. Without ``env_id`` a VALUE is its JSON value
+    when it parses as JSON, else the text."""
+    texts: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.isidentifier():
             raise click.BadParameter(
                 f"{pair!r} is not KEY=VALUE with KEY a Python identifier, e.g. -e max_turns=5",
-                param_hint="-e/--env-kwarg",
+                param_hint="'-e'",
             )
-        try:
-            kwargs[key] = json.loads(value)
-        except json.JSONDecodeError:
-            kwargs[key] = value
-    return kwargs
+        texts[key] = value
+    if env_id is None:
+        return {key: from_text(value, Any) for key, value in texts.items()}
+    try:
+        return check_env_kwargs(env_id, texts, text=True)
+    except EnvKwargsError as e:
+        problems = [f"{key}={texts[key]}: {problem}" for key, problem in e.issues]
+        raise click.BadParameter("\n".join(problems), param_hint="'-e'") from None
 
 
 class PluginCommands(click.Group):
     """The root group: built-in commands plus those plugins contribute."""
 
     def _plugin_commands(self) -> dict[str, click.Command]:
-        try:
-            return {e.id: e.item for e in plugin_host().entries("commands").values()}
-        except AgentGymError:
-            return {}
+        return {e.id: e.item for e in plugin_host().entries("commands").values()}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self._plugin_commands()))
@@ -104,6 +111,7 @@ def _rows(kind: str) -> list[dict[str, Any]]:
                 "version": i.version,
                 "status": i.status,
                 "error": i.error,
+                "skipped": [s.to_dict() for s in i.skipped],
             }
             for i in host.plugin_infos()
         ]
@@ -111,6 +119,14 @@ def _rows(kind: str) -> list[dict[str, Any]]:
         {"id": e.id, "plugin": e.plugin, "description": e.description}
         for e in sorted(host.entries(kind).values(), key=lambda e: e.id)
     ]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):  # skipped contributions
+        return "\n".join(f"{v['kind']} {v['id']!r}: {v['reason']}" for v in value)
+    return str(value)
 
 
 @main.command("list")
@@ -133,7 +149,7 @@ def list_command(kind: str | None, as_json: bool) -> None:
         for column in columns:
             table.add_column(column, overflow="fold")
         for row in rows:
-            table.add_row(*(str(row[c]) if row[c] is not None else "" for c in columns))
+            table.add_row(*(_cell(row[c]) for c in columns))
         console.print(table)
         console.print()
 
@@ -193,13 +209,16 @@ def _run(env_id: str, policy: str, env_kwargs: tuple[str, ...], episodes: int,
     from agentgym.rollout.loop import RolloutConfig
     from agentgym.rollout.pipeline import PipelineConfig
 
-    kwargs = parse_env_kwargs(env_kwargs)
+    kwargs = parse_env_kwargs(env_kwargs, env_id)
     agent = _build_policy(policy)
     make_env = None
     if ray_address:
         from agentgym.rollout.ray_executor import remote_env_factory
 
-        make_env = remote_env_factory(env_id, kwargs, address=ray_address)
+        try:
+            make_env = remote_env_factory(env_id, kwargs, address=ray_address)
+        except ConnectionError as e:
+            raise click.BadParameter(str(e), param_hint="'--ray-address'") from None
     total = episodes * attempts - len(skip or ())
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[stages]}"),
@@ -231,6 +250,21 @@ def _run(env_id: str, policy: str, env_kwargs: tuple[str, ...], episodes: int,
             skip=skip, make_env=make_env, on_done=done, on_stage=stages))
 
 
+def _writer(out: Path, resume: bool | None = None) -> Any:
+    """The :class:`~agentgym.rollout.trajectory.TrajectoryWriter` of ``--out``; a file that
+    already holds trajectories is a usage error. ``resume`` None: the command has no
+    ``--resume``."""
+    from agentgym.rollout.trajectory import TrajectoryWriter
+
+    try:
+        return TrajectoryWriter(out, resume=bool(resume))
+    except FileExistsError as e:
+        message = str(e) if resume is not None else (
+            f"{str(out)!r} already holds trajectories; choose another --out or remove it"
+            " (`agentgym rollout --resume` continues a run)")
+        raise click.BadParameter(message, param_hint="'--out'") from None
+
+
 @main.command("eval")
 @rollout_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
@@ -239,9 +273,8 @@ def _run(env_id: str, policy: str, env_kwargs: tuple[str, ...], episodes: int,
 def eval_command(as_json: bool, out: Path | None, **options: Any) -> None:
     """Evaluate a policy on ENV_ID: mean reward, pass@1, pass@k, turns, stage times."""
     from agentgym.rollout.evaluate import EvalReport
-    from agentgym.rollout.trajectory import TrajectoryWriter
 
-    writer = TrajectoryWriter(out) if out else None
+    writer = _writer(out) if out else None
     try:
         trajectories = _run(quiet=as_json, on_done=writer.write if writer else None, **options)
     finally:
@@ -275,13 +308,7 @@ def eval_command(as_json: bool, out: Path | None, **options: Any) -> None:
               help="Continue an interrupted run: skip the episodes --out already holds.")
 def rollout_command(out: Path, resume: bool, **options: Any) -> None:
     """Collect trajectories of a policy on ENV_ID into a JSONL file."""
-    from agentgym.rollout.trajectory import TrajectoryWriter
-
-    try:
-        writer = TrajectoryWriter(out, resume=resume)
-    except FileExistsError as e:
-        raise click.ClickException(str(e)) from e
-    with writer:
+    with _writer(out, resume=resume) as writer:
         skipped = len(writer.done)
         trajectories = _run(quiet=False, on_done=writer.write, skip=set(writer.done), **options)
     rewards = [t.reward for t in trajectories]

@@ -2,6 +2,8 @@
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -119,6 +121,51 @@ def test_missing_task_file_from_the_cli(tmp_path):
     )
     assert result.exit_code == 1
     assert "does not exist" in result.output and "-e tasks=" in result.output
+
+
+def agentgym_module(*args):
+    """``python -m agentgym ARGS`` from the source under test, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "agentgym", *args], capture_output=True,
+                          text=True, cwd=Path(agentgym.__file__).parents[1])
+
+
+@pytest.mark.parametrize(("pair", "key", "expected"), [
+    ("splt=test", "splt", ["takes no argument 'splt'; did you mean 'split'?",
+                           "(it takes: split, num_tasks, seed, tasks, max_turns, parser,"]),
+    ("max_turns=abc", "max_turns", ["max_turns=abc: expected an integer, got 'abc'"]),
+])
+def test_a_bad_env_kwarg_is_one_line_before_the_env_is_built(pair, key, expected):
+    out = agentgym_module("eval", "calculator", "--policy", "oracle", "-e", pair)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stdout + out.stderr
+    [line] = [line for line in out.stderr.splitlines() if key in line]
+    assert all(text in line for text in expected), line
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["-e", "split=valid"], 2, "split=valid: 'valid' is not allowed (allowed: train, test)"),
+    (["-e", "max_turns=0"], 1, "max_turns must be >= 1, got 0"),
+    (["-e", "tasks={unreadable}"], 1, "cannot read tasks from"),
+    (["-e", "tasks={missing}"], 1, "does not exist"),
+    (["--out", "{unreadable}"], 2, "already holds trajectories; choose another --out"),
+    (["--policy", "scripted:{missing}"], 1, "cannot read scripted turns"),
+])
+def test_user_mistakes_are_one_line_errors(tmp_path, args, code, message):
+    unreadable, missing = tmp_path / "notes.jsonl", tmp_path / "missing.jsonl"
+    unreadable.write_text("not json\n")
+    args = [a.format(unreadable=unreadable, missing=missing) for a in args]
+    result = CliRunner().invoke(main, ["eval", "calculator", "--policy", "oracle", "-n", "1",
+                                       *args])
+    assert result.exit_code == code, result.output
+    assert isinstance(result.exception, SystemExit)  # not an exception out of the command
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert message in line
+
+
+def test_env_kwarg_values_convert_by_the_env_signature():
+    kwargs = parse_env_kwargs(("max_turns=3", "split=test", "tasks=null", "parser=xml"),
+                              "calculator")
+    assert kwargs == {"max_turns": 3, "split": "test", "tasks": None, "parser": "xml"}
 
 
 def test_env_kwarg_values_parse_as_json_or_text():

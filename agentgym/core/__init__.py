@@ -9,6 +9,8 @@ from agentgym.core.errors import (
     AgentGymError,
     DuplicateIdError,
     EnvStateError,
+    InvalidArgumentError,
+    MissingFileError,
     MissingResourceError,
     UnknownIdError,
 )
@@ -28,6 +30,8 @@ __all__ = [
     "EnvStateError",
     "Episode",
     "GeneratedTasks",
+    "InvalidArgumentError",
+    "MissingFileError",
     "MissingResourceError",
     "NoopPolicy",
     "OraclePolicy",

@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 import gymnasium
 
 from agentgym.core.episode import Episode, Message, Submitted
-from agentgym.core.errors import EnvStateError
+from agentgym.core.errors import EnvStateError, InvalidArgumentError
 from agentgym.core.loop_thread import LoopThread
 from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
 from agentgym.core.registry import build
@@ -99,9 +99,9 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         render_mode: str | None = None,
     ):
         if max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+            raise InvalidArgumentError(f"max_turns must be >= 1, got {max_turns}")
         if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"render_mode {render_mode!r} is not supported; use one of"
                 f" {self.metadata['render_modes']} or None"
             )

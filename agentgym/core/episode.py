@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentgym.core.errors import PicklableException
+
 if TYPE_CHECKING:
     from agentgym.core.env import AgentEnv
     from agentgym.core.task import Task
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
 Message = dict[str, Any]
 
 
-class Submitted(Exception):  # a signal, not an error: hence no "Error" suffix
+class Submitted(PicklableException, Exception):  # a signal, not an error: hence no "Error" suffix
     """Raised by a tool to end the episode (``terminated``): the agent is done.
 
     Args:

@@ -2,15 +2,40 @@
 
 Every message names the bad value, says why it is wrong and gives the fix, so that the
 text of the exception is enough to act on.
+
+Every exception class agentgym defines pickles (Ray ships exceptions between processes)
+with its type, message and attributes intact, however its ``__init__`` is written: each
+derives from :class:`PicklableException`, which pickles the finished exception's state
+instead of calling ``__init__`` again. ``tests/core/test_errors.py`` checks every class.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 
-class AgentGymError(Exception):
+def _restore(cls: type[BaseException], args: tuple, state: dict[str, Any]) -> BaseException:
+    error = cls.__new__(cls)  # no __init__: args and state are what it computed
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
+class PicklableException(BaseException):
+    """Pickles (and copies) an exception as its ``args`` plus its attributes.
+
+    The default pickling calls ``type(e)(*e.args)``, which breaks for an ``__init__`` whose
+    parameters are not the message (``UnknownIdError(kind, value, known, command)``).
+    Subclass this before the builtin base: ``class MyError(PicklableException, ValueError)``.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _restore, (type(self), self.args, dict(self.__dict__))
+
+
+class AgentGymError(PicklableException, Exception):
     """Base class of every error agentgym raises on purpose."""
 
 
@@ -35,11 +60,13 @@ class UnknownIdError(AgentGymError, KeyError):
 class DuplicateIdError(AgentGymError):
     """Two plugins contributed the same id for the same kind of component."""
 
-    def __init__(self, kind: str, value: str, first: str, second: str):
+    def __init__(self, kind: str, value: str, first: str, second: str, fix: str = ""):
         self.kind, self.value, self.plugins = kind, value, (first, second)
+        fix = fix or (f"Uninstall one of them, or skip one with"
+                      f" AGENTGYM_DISABLE_PLUGINS={second}")
         super().__init__(
             f"The {kind} id {value!r} is registered by two plugins: {first!r} and {second!r}."
-            f" Uninstall one of them, or skip one with AGENTGYM_DISABLE_PLUGINS={second}."
+            f" {fix}."
         )
 
 
@@ -52,6 +79,16 @@ class MissingResourceError(AgentGymError):
     def __init__(self, what: str, fix: str):
         self.what, self.fix = what, fix
         super().__init__(f"{what}. {fix}")
+
+
+class MissingFileError(MissingResourceError, FileNotFoundError):
+    """A file or folder the user named does not exist (``what``: which; ``fix``: how to
+    name one that does)."""
+
+
+class InvalidArgumentError(AgentGymError, ValueError):
+    """An argument whose value cannot be used (out of range, not one of the choices, a file
+    that cannot be read); the message names the argument, its value and what it accepts."""
 
 
 class EnvStateError(AgentGymError, RuntimeError):

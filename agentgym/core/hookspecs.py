@@ -7,8 +7,11 @@ names match the specs below, published through the entry-point group ``agentgym`
     myplugin = "myplugin.plugin"
 
 All hooks are collected (none is first-result): agentgym calls each plugin's
-implementation, records which plugin contributed which id, and raises
-:class:`~agentgym.core.errors.DuplicateIdError` when two plugins contribute the same id.
+implementation and records which plugin contributed which id. When two installed plugins
+contribute the same id, the one loaded first keeps it and the other's copy is skipped with
+a :class:`~agentgym.core.plugins.PluginLoadWarning` naming both (its other contributions
+load); :func:`~agentgym.core.plugins.register_plugin` refuses such a clash with
+:class:`~agentgym.core.errors.DuplicateIdError`.
 Implementations should import heavy dependencies lazily (inside factories), so that
 ``import agentgym`` stays fast. ``docs/hooks.md`` documents each hook; a test keeps the two
 in step.

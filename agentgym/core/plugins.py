@@ -1,9 +1,22 @@
 """Finding and loading plugins: pluggy over the entry-point group ``agentgym``.
 
 Every plugin, built-in or third-party, is a module named by an entry point in the group
-``agentgym``; it is loaded with pluggy's ``load_setuptools_entrypoints``, one entry point
-at a time, so that a plugin that fails to import is reported (a
-:class:`PluginLoadWarning` naming it) and skipped while every other plugin still loads.
+``agentgym``, loaded and registered with pluggy one entry point at a time, so that one
+broken plugin never disables the others:
+
+* a plugin that fails to import, or whose hook raises, is skipped with a
+  :class:`PluginLoadWarning` naming it;
+* an id that an earlier plugin already contributed (two plugins registering the env
+  ``calculator``) is skipped in the later plugin with a :class:`PluginLoadWarning` naming
+  both; the later plugin's other contributions still load. Plugins load in a fixed order:
+  agentgym's own first, then the others by entry-point name, so an installed package
+  cannot take over a built-in id;
+* an entry-point name that a second distribution also uses loads from the first one found
+  only, with a warning.
+
+A plugin registered from code (:func:`register_plugin`) is different: the caller is there
+to fix a clash, so a duplicate id is refused with
+:class:`~agentgym.core.errors.DuplicateIdError` and the plugin is not registered.
 
 Two environment variables control loading (comma-separated entry-point names):
 
@@ -11,7 +24,8 @@ Two environment variables control loading (comma-separated entry-point names):
   built-in parsers and policies everything else relies on).
 * ``AGENTGYM_DISABLE_PLUGINS``: do not load these.
 
-``agentgym list plugins`` shows what loaded, from which distribution, and what was skipped.
+``agentgym list plugins`` shows what loaded, from which distribution, and what was skipped
+and why (whole plugins and single contributions).
 """
 
 from __future__ import annotations
@@ -26,14 +40,15 @@ from typing import Any
 import pluggy
 
 from agentgym.core import hookspecs
-from agentgym.core.errors import DuplicateIdError, UnknownIdError
+from agentgym.core.errors import DuplicateIdError, PicklableException, UnknownIdError
 
 GROUP = "agentgym"
 CORE_PLUGIN = "core"
 
 
-class PluginLoadWarning(UserWarning):
-    """A plugin failed to import or its hook raised; it was skipped."""
+class PluginLoadWarning(PicklableException, UserWarning):
+    """A plugin, or one of its contributions, was skipped: it failed to import, its hook
+    raised, or it contributed an id another plugin had already contributed."""
 
 
 @dataclass(frozen=True)
@@ -72,16 +87,34 @@ class Entry:
     description: str
 
 
+@dataclass(frozen=True)
+class SkippedEntry:
+    """A contribution of a loaded plugin that was left out, and why."""
+
+    kind: str  # singular: "env", "policy", ...
+    id: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "id": self.id, "reason": self.reason}
+
+
 @dataclass
 class PluginInfo:
-    """A plugin that was found: where it came from and whether it loaded."""
+    """A plugin that was found: where it came from, whether it loaded, what was skipped."""
 
     name: str
     module: str
     distribution: str | None = None
     version: str | None = None
-    status: str = "loaded"  # loaded | failed | disabled
+    status: str = "loaded"  # loaded | failed | disabled | shadowed
     error: str | None = None
+    skipped: list[SkippedEntry] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """``'name' (distribution)``, for messages."""
+        source = self.distribution or self.module
+        return f"{self.name!r} ({source})" if source and source != "?" else repr(self.name)
 
 
 @dataclass
@@ -102,6 +135,7 @@ class PluginHost:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
+        self._shadowed: list[PluginInfo] = []
         self._entries: dict[str, dict[str, Entry]] = {}
         if self.entry_points:
             self._load_entry_points()
@@ -112,29 +146,44 @@ class PluginHost:
     def _load_entry_points(self) -> None:
         allowed = _names(self.environ.get("AGENTGYM_PLUGINS"))
         disabled = _names(self.environ.get("AGENTGYM_DISABLE_PLUGINS")) - {CORE_PLUGIN}
-        for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
+        for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=_load_order):
             info = PluginInfo(ep.name, ep.value)
             if ep.dist is not None:
                 info.distribution, info.version = ep.dist.metadata["Name"], ep.dist.version
-            self.infos.setdefault(ep.name, info)
+            if ep.name in self.infos:
+                self._shadow(info, self.infos[ep.name])
+                continue
+            self.infos[ep.name] = info
             skip = ep.name in disabled or (allowed and ep.name not in allowed | {CORE_PLUGIN})
             if skip:
                 info.status = "disabled"
                 self.pm.set_blocked(ep.name)
                 continue
             try:
-                self.pm.load_setuptools_entrypoints(GROUP, name=ep.name)
+                plugin = ep.load()
             except Exception as e:
                 self._fail(info, f"import failed: {type(e).__name__}: {e}")
+                continue
+            self.pm.register(plugin, name=ep.name)
 
     def _fail(self, info: PluginInfo, error: str) -> None:
         info.status, info.error = "failed", error
-        warnings.warn(
-            f"agentgym plugin {info.name!r} ({info.module}) was skipped: {error}. The other"
-            f" plugins loaded; to silence this, fix or uninstall"
-            f" {info.distribution or info.module}, or set AGENTGYM_DISABLE_PLUGINS={info.name}.",
-            PluginLoadWarning,
-            stacklevel=3,
+        _warn(
+            f"agentgym plugin {info.describe()} was skipped: {error}. The other plugins"
+            f" loaded; to silence this, fix or uninstall {info.distribution or info.module},"
+            f" or set AGENTGYM_DISABLE_PLUGINS={info.name}."
+        )
+
+    def _shadow(self, info: PluginInfo, first: PluginInfo) -> None:
+        """A second distribution uses the entry-point name ``first`` already took."""
+        info.status = "shadowed"
+        info.error = (f"the plugin name {info.name!r} is already taken by {first.describe()},"
+                      f" which loaded instead")
+        self._shadowed.append(info)
+        _warn(
+            f"agentgym plugin {info.describe()} was skipped: {info.error}. Uninstall one of"
+            f" {info.distribution} and {first.distribution or first.module} (plugin names"
+            f" must be unique; AGENTGYM_DISABLE_PLUGINS={info.name} disables both)."
         )
 
     def entries(self, kind: str) -> dict[str, Entry]:
@@ -147,38 +196,88 @@ class PluginHost:
 
     def _collect(self, kind: str, spec: Kind) -> dict[str, Entry]:
         found: dict[str, Entry] = {}
-        caller = getattr(self.pm.hook, spec.hook)
+        singular = _singular(kind)
+        for info in self.infos.values():  # collected afresh: forget this kind's old skips
+            info.skipped = [s for s in info.skipped if s.kind != singular]
         # Call each plugin's implementation alone, to know who contributed what.
-        for impl in caller.get_hookimpls():  # in registration order
+        for impl in self._hookimpls(spec):  # in registration order
             try:
                 items = impl.function() or []
             except Exception as e:
-                info = self.infos.setdefault(impl.plugin_name, PluginInfo(impl.plugin_name, "?"))
-                self._fail(info, f"hook {spec.hook} raised {type(e).__name__}: {e}")
+                self._fail(self._info(impl.plugin_name),
+                           f"hook {spec.hook} raised {type(e).__name__}: {e}")
                 continue
             for item in items:
                 item_id = spec.id_of(item)
                 if item_id in found:
-                    raise DuplicateIdError(
-                        _singular(kind), item_id, found[item_id].plugin, impl.plugin_name
-                    )
+                    self._skip_duplicate(singular, item_id, found[item_id].plugin,
+                                         impl.plugin_name)
+                    continue
                 found[item_id] = Entry(item_id, item, impl.plugin_name, spec.description_of(item))
         return found
 
+    def _hookimpls(self, spec: Kind) -> list[Any]:
+        return getattr(self.pm.hook, spec.hook).get_hookimpls()
+
+    def _info(self, name: str) -> PluginInfo:
+        return self.infos.setdefault(name, PluginInfo(name, "?"))
+
+    def _skip_duplicate(self, kind: str, item_id: str, first: str, second: str) -> None:
+        """``second`` also contributes ``item_id``, which ``first`` contributed earlier."""
+        owner, later = self._info(first), self._info(second)
+        same = first == second
+        reason = (f"{second!r} contributes it twice; the first one is used" if same else
+                  f"plugin {owner.describe()} registered it first and keeps it")
+        later.skipped.append(SkippedEntry(kind, item_id, reason))
+        fix = (f"fix {later.distribution or later.module}" if same else
+               f"uninstall one of them, or set AGENTGYM_DISABLE_PLUGINS={second}"
+               f" (AGENTGYM_DISABLE_PLUGINS={first} keeps the other one instead)")
+        _warn(
+            f"agentgym plugin {later.describe()} registers the {kind} id {item_id!r}, which"
+            f" {'it' if same else f'plugin {owner.describe()}'} already registered: this copy"
+            f" was skipped, and everything else loaded. To silence this, {fix}."
+        )
+
     def register(self, plugin: Any, name: str | None = None) -> str:
-        """Register an in-process plugin object (a module or class with hook functions)."""
+        """Register an in-process plugin object (a module or class with hook functions).
+
+        Unlike an installed plugin, whose clashing ids are skipped with a warning, a plugin
+        registered here that contributes an id already taken is refused with
+        :class:`~agentgym.core.errors.DuplicateIdError` (and not registered): the code that
+        registers it is where the clash is fixed.
+        """
         name = name or getattr(plugin, "__name__", None) or f"plugin-{id(plugin)}"
+        taken = {kind: self.entries(kind) for kind in KINDS}
         self.pm.register(plugin, name=name)
-        self._entries.clear()
         try:
-            for kind in KINDS:  # a clash is refused now, not at some later lookup
-                self.entries(kind)
+            for kind, spec in KINDS.items():
+                for item_id in self._ids_of(name, spec):
+                    if item_id in taken[kind]:
+                        raise DuplicateIdError(
+                            _singular(kind), item_id, taken[kind][item_id].plugin, name,
+                            fix=f"Give {name!r}'s {_singular(kind)} another id, or set"
+                                f" AGENTGYM_DISABLE_PLUGINS={taken[kind][item_id].plugin}"
+                                " to leave the installed one out",
+                        )
         except DuplicateIdError:
             self.pm.unregister(plugin)
-            self._entries.clear()
             raise
         self.infos[name] = PluginInfo(name, getattr(plugin, "__name__", repr(plugin)))
+        self._entries.clear()
         return name
+
+    def _ids_of(self, name: str, spec: Kind) -> list[str]:
+        """The ids plugin ``name`` contributes through ``spec`` (none if its hook raises:
+        collecting reports that)."""
+        ids = []
+        for impl in self._hookimpls(spec):
+            if impl.plugin_name == name:
+                try:
+                    items = impl.function() or []
+                except Exception:
+                    continue  # collecting reports it, with the plugin's name
+                ids += [spec.id_of(item) for item in items]
+        return ids
 
     def get(self, kind: str, item_id: str) -> Any:
         """The contribution ``item_id`` of ``kind``, or :class:`UnknownIdError`."""
@@ -190,8 +289,22 @@ class PluginHost:
         return entries[item_id].item
 
     def plugin_infos(self) -> list[PluginInfo]:
-        """Every plugin found, loaded or not, sorted by name."""
-        return sorted(self.infos.values(), key=lambda i: i.name)
+        """Every plugin found, loaded or not, sorted by name, with the contributions of
+        each that were skipped (so every kind is collected first)."""
+        for kind in KINDS:
+            self.entries(kind)
+        return sorted([*self.infos.values(), *self._shadowed], key=lambda i: i.name)
+
+
+def _load_order(ep: importlib.metadata.EntryPoint) -> tuple[bool, str]:
+    """agentgym's own plugins first (an installed package cannot take a built-in id), then
+    the others by entry-point name."""
+    own = ep.dist is not None and ep.dist.metadata["Name"] == GROUP
+    return (not own, ep.name)
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, PluginLoadWarning, stacklevel=4)
 
 
 def _names(value: str | None) -> set[str]:
@@ -212,9 +325,13 @@ def plugin_host() -> PluginHost:
 def register_plugin(plugin: Any, name: str | None = None) -> str:
     """Register a plugin from code, without an entry point (notebooks, scripts, tests).
 
-    It joins the plugins found through entry points, with the same duplicate-id checks, and
-    its envs become available to ``agentgym.make`` and ``gymnasium.make``. Envs made in
-    other processes (Ray workers) only see entry-point plugins: publish a package for those.
+    It joins the plugins found through entry points, and its envs become available to
+    ``agentgym.make`` and ``gymnasium.make``. Envs made in other processes (Ray workers)
+    only see entry-point plugins: publish a package for those.
+
+    An id the plugin contributes that a loaded plugin already provides raises
+    :class:`~agentgym.core.errors.DuplicateIdError` and the plugin is not registered
+    (installed plugins that clash are skipped with a warning instead: see the module docs).
     """
     from agentgym.core.registry import register_with_gymnasium
 
@@ -231,6 +348,12 @@ def set_plugin_host(host: PluginHost | None) -> PluginHost | None:
 
 
 def _singular(kind: str) -> str:
-    """``policies`` -> ``policy``, ``tool_call_parsers`` -> ``tool call parser``."""
-    word = kind[:-3] + "y" if kind.endswith("ies") else kind.rstrip("s")
+    """``policies`` -> ``policy``, ``sandboxes`` -> ``sandbox``, ``task_sources`` ->
+    ``task source``."""
+    if kind.endswith("ies"):
+        word = kind[:-3] + "y"
+    elif kind.endswith("xes"):
+        word = kind[:-2]
+    else:
+        word = kind.removesuffix("s")
     return word.replace("_", " ")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentgym.core.errors import MissingResourceError, UnknownIdError
+from agentgym.core.errors import InvalidArgumentError, MissingFileError, UnknownIdError
 from agentgym.core.parsers import ToolCall
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def load_tasks(path: str | Path) -> TaskList:
     """Read tasks from a JSONL file (one :meth:`Task.to_dict` row a line) or a JSON list."""
     path = Path(path)
     if not path.is_file():
-        raise MissingResourceError(
+        raise MissingFileError(
             f"Task file {str(path)!r} does not exist",
             "Point the env at an existing JSONL file of tasks, e.g."
             " agentgym.make(ENV, tasks='tasks.jsonl') or `-e tasks=tasks.jsonl` on the CLI",
@@ -167,4 +167,7 @@ def load_tasks(path: str | Path) -> TaskList:
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]
         return TaskList([Task.from_dict(row) for row in rows])
     except (json.JSONDecodeError, ValueError, TypeError, KeyError) as e:
-        raise ValueError(f"cannot read tasks from {str(path)!r}: {e}") from e
+        raise InvalidArgumentError(
+            f"cannot read tasks from {str(path)!r}: {e}. A task file holds one JSON object"
+            " a line (Task.to_dict: at least 'id' and 'prompt'), or a .json list of them"
+        ) from e

@@ -29,8 +29,10 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal, Union, get_args, get_origin
 
+from agentgym.core.errors import PicklableException
 
-class ToolError(Exception):
+
+class ToolError(PicklableException, Exception):
     """Raised by a tool (or its argument validation) to send an error message to the agent."""
 
 

@@ -20,7 +20,8 @@ A config is one YAML mapping (see ``docs/training.md`` for every field)::
 type, the allowed values. Stage ``args`` are checked against the fields (names and types)
 of ``trl.SFTConfig`` / ``trl.GRPOConfig``, ``options`` against
 :class:`agentgym.trainers.grpo.GRPOOptions`, ``lora`` against ``peft.LoraConfig``; the env
-id against the plugin registry and its kwargs against the env's constructor. Checks that
+id against the plugin registry and its kwargs against the env's constructor (names and
+types: the check ``-e KEY=VALUE`` gets, :mod:`agentgym.core.env_kwargs`). Checks that
 depend on the machine (a GPU for ``bf16``, an installed ``wandb``) and TRL's own
 cross-field rules run in :func:`agentgym.trainers.run.train`, still before any model loads.
 
@@ -31,18 +32,15 @@ needs a dot: ``1.0e-5``); numeric fields accept such text and convert it.
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import enum
 import importlib
-import inspect
 import re
-import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal
 
+from agentgym.core.conversion import ConversionError, closest, coerce, describe, show
 from agentgym.core.errors import AgentGymError
 
 __all__ = [
@@ -64,7 +62,6 @@ __all__ = [
 
 REPORT_TO: tuple[str, ...] = ("none", "wandb", "tensorboard")
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
-_FLOAT_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
 class ConfigError(AgentGymError, ValueError):
@@ -295,21 +292,12 @@ def parse_config(data: Any, *, source: str = "the config",
     return config
 
 
-class _Invalid(Exception):
-    """A value that does not fit its annotation (the message says what was expected)."""
-
-
 def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _closest(name: str, names: list[str]) -> str:
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def _unknown(name: Any, names: list[str], owner: str) -> str:
-    close = _closest(str(name), names)
+    close = closest(str(name), names)
     if close:
         return f"unknown field of {owner}{close}"
     if len(names) > 12:
@@ -327,7 +315,7 @@ def _load_dataclass(cls: type, data: Any, path: str, issues: list[tuple[str, str
     owner = f"`{path}`" if path else "the config"
     if not isinstance(data, Mapping):
         issues.append((path, f"expected a mapping with fields {', '.join(fields)};"
-                             f" got {_show(data)}"))
+                             f" got {show(data)}"))
         return None
     before = len(issues)
     for key in data:
@@ -339,7 +327,7 @@ def _load_dataclass(cls: type, data: Any, path: str, issues: list[tuple[str, str
         where = _join(path, name)
         if name not in data:
             if _required(f):
-                issues.append((where, f"missing (required): expected {_describe(hints[name])}"))
+                issues.append((where, f"missing (required): expected {describe(hints[name])}"))
             continue
         loader = _LOADERS.get(f.metadata.get("load", ""))
         if loader is not None:
@@ -347,7 +335,7 @@ def _load_dataclass(cls: type, data: Any, path: str, issues: list[tuple[str, str
             continue
         try:
             value = _coerce(data[name], hints[name], where, issues)
-        except _Invalid as e:
+        except ConversionError as e:
             issues.append((where, str(e)))
             continue
         issues += _check_bounds(value, f.metadata.get("bounds", {}), where)
@@ -366,118 +354,11 @@ def _load_dataclass(cls: type, data: Any, path: str, issues: list[tuple[str, str
     return obj if len(issues) == before else None
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return f"{text if len(text) <= 60 else text[:57] + '...'} ({type(value).__name__})"
-
-
-def _describe(annotation: Any) -> str:
-    """Words for a type, for messages."""
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if annotation is type(None) or annotation is None:
-        return "null"
-    if origin in (Union, types.UnionType):
-        return _describe_union(args)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in args)
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return "one of " + ", ".join(repr(m.value) for m in annotation)
-    if dataclasses.is_dataclass(annotation):
-        return "a mapping"
-    names = {bool: "true or false", int: "an integer", float: "a number", str: "text",
-             Path: "a path", list: "a list", tuple: "a list", dict: "a mapping"}
-    return names.get(origin or annotation, getattr(annotation, "__name__", str(annotation)))
-
-
-def _describe_union(members: tuple) -> str:
-    return " or ".join(dict.fromkeys(_describe(a) for a in members))
-
-
 def _coerce(value: Any, annotation: Any, path: str, issues: list[tuple[str, str]]) -> Any:
-    """``value`` converted to ``annotation`` (YAML lists to tuples, number text to floats),
-    or :class:`_Invalid`. Types this does not know are accepted as they are."""
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if annotation is Any or annotation is object:
-        return value
-    if annotation is type(None) or annotation is None:
-        if value is None:
-            return None
-        raise _Invalid(f"expected null, got {_show(value)}")
-    if origin in (Union, types.UnionType):
-        return _coerce_union(value, args, path, issues)
-    if origin is Literal:
-        if value in args:
-            return value
-        allowed = [str(a) for a in args]
-        raise _Invalid(f"{value!r} is not allowed{_closest(str(value), allowed)}"
-                       f" (allowed: {', '.join(allowed)})")
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        allowed = [str(m.value) for m in annotation]
-        if isinstance(value, annotation) or value in allowed:
-            return value
-        raise _Invalid(f"{value!r} is not allowed{_closest(str(value), allowed)}"
-                       f" (allowed: {', '.join(allowed)})")
-    if dataclasses.is_dataclass(annotation):
-        if not isinstance(value, Mapping):
-            raise _Invalid(f"expected a mapping, got {_show(value)}")
-        return _load_dataclass(annotation, value, path, issues)
-    base = origin or annotation
-    if base is bool:
-        if isinstance(value, bool):
-            return value
-    elif base is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif base is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return value  # ints stay ints: TRL types step counts as floats to allow ratios
-        if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
-            return float(value)
-    elif base is str:
-        if isinstance(value, str):
-            return value
-    elif base is Path:
-        if isinstance(value, str) and value:
-            return Path(value).expanduser()
-    elif base in (list, tuple):
-        if isinstance(value, (list, tuple)):
-            item = args[0] if args else Any
-            items = [_coerce_item(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
-            return tuple(items) if base is tuple else items
-    elif base is dict:
-        if isinstance(value, Mapping):
-            return dict(value)
-    else:
-        return value  # a type this schema does not check (e.g. accelerate's configs)
-    raise _Invalid(f"expected {_describe(annotation)}, got {_show(value)}")
-
-
-def _coerce_item(value: Any, annotation: Any, path: str) -> Any:
-    try:
-        return _coerce(value, annotation, path, [])
-    except _Invalid as e:
-        raise _Invalid(f"item {path.rsplit('[', 1)[-1][:-1]}: {e}") from None
-
-
-def _coerce_union(value: Any, args: tuple, path: str, issues: list[tuple[str, str]]) -> Any:
-    # TrainingArguments types strategies as `SomeEnum | str`: the text must still be a value
-    # of the enum, which transformers converts it to.
-    enums = [a for a in args if isinstance(a, type) and issubclass(a, enum.Enum)]
-    if enums and str in args and isinstance(value, str):
-        return _coerce(value, enums[0], path, issues)
-    if value is None and type(None) in args:
-        return None
-    # Exact types first, so `int | str` keeps 5 an int and `float | None` turns "1e-5" a float.
-    ordered = sorted(args, key=lambda a: a is str)
-    errors = []
-    for member in ordered:
-        try:
-            return _coerce(value, member, path, issues)
-        except _Invalid as e:
-            errors.append(str(e))
-    specific = [e for e in errors if not e.startswith("expected ")]
-    raise _Invalid(specific[0] if specific else
-                   f"expected {_describe_union(args)}, got {_show(value)}")
+    """:func:`~agentgym.core.conversion.coerce`, with the config's dataclasses loaded here
+    (their problems go to ``issues``, under ``path``)."""
+    return coerce(value, annotation,
+                  load_dataclass=lambda cls, data: _load_dataclass(cls, data, path, issues))
 
 
 def _check_bounds(value: Any, bounds: dict[str, float], path: str) -> list[tuple[str, str]]:
@@ -506,13 +387,13 @@ def _check_fields(values: dict[str, Any], cls: type, owner: str, path: str,
             continue
         try:
             value = _coerce(value, hints.get(key, Any), where, issues)
-        except _Invalid as e:
+        except ConversionError as e:
             issues.append((where, str(e)))
             continue
         allowed = fields[key].metadata.get("choices") if choices else None
         if allowed and value is not None and value not in list(allowed):
             allowed = [str(a) for a in allowed]
-            issues.append((where, f"{value!r} is not allowed{_closest(str(value), allowed)}"
+            issues.append((where, f"{value!r} is not allowed{closest(str(value), allowed)}"
                                   f" (allowed: {', '.join(allowed)})"))
             continue
         checked[key] = value
@@ -577,12 +458,12 @@ def _load_model_field(value: Any, path: str, issues: list[tuple[str, str]]) -> A
         return tiny
     if isinstance(value, Mapping) and len(value) == 1:
         key = next(iter(value))
-        issues.append((f"{path}.{key}", f"unknown model kind{_closest(str(key), ['tiny'])};"
+        issues.append((f"{path}.{key}", f"unknown model kind{closest(str(key), ['tiny'])};"
                                         " the only mapping form is {tiny: {hidden_size,"
                                         " num_layers, seed}}"))
         return None
     issues.append((path, "expected a model folder, a hub id (e.g. Qwen/Qwen2.5-0.5B-Instruct)"
-                         f" or {{tiny: {{hidden_size: 64, num_layers: 2}}}}; got {_show(value)}"))
+                         f" or {{tiny: {{hidden_size: 64, num_layers: 2}}}}; got {show(value)}"))
     return None
 
 
@@ -591,19 +472,19 @@ def _load_stages(value: Any, path: str, issues: list[tuple[str, str]]) -> list[A
     example = "e.g. `- grpo: {args: {max_steps: 10}}`"
     if not isinstance(value, list) or not value:
         issues.append((path, f"expected a non-empty list of stages ({', '.join(kinds)}),"
-                             f" {example}; got {_show(value)}"))
+                             f" {example}; got {show(value)}"))
         return []
     stages = []
     for i, item in enumerate(value):
         where = f"{path}[{i}]"
         if not isinstance(item, Mapping) or len(item) != 1:
-            shown = list(item) if isinstance(item, Mapping) else _show(item)
+            shown = list(item) if isinstance(item, Mapping) else show(item)
             issues.append((where, f"a stage is a mapping with one key, its kind"
                                   f" ({', '.join(kinds)}), {example}; got {shown}"))
             continue
         kind, body = next(iter(item.items()))
         if kind not in STAGE_KINDS:
-            issues.append((where, f"unknown stage kind {kind!r}{_closest(str(kind), kinds)}"
+            issues.append((where, f"unknown stage kind {kind!r}{closest(str(kind), kinds)}"
                                   f" (a stage is one of: {', '.join(kinds)})"))
             continue
         stage = _load_dataclass(STAGE_KINDS[kind], body if body is not None else {},
@@ -623,7 +504,7 @@ def _load_env(value: Any, path: str, issues: list[tuple[str, str]]) -> Any:
     if env is None:
         if len(issues) == before:
             issues.append((path, f"expected a mapping {{id: ENV_ID, kwargs: {{...}}}},"
-                                 f" got {_show(value)}"))
+                                 f" got {show(value)}"))
         return None
     try:
         plugin_host().get("envs", env.id)
@@ -644,12 +525,12 @@ _LOADERS: dict[str, Callable[[Any, str, list[tuple[str, str]]], Any]] = {
 
 def _check_env_kwargs(config: TrainConfig) -> list[tuple[str, str]]:
     """The env's kwargs (with eval's and demonstrations') are arguments its constructor
-    takes."""
-    from agentgym.core.plugins import plugin_host
+    takes, of its types (converted in place): the same check as ``-e KEY=VALUE`` on the
+    command line (:mod:`agentgym.core.env_kwargs`)."""
+    from agentgym.core.env_kwargs import env_signature
 
-    spec = plugin_host().get("envs", config.env.id)
     try:
-        factory = spec.load()
+        signature = env_signature(config.env.id)
     except Exception as e:
         return [("env.id", f"the env {config.env.id!r} cannot be imported:"
                            f" {type(e).__name__}: {e}")]
@@ -661,23 +542,10 @@ def _check_env_kwargs(config: TrainConfig) -> list[tuple[str, str]]:
             groups.append((f"stages[{i}].sft.demonstrations.kwargs", stage.demonstrations.kwargs))
     issues = []
     for path, kwargs in groups:
-        issues += _check_kwargs(factory, kwargs, path, config.env.id)
+        converted, problems = signature.convert(kwargs)
+        kwargs.update(converted)
+        issues += [(_join(path, str(key)), problem) for key, problem in problems]
     return issues
-
-
-def _check_kwargs(factory: Callable[..., Any], kwargs: dict[str, Any], path: str,
-                  env_id: str) -> list[tuple[str, str]]:
-    try:
-        parameters = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return []
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return []
-    names = [n for n, p in parameters.items()
-             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"]
-    return [(_join(path, str(key)), f"the env {env_id!r} takes no argument {key!r}"
-                                    f"{_closest(str(key), names)} (it takes: {', '.join(names)})")
-            for key in kwargs if key not in names]
 
 
 def _check_policy(name: str, path: str) -> list[tuple[str, str]]:

@@ -1,11 +1,14 @@
 """Discovery through entry points, duplicate ids, broken plugins, allow/deny lists."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import agentgym
 from agentgym.core.errors import DuplicateIdError
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.plugins import PluginHost, PluginLoadWarning
@@ -55,28 +58,36 @@ def test_a_third_party_plugin_is_discovered_and_made(fake_plugin):
     env.close()
 
 
-def test_two_plugins_with_one_id_name_both(fake_plugin):
-    fake_plugin("copycat", DUPLICATE_CALCULATOR)
-    with pytest.raises(DuplicateIdError) as error:
-        PluginHost().entries("envs")
-    message = str(error.value)
-    assert "'calculator'" in message and "'copycat'" in message
-    assert "AGENTGYM_DISABLE_PLUGINS=" in message
+def test_a_duplicate_id_is_skipped_with_a_warning_naming_both(fake_plugin):
+    fake_plugin("copycat", DUPLICATE_CALCULATOR + EXTRA_ENV.replace("agentgym_envs", "more"))
+    host = PluginHost()
+    with pytest.warns(PluginLoadWarning) as caught:
+        envs = host.entries("envs")
+    message = " ".join(str(w.message) for w in caught)
+    assert "'copycat'" in message and "'calculator' (agentgym)" in message
+    assert "AGENTGYM_DISABLE_PLUGINS=copycat" in message
+    assert envs["calculator"].plugin == "calculator"  # the built-in loaded first, and stays
+    info = {i.name: i for i in host.plugin_infos()}["copycat"]
+    assert info.status == "loaded"
+    assert [(s.kind, s.id) for s in info.skipped] == [("env", "calculator")]
+    assert "'calculator' (agentgym) registered it first" in info.skipped[0].reason
 
 
-def test_duplicates_between_in_memory_plugins():
-    def plugin():
+def test_duplicates_between_in_memory_plugins_keep_the_first():
+    def plugin(env_ids):
         class Plugin:
             @staticmethod
             @hookimpl
             def agentgym_envs():
-                return [EnvSpec("same", "x:Y")]
+                return [EnvSpec(env_id, "x:Y") for env_id in env_ids]
 
         return Plugin
 
-    host = PluginHost(plugins=[("first", plugin()), ("second", plugin())], entry_points=False)
-    with pytest.raises(DuplicateIdError, match="'first' and 'second'"):
-        host.entries("envs")
+    host = PluginHost(plugins=[("first", plugin(["same"])), ("second", plugin(["same", "own"]))],
+                      entry_points=False)
+    with pytest.warns(PluginLoadWarning, match="'second'.*'same'.*plugin 'first'"):
+        envs = host.entries("envs")
+    assert {i: e.plugin for i, e in envs.items()} == {"same": "first", "own": "second"}
 
 
 def test_a_plugin_that_fails_to_import_is_skipped_with_a_warning(fake_plugin):
@@ -100,6 +111,13 @@ def test_list_plugins_shows_failures_from_the_command_line(fake_plugin):
     assert rows["broken"]["status"] == "failed"
     assert rows["calculator"]["status"] == "loaded"
     assert "PluginLoadWarning" in out.stderr
+
+
+def test_lookup_errors_name_the_kind_in_the_singular():
+    with pytest.raises(KeyError, match=r"Unknown sandbox 'dokcer'\. Did you mean 'docker'"):
+        PluginHost().get("sandboxes", "dokcer")
+    with pytest.raises(KeyError, match="Unknown task source 'x'"):
+        PluginHost().get("task_sources", "x")
 
 
 def test_environment_variables_control_loading(fake_plugin):
@@ -131,17 +149,22 @@ def agentgym_envs():
     assert "calculator" in envs
 
 
-def test_a_duplicate_does_not_break_import_but_make_and_list_explain_it(fake_plugin):
+def test_a_duplicate_leaves_make_and_list_working(fake_plugin):
     fake_plugin("copycat", DUPLICATE_CALCULATOR)
-    code = "import agentgym; agentgym.make('calculator')"
+    code = "import agentgym; agentgym.make('calculator').close()"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 1
-    assert "UserWarning: The env id 'calculator' is registered by two plugins" in out.stderr
-    assert "DuplicateIdError" in out.stderr
-    listed = subprocess.run([sys.executable, "-m", "agentgym", "list", "envs"],
+    assert out.returncode == 0, out.stderr
+    assert "PluginLoadWarning: agentgym plugin 'copycat'" in out.stderr
+    listed = subprocess.run([sys.executable, "-m", "agentgym", "list", "plugins", "--json"],
                             capture_output=True, text=True)
-    assert listed.returncode == 1
-    assert "Error: The env id 'calculator' is registered by two plugins" in listed.stderr
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["id"]: r for r in json.loads(listed.stdout)["plugins"]}
+    assert rows["copycat"]["status"] == "loaded"
+    assert rows["copycat"]["skipped"] == [
+        {"kind": "env", "id": "calculator",
+         "reason": "plugin 'calculator' (agentgym) registered it first and keeps it"}
+    ]
+    assert rows["calculator"]["skipped"] == []
 
 
 def test_register_plugin_from_code():
@@ -166,6 +189,69 @@ def test_register_plugin_from_code():
         copy = type("Copy", (), {"agentgym_envs": InProcess.agentgym_envs})
         with pytest.raises(DuplicateIdError, match="'inline' and 'inline-again'"):
             agentgym.register_plugin(copy, "inline-again")
+        assert "inline-again" not in {i.name for i in plugin_host().plugin_infos()}
         assert "calculator-inline" in plugin_host().entries("envs")  # the host still works
     finally:
         set_plugin_host(None)
+
+
+def write_package(root, name, envs):
+    """A plugin distribution ``agentgym-NAME`` whose plugin ``NAME`` registers ``envs``
+    (``{id: factory}``), in source form for pip."""
+    module = f"agentgym_{name}"
+    package = root / f"agentgym-{name}"
+    (package / module).mkdir(parents=True)
+    specs = ", ".join(f"EnvSpec({i!r}, {f!r}, 'from {name}')" for i, f in envs.items())
+    (package / module / "__init__.py").write_text(
+        "from agentgym import hookimpl\nfrom agentgym.core.registry import EnvSpec\n\n"
+        f"@hookimpl\ndef agentgym_envs():\n    return [{specs}]\n"
+    )
+    (package / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
+        f'[project]\nname = "agentgym-{name}"\nversion = "0.1.0"\n\n'
+        f'[project.entry-points.agentgym]\n{name} = "{module}"\n\n'
+        f'[tool.hatch.build.targets.wheel]\npackages = ["{module}"]\n'
+    )
+    return package
+
+
+def test_installed_plugins_that_clash_leave_everything_else_working(tmp_path):
+    # Two real distributions, pip-installed into a folder of their own (not this venv;
+    # no build isolation, no dependencies: nothing comes from an index). Both register
+    # `calculator` beside the built-in one, and `twin` between them.
+    calculator = "agentgym.plugins.calculator.env:CalculatorEnv"
+    packages = [
+        write_package(tmp_path, "copycat", {"calculator": "nowhere:Missing",
+                                            "twin": calculator}),
+        write_package(tmp_path, "mimic", {"calculator": "nowhere:Missing",
+                                          "twin": "nowhere:Missing", "mimic-calc": calculator}),
+    ]
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-build-isolation",
+                    "--no-deps", "--no-index", "--target", str(site), *map(str, packages)],
+                   check=True, capture_output=True, text=True)
+    source = Path(agentgym.__file__).parents[1]  # the agentgym under test, before the venv's
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), str(site)])}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "agentgym", *args], capture_output=True,
+                              text=True, env=env, cwd=tmp_path)
+
+    for env_id in ("calculator", "twin", "mimic-calc"):
+        out = cli("eval", env_id, "--policy", "oracle", "-n", "2", "--json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["mean_reward"] == 1.0
+    warnings = out.stderr
+    assert "agentgym plugin 'mimic' (agentgym-mimic) registers the env id 'twin', which" \
+           " plugin 'copycat' (agentgym-copycat) already registered" in warnings
+    assert "'copycat' (agentgym-copycat) registers the env id 'calculator'" in warnings
+    assert "AGENTGYM_DISABLE_PLUGINS=mimic" in warnings
+
+    listed = cli("list", "plugins", "--json")
+    rows = {r["id"]: r for r in json.loads(listed.stdout)["plugins"]}
+    assert {(s["kind"], s["id"]) for s in rows["mimic"]["skipped"]} == {
+        ("env", "calculator"), ("env", "twin")}
+    assert rows["mimic"]["distribution"] == "agentgym-mimic"
+    envs = {r["id"]: r["plugin"] for r in json.loads(cli("list", "envs", "--json").stdout)["envs"]}
+    assert (envs["calculator"], envs["twin"], envs["mimic-calc"]) == (
+        "calculator", "copycat", "mimic")

@@ -150,6 +150,16 @@ def test_env_kwargs_are_arguments_of_the_env():
     assert "did you mean 'num_tasks'?" in found["eval.kwargs.num_task"]
 
 
+def test_env_kwargs_have_the_env_signature_types():
+    # The same check as `-e KEY=VALUE` (agentgym.core.env_kwargs): they cannot drift.
+    found = problems(env={"id": "calculator", "kwargs": {"max_turns": "abc", "split": "valid"}})
+    assert found["env.kwargs.max_turns"] == "expected an integer, got 'abc' (str)"
+    assert "'valid' is not allowed (allowed: train, test)" in found["env.kwargs.split"]
+    config = parse_config({**copy.deepcopy(BASE), "env": {"id": "calculator",
+                                                           "kwargs": {"tasks": None}}})
+    assert config.env.kwargs == {"tasks": None}
+
+
 def test_stage_kinds_and_shapes():
     found = problems(stages=[{"gpro": {}}, {"sft": {}, "grpo": {}}, "grpo"])
     assert "did you mean 'grpo'?" in found["stages[0]"]

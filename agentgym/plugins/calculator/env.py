@@ -14,10 +14,11 @@ import hashlib
 import math
 import operator
 import random
-from typing import Any
+from typing import Any, Literal
 
 from agentgym.core.env import AgentEnv
 from agentgym.core.episode import Episode
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.parsers import ToolCall, ToolCallParser
 from agentgym.core.reward import Reward, RewardResult
 from agentgym.core.task import GeneratedTasks, SolutionTurn, Task, TaskSource, load_tasks
@@ -143,7 +144,7 @@ class CalculatorEnv(AgentEnv):
 
     def __init__(
         self,
-        split: str = "train",
+        split: Literal["train", "test"] = "train",
         num_tasks: int = 1000,
         seed: int = 0,
         tasks: str | TaskSource | None = None,
@@ -152,7 +153,7 @@ class CalculatorEnv(AgentEnv):
         render_mode: str | None = None,
     ):
         if split not in ("train", "test"):
-            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+            raise InvalidArgumentError(f"split must be 'train' or 'test', got {split!r}")
         if tasks is None:
             source: TaskSource = GeneratedTasks(num_tasks, lambda i: make_task(i, split, seed))
         elif isinstance(tasks, TaskSource):

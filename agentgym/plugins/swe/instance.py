@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agentgym.core.errors import AgentGymError, MissingResourceError
+from agentgym.core.errors import AgentGymError, MissingFileError, MissingResourceError
 
 #: Fields of the SWE-bench schema a row must have.
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "FAIL_TO_PASS")
@@ -219,7 +219,8 @@ def load_instances(source: str | os.PathLike[str], *, split: str = "test") -> li
         split: the dataset split to load (hub names and directories only).
 
     Raises:
-        FileNotFoundError: a path that looks like a file does not exist.
+        MissingFileError: (a ``FileNotFoundError``) a path that looks like a file does not
+            exist.
         InvalidInstanceError: a row is invalid, or two rows share an instance_id.
         MissingResourceError: the hub dataset is neither reachable nor cached.
     """
@@ -231,10 +232,10 @@ def load_instances(source: str | os.PathLike[str], *, split: str = "test") -> li
     elif _is_hub_name(str(source)):
         rows = _load_hub(str(source), split)
     else:
-        raise FileNotFoundError(
-            f"SWE task source {str(source)!r} does not exist: pass an existing .jsonl, .json or"
-            " .parquet file, a directory of them, or a Hugging Face dataset name such as"
-            " 'princeton-nlp/SWE-bench_Verified'")
+        raise MissingFileError(
+            f"SWE task source {str(source)!r} does not exist",
+            "Pass an existing .jsonl, .json or .parquet file, a directory of them, or a"
+            " Hugging Face dataset name such as 'princeton-nlp/SWE-bench_Verified'")
     instances: list[SWEInstance] = []
     first_seen: dict[str, str] = {}
     for where, row in rows:
@@ -297,9 +298,9 @@ def _load_dir(path: Path, split: str) -> list[tuple[str, dict[str, Any]]]:
     of_split = [p for p in files if p.name.startswith(split)]
     files = of_split or files
     if not files:
-        raise FileNotFoundError(
-            f"directory {str(path)!r} holds no {', '.join(FILE_SUFFIXES)} files; pass a task"
-            " file or a directory containing them")
+        raise MissingFileError(
+            f"directory {str(path)!r} holds no {', '.join(FILE_SUFFIXES)} files",
+            "Pass a task file or a directory containing them")
     return [row for p in files for row in _load_file(p)]
 
 

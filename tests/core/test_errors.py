@@ -1,0 +1,113 @@
+"""Every exception class agentgym defines survives pickling (Ray ships them between
+processes) with its type, message and attributes; lookup errors suggest the closest id."""
+
+import importlib
+import inspect
+import pickle
+import pkgutil
+
+import pytest
+
+import agentgym
+from agentgym.core.errors import DuplicateIdError, PicklableException, UnknownIdError
+
+#: Every module of the package (``__main__`` runs the command line when imported).
+MODULES = sorted(
+    m.name
+    for m in pkgutil.walk_packages(agentgym.__path__, "agentgym.")
+    if not m.name.endswith(".__main__")
+)
+
+#: Arguments for classes whose parameters need more than a string each.
+ARGUMENTS = {
+    "UnknownIdError": ("env", "calculater", ["calculator", "swe-lite"], "agentgym list envs"),
+    "ConfigError": ([("env.kwargs.splt", "unknown; did you mean 'split'?")], "train.yaml"),
+    "EnvKwargsError": ("calculator", [("splt", "takes no argument 'splt'")]),
+    "Submitted": ("42", "Submitted: 42"),
+}
+
+
+def exception_classes(module):
+    return [
+        obj
+        for obj in vars(module).values()
+        if isinstance(obj, type)
+        and issubclass(obj, BaseException)
+        and obj.__module__ == module.__name__
+    ]
+
+
+def representative(cls):
+    """An instance of ``cls`` built from :data:`ARGUMENTS` or its signature."""
+    if cls.__name__ in ARGUMENTS:
+        return cls(*ARGUMENTS[cls.__name__])
+    if cls.__init__ is BaseException.__init__:  # no own __init__: a message
+        return cls(f"{cls.__name__}: a message naming 'x' and the fix")
+    args, kwargs = [], {}
+    for name, p in inspect.signature(cls.__init__).parameters.items():
+        if name == "self" or p.default is not p.empty or p.kind in (p.VAR_POSITIONAL,
+                                                                     p.VAR_KEYWORD):
+            continue
+        value = f"<{name}>"
+        if p.kind is p.KEYWORD_ONLY:
+            kwargs[name] = value
+        else:
+            args.append(value)
+    try:
+        return cls(*args, **kwargs)
+    except Exception as e:
+        pytest.fail(f"cannot build {cls.__qualname__}{(*args,)} ({e}); add its arguments to"
+                    " ARGUMENTS in tests/core/test_errors.py")
+
+
+def test_modules_are_found():
+    assert {"agentgym.core.errors", "agentgym.trainers.config", "agentgym.cli"} <= set(MODULES)
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_every_exception_class_pickles_whole(module_name):
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and e.name.split(".")[0] == "agentgym":
+            raise
+        pytest.skip(f"{module_name} needs {e.name}, an optional dependency not installed here")
+    for cls in exception_classes(module):
+        error = representative(cls)
+        copy = pickle.loads(pickle.dumps(error))
+        where = f"{module_name}.{cls.__qualname__}"
+        assert type(copy) is cls, where
+        assert str(copy) == str(error), where
+        assert copy.args == error.args, where
+        assert vars(copy) == vars(error), where
+
+
+class Clash(PicklableException, ValueError):
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+        super().__init__(f"{a} clashes with {b}")
+
+
+def test_a_class_with_its_own_init_pickles_through_the_base():
+    copy = pickle.loads(pickle.dumps(Clash(1, "two")))
+    assert (copy.a, copy.b, str(copy)) == (1, "two", "1 clashes with two")
+    assert isinstance(copy, ValueError)
+
+
+def test_unknown_id_suggests_the_closest_and_keeps_its_fields_across_pickling():
+    error = UnknownIdError("env", "calculater", {"calculator": 1, "swe-lite": 2},
+                           "agentgym list envs")
+    copy = pickle.loads(pickle.dumps(error))
+    assert "Did you mean 'calculator'?" in str(copy) and "agentgym list envs" in str(copy)
+    assert (copy.kind, copy.value, copy.known) == ("env", "calculater",
+                                                   ["calculator", "swe-lite"])
+    assert isinstance(copy, KeyError) and str(copy) == str(error)
+
+
+def test_duplicate_id_names_both_plugins_and_the_fix():
+    error = DuplicateIdError("env", "calculator", "calculator", "copycat")
+    assert "'calculator' and 'copycat'" in str(error)
+    assert "AGENTGYM_DISABLE_PLUGINS=copycat" in str(error)
+    custom = DuplicateIdError("env", "x", "a", "b", fix="Rename it")
+    assert str(custom).endswith("Rename it.")
+    assert pickle.loads(pickle.dumps(custom)).plugins == ("a", "b")
