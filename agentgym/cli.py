@@ -51,7 +51,7 @@ def parse_env_kwargs(pairs: tuple[str, ...], env_id: str | None = None) -> dict[
 
     Each KEY must be a keyword argument the env takes, and its VALUE is converted by that
     argument's type (``-e max_turns=5`` gives an int; :mod:`agentgym.core.env_kwargs`),
-    before the env is built; a mistake is a :class:`click.BadParameter` naming the key, the
+    before the env is built; a mistake is an :class:`InvalidOption` naming the key, the
     closest valid one and the expected type. Without ``env_id`` a VALUE is its JSON value
     when it parses as JSON, else the text."""
     texts: dict[str, str] = {}
@@ -69,7 +69,17 @@ def parse_env_kwargs(pairs: tuple[str, ...], env_id: str | None = None) -> dict[
         return check_env_kwargs(env_id, texts, text=True)
     except EnvKwargsError as e:
         problems = [f"{key}={texts[key]}: {problem}" for key, problem in e.issues]
-        raise click.BadParameter("\n".join(problems), param_hint="'-e'") from None
+        raise InvalidOption("-e", "; ".join(problems)) from None
+
+
+class InvalidOption(click.ClickException):
+    """A bad option value, said in one line (``Error: Invalid value for '-e': ...``) with
+    click's usage-error exit code, without the usage text that would bury it."""
+
+    exit_code = 2
+
+    def __init__(self, option: str, message: str):
+        super().__init__(f"Invalid value for {option!r}: {message}")
 
 
 class PluginCommands(click.Group):

@@ -138,7 +138,8 @@ def test_a_bad_env_kwarg_is_one_line_before_the_env_is_built(pair, key, expected
     out = agentgym_module("eval", "calculator", "--policy", "oracle", "-e", pair)
     assert out.returncode == 2
     assert "Traceback" not in out.stdout + out.stderr
-    [line] = [line for line in out.stderr.splitlines() if key in line]
+    [line] = out.stderr.splitlines()  # the error alone: no usage text around it
+    assert line.startswith("Error: Invalid value for '-e': ") and key in line, line
     assert all(text in line for text in expected), line
 
 
