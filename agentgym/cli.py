@@ -29,7 +29,7 @@ from rich.table import Table
 import agentgym
 from agentgym.core.conversion import from_text
 from agentgym.core.env_kwargs import EnvKwargsError, check_env_kwargs
-from agentgym.core.errors import AgentGymError
+from agentgym.core.errors import AgentGymError, PicklableException
 from agentgym.core.plugins import plugin_host
 from agentgym.rollout.pipeline import MODES
 
@@ -72,7 +72,7 @@ def parse_env_kwargs(pairs: tuple[str, ...], env_id: str | None = None) -> dict[
         raise InvalidOption("-e", "; ".join(problems)) from None
 
 
-class InvalidOption(click.ClickException):
+class InvalidOption(PicklableException, click.ClickException):
     """A bad option value, said in one line (``Error: Invalid value for '-e': ...``) with
     click's usage-error exit code, without the usage text that would bury it."""
 

@@ -38,13 +38,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import time
 import weakref
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 import gymnasium
 
-from agentgym.core.episode import Episode, Message, Submitted
+from agentgym.core.episode import Episode, Message, Submitted, _turn_deadline
 from agentgym.core.errors import EnvStateError, InvalidArgumentError
 from agentgym.core.loop_thread import LoopThread
 from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
@@ -68,6 +69,11 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         parser: the tool-call format of model text: a registered parser id (``hermes``,
             ``xml``, ``openai``) or a :class:`~agentgym.core.parsers.ToolCallParser`.
         max_turns: assistant turns before the episode is truncated.
+        turn_timeout_s: the time budget of one turn, shared by all its tool calls (``None``
+            for none). Tools that read :func:`~agentgym.core.episode.turn_time_left` stop
+            their commands in time; any other still running :attr:`turn_grace_s` after
+            the budget is cancelled. A call stopped or not run
+            for it is a tool error with a message that says so.
         render_mode: ``None`` or ``"ansi"`` (``render()`` returns the transcript).
     """
 
@@ -88,6 +94,9 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     overlap_setup: bool = False
     #: True for envs whose ``initial_messages`` read the set-up resources.
     setup_before_prompt: bool = False
+    #: Seconds a tool still running when its turn's budget ends gets before it is cancelled
+    #: (one that reads the budget has stopped its command by then and reports its output).
+    turn_grace_s: float = 2.0
 
     def __init__(
         self,
@@ -96,10 +105,15 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         reward: Reward | None = None,
         parser: str | ToolCallParser = "hermes",
         max_turns: int = 10,
+        turn_timeout_s: float | None = 600.0,
         render_mode: str | None = None,
     ):
         if max_turns < 1:
             raise InvalidArgumentError(f"max_turns must be >= 1, got {max_turns}")
+        if turn_timeout_s is not None and not turn_timeout_s > 0:
+            raise InvalidArgumentError(
+                f"turn_timeout_s must be > 0 seconds or None (no budget), got"
+                f" {turn_timeout_s!r}")
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise InvalidArgumentError(
                 f"render_mode {render_mode!r} is not supported; use one of"
@@ -111,6 +125,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
             raise TypeError(f"{type(self).__name__} needs a reward (argument or class attribute)")
         self.parser = build("parsers", parser) if isinstance(parser, str) else parser
         self.max_turns = max_turns
+        self.turn_timeout_s = turn_timeout_s
         self.render_mode = render_mode
         self.observation_space = MessagesSpace()
         self.action_space = TextActionSpace()
@@ -207,11 +222,17 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         episode.messages.append(self._assistant_message(action, parsed, calls))
         new: list[Message] = []
         errors = list(parsed.errors)
+        budget = self.turn_timeout_s
+        deadline = time.monotonic() + budget if budget is not None else None
         for call in calls:
             if episode.submitted:
                 result = "Not run: the episode already ended with a submission."
+            elif deadline is not None and time.monotonic() >= deadline:
+                error = f"{call.name} was not run: this turn's time budget ({budget:g} s) is spent"
+                result = f"Error: {error}. Make fewer or quicker calls a turn."
+                errors.append(error)
             else:
-                result, error = await self._run_tool(episode, call)
+                result, error = await self._run_tool_in_time(episode, call, deadline)
                 if error:
                     errors.append(error)
             new.append(
@@ -354,7 +375,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         self, action: str | Message, parsed: ParsedTurn, calls: list[ToolCall]
     ) -> Message:
         if not calls:
-            text = action if isinstance(action, str) else action.get("content") or ""
+            text = action if isinstance(action, str) else parsed.content
             return {"role": "assistant", "content": text}
         return {
             "role": "assistant",
@@ -364,6 +385,22 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
 
     def _format_error_message(self, errors: list[str]) -> str:
         return "Your tool call could not be read:\n" + "\n".join(f"- {e}" for e in errors)
+
+    async def _run_tool_in_time(self, episode: Episode, call: ToolCall,
+                                deadline: float | None) -> tuple[str, str | None]:
+        """:meth:`_run_tool` within the turn's budget, which tools can read meanwhile."""
+        if deadline is None:
+            return await self._run_tool(episode, call)
+        token = _turn_deadline.set(deadline)
+        try:
+            left = deadline - time.monotonic() + self.turn_grace_s
+            return await asyncio.wait_for(self._run_tool(episode, call), left)
+        except asyncio.TimeoutError:
+            error = (f"{call.name} was stopped: this turn's time budget"
+                     f" ({self.turn_timeout_s:g} s) ran out")
+            return f"Error: {error}. Make fewer or quicker calls a turn.", error
+        finally:
+            _turn_deadline.reset(token)
 
     async def _run_tool(self, episode: Episode, call: ToolCall) -> tuple[str, str | None]:
         """Run one call; returns (the tool message's content, error text or None)."""

@@ -6,6 +6,8 @@ conversation, what the agent submitted, and counters the env keeps while it runs
 
 from __future__ import annotations
 
+import contextvars
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +18,28 @@ if TYPE_CHECKING:
     from agentgym.core.task import Task
 
 Message = dict[str, Any]
+
+#: When the current turn's time budget ends (``time.monotonic()``), while its tools run.
+_turn_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "agentgym_turn_deadline", default=None)
+
+
+def turn_time_left() -> float | None:
+    """Seconds left of the current turn's time budget (``AgentEnv(turn_timeout_s=...)``),
+    for a tool running now; None outside a turn or without a budget.
+
+    A tool that runs commands passes ``min(its timeout, turn_time_left())`` as their
+    timeout, so that it stops on its own, with its output, before the env has to cancel it.
+    """
+    deadline = _turn_deadline.get()
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def within_turn(timeout: float) -> float:
+    """``timeout`` shortened to what is left of the current turn's budget (never below a
+    tenth of a second, so that a command can still report)."""
+    left = turn_time_left()
+    return timeout if left is None else max(0.1, min(timeout, left))
 
 
 class Submitted(PicklableException, Exception):  # a signal, not an error: hence no "Error" suffix

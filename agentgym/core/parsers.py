@@ -14,6 +14,13 @@ hook):
 
 An action that is already a message dict is read as OpenAI format whatever the env's
 parser is (:func:`parse_message`).
+
+Parsing never raises, whatever the model wrote: every malformed call becomes an entry of
+:attr:`ParsedTurn.errors`, a message the model can act on. Model output is bounded before
+it is decoded, so that no input costs more than a little time and memory: a turn over
+:data:`MAX_TURN_CHARS`, a call's JSON over :data:`MAX_CALL_CHARS`, nested deeper than
+:data:`MAX_JSON_DEPTH` or with a number longer than :data:`MAX_NUMBER_DIGITS` digits is
+refused with a message that says which limit it passed.
 """
 
 from __future__ import annotations
@@ -25,6 +32,71 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 Message = dict[str, Any]
+
+#: Characters of one assistant turn that are read; a longer turn is one format error.
+MAX_TURN_CHARS = 1_000_000
+#: Characters of one tool call's JSON (its arguments included).
+MAX_CALL_CHARS = 200_000
+#: Nesting of arrays and objects in one call's JSON.
+MAX_JSON_DEPTH = 64
+#: Digits of one number literal in a call's JSON (Python refuses ints of over 4300).
+MAX_NUMBER_DIGITS = 1000
+#: Tool calls read from one turn; the rest are reported, not run.
+MAX_CALLS_PER_TURN = 64
+
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_DIGIT_RUN = re.compile(r'"(?:[^"\\]|\\.)*"|\d{' + str(MAX_NUMBER_DIGITS + 1) + ',}')
+
+
+class TooLargeError(ValueError):
+    """Model output past one of this module's bounds; the message says which and why."""
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON ``text`` (strings skipped)."""
+    depth = deepest = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in "]}":
+            depth -= 1
+    return deepest
+
+
+def bounded_json(text: str, what: str = "the tool call") -> Any:
+    """``json.loads(text)`` within the bounds above. Raises :class:`json.JSONDecodeError`
+    for invalid JSON and :class:`TooLargeError` for JSON past a bound, before decoding it
+    (so that neither the decoder's recursion nor Python's int conversion can fail)."""
+    if len(text) > MAX_CALL_CHARS:
+        raise TooLargeError(f"{what} is {len(text)} characters long; the limit is"
+                            f" {MAX_CALL_CHARS}: write large content in several calls")
+    if (depth := json_depth(text)) > MAX_JSON_DEPTH:
+        raise TooLargeError(f"{what} nests {depth} levels of arrays/objects; the limit is"
+                            f" {MAX_JSON_DEPTH}")
+    if any(m.group()[0] != '"' for m in _DIGIT_RUN.finditer(text)):
+        raise TooLargeError(f"{what} has a number of over {MAX_NUMBER_DIGITS} digits: pass"
+                            " it as a string")
+    try:
+        return json.loads(text)
+    except RecursionError:  # a bracket hidden from the scan above; still refused cleanly
+        raise TooLargeError(f"{what} nests too deeply") from None
+
+
+def value_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+    """The nesting of lists and dicts in ``value``, counted up to ``limit + 1`` (an
+    already-decoded action can be nested deeper than anything could recurse through)."""
+    deepest, frontier = 0, [(value, 1)]
+    while frontier:
+        item, depth = frontier.pop()
+        if isinstance(item, (list, tuple, dict)):
+            deepest = max(deepest, depth)
+            if depth > limit:
+                return depth
+            children = item.values() if isinstance(item, dict) else item
+            frontier.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 @dataclass
@@ -68,38 +140,85 @@ class ToolCallParser(ABC):
     def render(self, content: str, calls: list[ToolCall]) -> str | Message:
         """Write ``content`` and ``calls`` as one assistant turn in this format."""
 
-    def parse_action(self, action: str | Message) -> ParsedTurn:
-        """Parse a model turn: text in this format, or an already-parsed message dict."""
-        return parse_message(action) if isinstance(action, dict) else self.parse(action)
+    def parse_action(self, action: Any) -> ParsedTurn:
+        """Parse a model turn: text in this format, or an already-parsed message dict.
+        Anything else (None, bytes, a number) is one format error, never an exception."""
+        if isinstance(action, dict):
+            return parse_message(action)
+        if not isinstance(action, str):
+            return ParsedTurn(content="", errors=[
+                f"a turn must be text (or an assistant message dict), got"
+                f" {type(action).__name__}. Write tool calls as {self.example}"])
+        return _turn_too_long(action) or self.parse(action)
 
 
 def _call_from_json(data: Any, where: str, example: str) -> ToolCall | str:
     """A ToolCall from decoded JSON ``{"name", "arguments"}``, or an error message."""
     if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
         return f'{where} needs a "name" string and an "arguments" object, e.g. {example}'
+    name = data["name"]
+    if len(name) > 200:
+        return f"{where}: a tool name of {len(name)} characters is no tool's name"
     arguments = data.get("arguments", data.get("parameters", {}))
-    if isinstance(arguments, str):
+    from_text = isinstance(arguments, str)  # bounded by bounded_json as it is decoded
+    if from_text:
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            arguments = (bounded_json(arguments, f"{where}: the arguments of {name!r}")
+                         if arguments.strip() else {})
         except json.JSONDecodeError as e:
-            return f"{where}: the arguments of {data['name']!r} are not valid JSON ({e.msg})"
+            return f"{where}: the arguments of {name!r} are not valid JSON ({e.msg})"
+        except TooLargeError as e:
+            return str(e)
     if not isinstance(arguments, dict):
-        return f"{where}: the arguments of {data['name']!r} must be a JSON object"
-    return ToolCall(data["name"], arguments)
+        return f"{where}: the arguments of {name!r} must be a JSON object"
+    if value_depth(arguments) > MAX_JSON_DEPTH:
+        return f"{where}: the arguments of {name!r} nest deeper than {MAX_JSON_DEPTH} levels"
+    if not from_text and len(json.dumps(arguments, default=str)) > MAX_CALL_CHARS:
+        return (f"{where}: the arguments of {name!r} are over {MAX_CALL_CHARS} characters"
+                " of JSON: write large content in several calls")
+    return ToolCall(name, arguments)
+
+
+def _turn_too_long(text: str) -> ParsedTurn | None:
+    """The format error of a turn past :data:`MAX_TURN_CHARS`, or None."""
+    if len(text) <= MAX_TURN_CHARS:
+        return None
+    return ParsedTurn(content=text[:2000], errors=[
+        f"your turn is {len(text)} characters long and was not read; the limit is"
+        f" {MAX_TURN_CHARS}. Make fewer or smaller tool calls"])
 
 
 def parse_message(message: Message) -> ParsedTurn:
     """Read an OpenAI-format assistant message ``{"content", "tool_calls": [...]}``."""
-    turn = ParsedTurn(content=message.get("content") or "")
-    for index, entry in enumerate(message.get("tool_calls") or [], start=1):
+    content = message.get("content") or ""
+    if not isinstance(content, str):
+        return ParsedTurn(content="", errors=[
+            f'the message\'s "content" must be text, got {type(content).__name__}'])
+    if (too_long := _turn_too_long(content)) is not None:
+        return too_long
+    turn = ParsedTurn(content=content)
+    entries = message.get("tool_calls") or []
+    if not isinstance(entries, list):
+        turn.errors.append(f'"tool_calls" must be a list of calls, e.g. {OpenAIParser.example}')
+        return turn
+    for index, entry in enumerate(entries, start=1):
+        if index > MAX_CALLS_PER_TURN:
+            turn.errors.append(_too_many_calls(len(entries)))
+            break
         function = entry.get("function", entry) if isinstance(entry, dict) else entry
         call = _call_from_json(function, f"tool call {index}", OpenAIParser.example)
         if isinstance(call, str):
             turn.errors.append(call)
         else:
-            call.id = entry.get("id", "") if isinstance(entry, dict) else ""
+            call_id = entry.get("id", "") if isinstance(entry, dict) else ""
+            call.id = call_id if isinstance(call_id, str) else ""
             turn.tool_calls.append(call)
     return turn
+
+
+def _too_many_calls(count: int) -> str:
+    return (f"only the first {MAX_CALLS_PER_TURN} of {count} tool calls were read: make at"
+            f" most {MAX_CALLS_PER_TURN} calls a turn")
 
 
 class HermesParser(ToolCallParser):
@@ -118,19 +237,25 @@ class HermesParser(ToolCallParser):
         """
         blocks, position = [], 0
         while (start := text.find(self._open, position)) != -1:
+            if len(blocks) > MAX_CALLS_PER_TURN:
+                break
             body_start = start + len(self._open)
-            ends = [m.start() for m in re.finditer(re.escape(self._close), text[body_start:])]
-            candidates = [body_start + e for e in ends] + [len(text)]
+            ends = []  # a few closing tags are tried, not every one of a flood
+            for match in re.finditer(re.escape(self._close), text[body_start:]):
+                ends.append(body_start + match.start())
+                if len(ends) == 8:
+                    break
+            candidates = [*ends, len(text)]
             first: tuple[int, int, str, Any] | None = None
             for end in candidates:
                 body = text[body_start:end].strip()
                 try:
-                    decoded: Any = json.loads(body)
-                except json.JSONDecodeError as e:
+                    decoded: Any = bounded_json(body)
+                except (json.JSONDecodeError, TooLargeError) as e:
                     decoded = e
                 stop = min(end + len(self._close), len(text))
                 first = first or (start, stop, body, decoded)
-                if not isinstance(decoded, json.JSONDecodeError):
+                if not isinstance(decoded, (json.JSONDecodeError, TooLargeError)):
                     blocks.append((start, stop, body, decoded))
                     break
             else:
@@ -149,6 +274,12 @@ class HermesParser(ToolCallParser):
         turn = ParsedTurn(content="".join(content).replace(self._close, "").strip())
         for index, (_, _, body, decoded) in enumerate(blocks, start=1):
             where = f"tool call {index}"
+            if index > MAX_CALLS_PER_TURN:
+                turn.errors.append(_too_many_calls(text.count(self._open)))
+                break
+            if isinstance(decoded, TooLargeError):
+                turn.errors.append(f"{where}: {decoded}")
+                continue
             if isinstance(decoded, json.JSONDecodeError):
                 turn.errors.append(
                     f"{where} is not valid JSON ({decoded.msg} at column {decoded.colno}):"
@@ -186,6 +317,13 @@ class XMLParser(ToolCallParser):
         turn = ParsedTurn(content=content)
         for index, match in enumerate(self._function.finditer(text), start=1):
             name, body, where = match.group(1), match.group(2), f"tool call {index}"
+            if index > MAX_CALLS_PER_TURN:
+                turn.errors.append(_too_many_calls(text.count("<function=")))
+                break
+            if len(body) > MAX_CALL_CHARS:
+                turn.errors.append(f"{where} is {len(body)} characters long; the limit is"
+                                   f" {MAX_CALL_CHARS}: write large content in several calls")
+                continue
             if not name:
                 turn.errors.append(f"{where} has no function name. Write it as {self.example}")
                 continue
@@ -232,9 +370,11 @@ class OpenAIParser(ToolCallParser):
 
     def parse(self, text: str) -> ParsedTurn:
         try:
-            data = json.loads(text)
+            data = bounded_json(text, "the message")
         except json.JSONDecodeError:
             return ParsedTurn(content=text)
+        except TooLargeError as e:
+            return ParsedTurn(content=text[:2000], errors=[str(e)])
         if isinstance(data, dict) and "tool_calls" in data:
             return parse_message(data)
         return ParsedTurn(content=text)

@@ -25,6 +25,7 @@ from agentgym.core.errors import AgentGymError
 from agentgym.core.policies import NoopPolicy, OraclePolicy
 from agentgym.core.spaces import is_message
 from agentgym.rollout.loop import play_episode
+from agentgym.testing.fuzz import HOSTILE_ACTIONS
 
 
 class EnvCheckError(AgentGymError, AssertionError):
@@ -125,6 +126,20 @@ def _check_multi_turn(env: AgentEnv) -> None:
         )
         _require(not terminated, f"a {what} must not end the episode")
 
+    # Hostile output (JSON nested 10,000 deep, huge numbers, megabytes, non-text values):
+    # played in one episode, which only grows by error messages.
+    env.reset(seed=7)
+    for what, build in HOSTILE_ACTIONS.items():
+        if env.episode is None or env.episode.done:
+            env.reset(seed=7)
+        try:
+            env.step(build())
+        except Exception as e:
+            raise EnvCheckError(
+                f"step() raised on hostile model output ({what}) instead of telling the agent:"
+                f" {type(e).__name__}: {str(e)[:300]}"
+            ) from e
+
     env.reset(seed=7)
     new, *_ = env.step("A turn with no tool call in it.")
     _require(
@@ -168,9 +183,10 @@ def check_env(env: gymnasium.Env, *, reference_policies: bool = True) -> None:
     Checks: Gymnasium's ``check_env`` (determinism included; the env is not declared
     nondeterministic), reset returns chat messages with ``task_id`` and tool schemas, a
     malformed call, an unknown tool and bad arguments each yield an error message counted in
-    ``info`` without raising, seeded resets are reproducible, ``close`` is idempotent, and,
-    when the first task has a reference solution, ``oracle`` scores 1.0 and ``noop`` 0.0.
-    ``env`` is closed at the end.
+    ``info`` without raising, so does every hostile action of
+    :data:`~agentgym.testing.fuzz.HOSTILE_ACTIONS`, seeded resets are reproducible,
+    ``close`` is idempotent, and, when the first task has a reference solution, ``oracle``
+    scores 1.0 and ``noop`` 0.0. ``env`` is closed at the end.
     """
     raw = env.unwrapped
     _require(isinstance(raw, AgentEnv), f"expected an AgentEnv, got {type(raw).__name__}")

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import time
 
 import gymnasium
 import pytest
@@ -9,6 +10,7 @@ import pytest
 import agentgym
 from agentgym.core import EnvStateError, Submitted, TaskList, ToolCall
 from agentgym.core.env import AgentEnv
+from agentgym.core.episode import turn_time_left, within_turn
 from agentgym.core.reward import Reward, RewardResult
 from agentgym.core.task import SolutionTurn, Task
 from agentgym.core.tools import tool
@@ -254,3 +256,51 @@ def test_bad_constructor_arguments_are_explained():
         ToyEnv(render_mode="human")
     with pytest.raises(KeyError, match=r"Unknown parser 'json'.*agentgym list parsers"):
         ToyEnv(parser="json")
+
+
+class SlowEnv(ToyEnv):
+    """Tools that take their time: one reads the turn's budget, one ignores it."""
+
+    turn_grace_s = 0.1
+
+    @tool
+    async def polite(self, seconds: float) -> str:
+        """Sleep, but no longer than the turn allows.
+
+        Args:
+            seconds: How long.
+        """
+        budget = within_turn(seconds)
+        await asyncio.sleep(budget)
+        return f"slept {budget:.1f}"
+
+    @tool
+    async def stubborn(self, seconds: float) -> str:
+        """Sleep however long it takes.
+
+        Args:
+            seconds: How long.
+        """
+        await asyncio.sleep(seconds)
+        return "done"
+
+
+def test_a_turn_has_one_time_budget_for_all_its_calls():
+    env = SlowEnv(turn_timeout_s=0.5)
+    env.reset(seed=0)
+    turn = "\n".join([call("polite", seconds=0.3), call("stubborn", seconds=30),
+                      call("polite", seconds=1)])
+    started = time.monotonic()
+    new, _, _, _, info = env.step(turn)
+    assert time.monotonic() - started < 5
+    assert new[0]["content"] == "slept 0.3"
+    assert "stubborn was stopped: this turn's time budget (0.5 s) ran out" in new[1]["content"]
+    assert "polite was not run: this turn's time budget (0.5 s) is spent" in new[2]["content"]
+    assert info["tool_errors"] == 2
+    # The next turn has a budget of its own, which a polite tool keeps to.
+    new, _, _, _, info = env.step(call("polite", seconds=9))
+    assert new[0]["content"] == "slept 0.5" and info["tool_errors"] == 0
+    assert turn_time_left() is None  # outside a turn
+    env.close()
+    with pytest.raises(ValueError, match="turn_timeout_s must be > 0 seconds or None"):
+        SlowEnv(turn_timeout_s=0)

@@ -75,7 +75,7 @@ def test_the_calculator_signature_has_types_and_defaults():
     signature = env_signature("calculator")
     assert not signature.open
     assert list(signature.parameters) == ["split", "num_tasks", "seed", "tasks", "max_turns",
-                                          "parser", "render_mode"]
+                                          "parser", "turn_timeout_s", "render_mode"]
     assert signature.parameters["num_tasks"] == EnvParameter("num_tasks", int, 1000)
     assert signature.parameters["split"].annotation == Literal["train", "test"]
 
@@ -85,7 +85,7 @@ def test_kwargs_are_followed_into_the_base_init(host):
     assert not signature.open
     # AgentEnv's `tasks` is filled positionally by Forwarding itself, so it is not offered.
     assert list(signature.parameters) == ["level", "scale", "reward", "parser", "max_turns",
-                                          "render_mode"]
+                                          "turn_timeout_s", "render_mode"]
     assert signature.parameters["max_turns"] == EnvParameter("max_turns", int, 10)
     converted = check_env_kwargs("forwarding", {"level": "2", "max_turns": "3",
                                                 "scale": "null"}, text=True)

@@ -24,6 +24,7 @@ ARGUMENTS = {
     "ConfigError": ([("env.kwargs.splt", "unknown; did you mean 'split'?")], "train.yaml"),
     "EnvKwargsError": ("calculator", [("splt", "takes no argument 'splt'")]),
     "Submitted": ("42", "Submitted: 42"),
+    "InvalidOption": ("-e", "splt=test: the env 'calculator' takes no argument 'splt'"),
 }
 
 

@@ -35,10 +35,17 @@ _BINARY = {
 }
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 _LIMIT = 1e15
+#: Characters of an expression that are parsed (a longer one is refused before parsing,
+#: which costs memory in proportion to its length).
+MAX_EXPRESSION_CHARS = 1000
 
 
 def evaluate_expression(expression: str) -> float | int:
-    """Evaluate arithmetic safely (numbers, + - * / // % **, parentheses)."""
+    """Evaluate arithmetic safely (numbers, + - * / // % **, parentheses), in bounded time
+    and memory whatever ``expression`` is; anything else raises :class:`ToolError`."""
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        raise ToolError(f"the expression is {len(expression)} characters long; the limit is"
+                        f" {MAX_EXPRESSION_CHARS}")
 
     def walk(node: ast.AST) -> Any:
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
@@ -56,10 +63,16 @@ def evaluate_expression(expression: str) -> float | int:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError as e:
         raise ToolError(f"cannot parse {expression!r}: {e.msg}") from None
+    except (RecursionError, MemoryError, ValueError) as e:  # nesting; huge int literals
+        raise ToolError(f"cannot parse the expression: {type(e).__name__}") from None
     try:
         value = walk(tree.body)
     except ZeroDivisionError:
         raise ToolError("division by zero") from None
+    except RecursionError:
+        raise ToolError("the expression is nested too deeply") from None
+    except OverflowError:
+        raise ToolError("result out of range") from None
     if isinstance(value, complex) or abs(value) > _LIMIT or not math.isfinite(value):
         raise ToolError("result out of range")
     return value
@@ -135,6 +148,7 @@ class CalculatorEnv(AgentEnv):
         tasks: a task file (JSONL of ``Task.to_dict`` rows) used instead of the generator.
         max_turns: turns before truncation.
         parser: tool-call format (``hermes``, ``xml``, ``openai`` or a parser object).
+        turn_timeout_s: time budget of one turn's tool calls (see ``AgentEnv``).
     """
 
     system_prompt = "Use the calculator tool to evaluate the expression, then submit the result."
@@ -150,6 +164,7 @@ class CalculatorEnv(AgentEnv):
         tasks: str | TaskSource | None = None,
         max_turns: int = 4,
         parser: str | ToolCallParser = "hermes",
+        turn_timeout_s: float | None = 600.0,
         render_mode: str | None = None,
     ):
         if split not in ("train", "test"):
@@ -160,4 +175,5 @@ class CalculatorEnv(AgentEnv):
             source = tasks
         else:
             source = load_tasks(tasks)
-        super().__init__(source, parser=parser, max_turns=max_turns, render_mode=render_mode)
+        super().__init__(source, parser=parser, max_turns=max_turns,
+                         turn_timeout_s=turn_timeout_s, render_mode=render_mode)

@@ -135,6 +135,8 @@ class SWEEnv(AgentEnv):
         test_timeout_s: wall-time limit of the grading test run.
         limits: the sandboxes' resource limits.
         parser: tool-call format (``hermes``, ``xml``, ``openai`` or a parser object).
+        turn_timeout_s: time budget of one turn's tool calls, shared by its commands (see
+            ``AgentEnv``).
     """
 
     system_prompt = SYSTEM_PROMPT
@@ -152,6 +154,7 @@ class SWEEnv(AgentEnv):
         test_timeout_s: float = 1800.0,
         limits: SandboxLimits | None = None,
         parser: Any = "hermes",
+        turn_timeout_s: float | None = 600.0,
         render_mode: str | None = None,
         env_id: str = "swe-verified",
     ):
@@ -175,7 +178,7 @@ class SWEEnv(AgentEnv):
         self.box: Sandbox | None = None
         self._repo_tools: Any = None
         super().__init__(task_source(instances), parser=parser, max_turns=max_turns,
-                         render_mode=render_mode)
+                         turn_timeout_s=turn_timeout_s, render_mode=render_mode)
 
     @staticmethod
     def _instances(tasks: Any, split: str, env_id: str) -> list[SWEInstance]:

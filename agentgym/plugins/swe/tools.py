@@ -43,6 +43,7 @@ import tarfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from agentgym.core.episode import within_turn
 from agentgym.core.sandbox import Sandbox
 from agentgym.core.tools import BoundTool, Tool, ToolError
 
@@ -177,13 +178,13 @@ class RepoTools:
         """
         if not command.strip():
             raise ToolError("command is empty; give a shell command such as 'ls' or 'git status'")
-        result = await self.box.exec(command, timeout=self.command_timeout_s)
+        timeout = self._timeout()
+        result = await self.box.exec(command, timeout=timeout)
         output = result.output.rstrip("\n")
         hint = ("redirect the output to a file and read parts of it (cmd > /tmp/out.txt 2>&1;"
                 " sed -n 1,80p /tmp/out.txt), or filter it with grep, head or tail")
         output = _cut_middle(output, self.max_output_chars, hint)
         if result.timed_out:
-            timeout = self.command_timeout_s or self.box.limits.timeout_s
             footer = (f"[exit code {result.exit_code}: timed out after {timeout:g} s, the"
                       " command was stopped; run a narrower command (one test file, fewer"
                       " inputs)]")
@@ -295,7 +296,7 @@ class RepoTools:
             f" | awk -v max={MAX_LISTING_ENTRIES}"
             " 'NR <= max { print } END { print \"@@total=\" NR }' )"
         )
-        result = await self.box.exec(script, timeout=self.command_timeout_s)
+        result = await self.box.exec(script, timeout=self._timeout())
         lines = result.output.splitlines()
         total_line = next((line for line in reversed(lines) if line.startswith("@@total=")), None)
         if result.exit_code != 0 or total_line is None:
@@ -411,7 +412,7 @@ class RepoTools:
                 " were discarded too.")
         if edit.before is None:
             result = await self.box.exec(f"rm -f -- {shlex.quote(target.full)}",
-                                         timeout=self.command_timeout_s)
+                                         timeout=self._timeout())
             if result.exit_code != 0:
                 edits.append(edit)
                 raise ToolError(f"could not remove {target.rel}: {result.output.strip()}")
@@ -585,12 +586,12 @@ class RepoTools:
         # Perl-compatible syntax is closest to Python's; extended regexes are the fallback
         # for builds of grep without it.
         result = await self.box.exec(self._grep_script(target, pattern, context, include, "-P"),
-                                     timeout=self.command_timeout_s)
+                                     timeout=self._timeout())
         status, git, output = _grep_status(result.output)
         if status not in (0, 1, 141) and ("perl" in output.lower() or "-P" in output):
             result = await self.box.exec(
                 self._grep_script(target, pattern, context, include, "-E"),
-                timeout=self.command_timeout_s)
+                timeout=self._timeout())
             status, git, output = _grep_status(result.output)
         if result.timed_out:
             raise ToolError("grep timed out: search a smaller path or a more specific pattern")
@@ -647,6 +648,10 @@ class RepoTools:
                 f" | head -c {self._grep_bytes()}; status=${{PIPESTATUS[0]}}; echo;"
                 ' echo "@@status=$status" )')
 
+    def _timeout(self) -> float:
+        """A command's time limit: ``command_timeout_s``, within what is left of the turn."""
+        return within_turn(self.command_timeout_s or self.box.limits.timeout_s)
+
     def _grep_bytes(self) -> int:
         return max(1024, min(self.box.limits.output_bytes - 512, 100_000))
 
@@ -696,7 +701,7 @@ class RepoTools:
             rf" -o -type f \( {names} \) -print0; fi"
             f" | xargs -0 -r md5sum -- > {scratch}/listing 2>/dev/null; echo listed )"
         )
-        result = await self.box.exec(script, timeout=self.command_timeout_s)
+        result = await self.box.exec(script, timeout=self._timeout())
         if "listed" not in result.output:
             raise ToolError(f"could not list the Python files of {scope}:"
                             f" {result.output.strip()[-500:]}")
@@ -718,7 +723,7 @@ class RepoTools:
         await self.box.write_file(f"{self._scratch}/wanted", "\0".join(paths))
         result = await self.box.exec(
             f"( cd {q(self.workdir)} && tar -czf {scratch}/files.tgz --null -T {scratch}/wanted"
-            " 2>&1 )", timeout=self.command_timeout_s)
+            " 2>&1 )", timeout=self._timeout())
         if result.exit_code not in (0, 1):  # 1: a file changed while it was read
             raise ToolError(f"could not read the Python files: {result.output.strip()[-500:]}")
         data = await self.box.read_file(f"{self._scratch}/files.tgz")
@@ -764,7 +769,7 @@ class RepoTools:
         script = (f"( if [ -d {q} ]; then echo dir; elif [ -f {q} ]; then echo file;"
                   f" elif [ -e {q} ] || [ -L {q} ]; then echo other; else echo missing; fi;"
                   f" realpath -m -- {q} {shlex.quote(self.workdir)} 2>/dev/null )")
-        result = await self.box.exec(script, timeout=self.command_timeout_s)
+        result = await self.box.exec(script, timeout=self._timeout())
         lines = result.output.splitlines()
         kind = lines[0].strip() if lines else ""
         if kind not in ("file", "dir", "other", "missing"):
