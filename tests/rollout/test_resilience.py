@@ -126,3 +126,18 @@ def test_writer_refuses_to_overwrite_and_datasets_reads_the_file(tmp_path):
     assert sorted(data["reward"]) == [0.0, 1.0, 1.0]
     assert json.loads(data[0]["metrics"]) in ({"submitted": True, "parsed": True},
                                              {"submitted": False})
+
+
+def test_hostile_turns_are_ordinary_turns_with_their_penalty():
+    """A model that writes 10,000-deep JSON or non-text gets error messages and a counted
+    penalty; its episodes are not crashed (which would mask them from training)."""
+    from agentgym.testing.fuzz import HOSTILE_ACTIONS
+
+    hostile = [HOSTILE_ACTIONS[name]() for name in (
+        "hermes, 10,000-deep JSON", "hermes, 100,000-digit integer", "an int", "bytes")]
+    results = asyncio.run(rollout("calculator", ScriptedPolicy(hostile), 3,
+                                  env_kwargs={"max_turns": 4}))
+    for trajectory in results:
+        assert trajectory.error in (None, ""), trajectory.error
+        assert trajectory.finish_reason == "max_turns"
+        assert trajectory.tool_errors == 4 and trajectory.reward == 0.0
