@@ -89,8 +89,9 @@ INIT_PYTHON = "/usr/bin/python3"
 #: The sandbox's PID 1: non-dumpable first (PR_SET_DUMPABLE is 4), then the session shell
 #: as its one child, orphans reaped, its exit status passed on. SIGINT is the one signal
 #: Python would handle, so it is ignored (the kernel drops the others for a namespace init).
-#: The shell gets every disposition back at its default: Python ignores SIGPIPE and
-#: SIGXFSZ, and ignored signals survive exec (`yes | head` would never end).
+#: The shell starts with every signal at its default and none blocked: ignored and
+#: blocked signals survive exec, and Python ignores SIGPIPE and SIGXFSZ, the host process
+#: may ignore or block others (nohup ignores SIGHUP).
 INIT_CODE = """\
 import ctypes, os, signal, sys
 if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:
@@ -98,8 +99,12 @@ if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 shell = os.fork()
 if shell == 0:
-    for number in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
-        signal.signal(number, signal.SIG_DFL)
+    for number in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
+        try:
+            signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
     os.execvp(sys.argv[1], sys.argv[1:])
 while True:
     pid, status = os.wait()

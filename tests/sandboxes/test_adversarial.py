@@ -311,8 +311,9 @@ def test_commands_start_with_default_signal_dispositions(make_sandbox, run):
     # An ignored SIGPIPE is inherited across exec: every pipeline's writer would see write
     # errors where it should end quietly.
     assert run(box.exec("yes | head -n 1")).output == "y\n"
-    ignored = run(box.exec("grep '^SigIgn:' /proc/self/status")).output.split()
-    assert ignored == ["SigIgn:", "0000000000000000"], ignored
+    # Nor may the host's ignored or blocked signals reach commands (nohup ignores SIGHUP).
+    status = run(box.exec("grep -E '^Sig(Ign|Blk):' /proc/self/status")).output.split()
+    assert status == ["SigBlk:", "0000000000000000", "SigIgn:", "0000000000000000"], status
 
 
 def test_new_namespaces_and_mounts_are_refused(make_sandbox, run):
