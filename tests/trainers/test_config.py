@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 pytest.importorskip("trl")
 
@@ -292,3 +293,11 @@ def test_cli_reports_config_errors_without_a_traceback(agentgym_cli: str, tmp_pa
     assert "Traceback" not in result.stderr
     assert "env.id: Unknown env 'calculater'" in result.stderr
     assert "stages[0]: unknown stage kind 'gpro'; did you mean 'grpo'?" in result.stderr
+
+
+@pytest.mark.parametrize("path", sorted(
+    (Path(__file__).parents[2] / "examples" / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_config_is_valid(path):
+    """The shipped configs pass the same checks (env kwargs typed too) as a user's."""
+    config = parse_config(yaml.safe_load(path.read_text()), source=str(path))
+    assert config.env.id
