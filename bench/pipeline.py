@@ -45,7 +45,6 @@ import agentgym
 from agentgym.core import (
     AgentEnv,
     EnvSpec,
-    Reward,
     RewardResult,
     Submitted,
     Task,
@@ -180,22 +179,14 @@ class SimulatedPolicy:
         return Generation(ids, [0.0] * len(ids), "stop")
 
 
-class Passed(Reward):
-    def score(self, episode: Any) -> Any:
-        return episode.env.grade_result
-
-
 class SandboxedBenchEnv(AgentEnv):
     """The workload's env: real sandbox setup, tools and grading, stated remote latency."""
-
-    reward = Passed()
 
     def __init__(self, constants: Constants | None = None, real: bool = True, **kwargs: Any):
         self.constants = constants or Constants()
         tasks = TaskList([Task(f"bench-{i}", f"Fix bug {i}.") for i in range(64)])
         super().__init__(tasks, max_turns=self.constants.turns + 2, **kwargs)
         self.real, self.box, self.cpu_s = real, None, 0.0
-        self.grade_result = RewardResult(0.0)
 
     async def _timed_exec(self, command: str) -> Any:
         start = time.perf_counter()

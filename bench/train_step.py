@@ -351,7 +351,7 @@ def check_same_prompt(constants: Constants, model: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(model)
     environment = TRLEnvironment(env_kwargs(constants, 0.0))
     try:
-        task_id = environment.env.tasks.ids()[0]
+        task_id = environment.env.task_ids()[0]
         user = {"role": "user", "content": environment.reset(task_id)}
         tools = [getattr(environment, name) for name, _ in
                  inspect.getmembers(TRLEnvironment, predicate=inspect.isfunction)

@@ -3,7 +3,7 @@
 Each contract is documented in its own module; this package re-exports the public names.
 """
 
-from agentgym.core.env import AgentEnv
+from agentgym.core.env import AgentEnv, EnvProtocol
 from agentgym.core.episode import Episode, Submitted
 from agentgym.core.errors import (
     AgentGymError,
@@ -20,12 +20,13 @@ from agentgym.core.policies import NoopPolicy, OraclePolicy, ScriptedPolicy, Tex
 from agentgym.core.registry import EnvSpec, Spec, build, get, make
 from agentgym.core.reward import Reward, RewardResult, WeightedSum
 from agentgym.core.task import GeneratedTasks, SolutionTurn, Task, TaskList, TaskSource, load_tasks
-from agentgym.core.tools import Tool, ToolError, submit, tool
+from agentgym.core.tools import Tool, ToolError, Toolset, submit, tool
 
 __all__ = [
     "AgentEnv",
     "AgentGymError",
     "DuplicateIdError",
+    "EnvProtocol",
     "EnvSpec",
     "EnvStateError",
     "Episode",
@@ -50,6 +51,7 @@ __all__ = [
     "ToolCall",
     "ToolCallParser",
     "ToolError",
+    "Toolset",
     "UnknownIdError",
     "WeightedSum",
     "build",

@@ -1,24 +1,51 @@
-"""``AgentEnv``: the multi-turn, tool-using environment contract.
+"""The env protocol the rollout loop drives, and ``AgentEnv``, the base class that keeps it.
 
-An episode is a conversation. ``reset`` picks a task and returns the opening messages;
-each ``step`` takes one assistant turn (the model's raw text, or an already-parsed
-assistant message), runs the tool calls it contains, and returns the new messages (tool
-results, or error messages the agent can act on). The episode ends when a tool raises
+**The protocol** (:class:`EnvProtocol`). An episode is a conversation. The rollout loop,
+the pipeline and the Ray executor drive an env only through these calls, and never set or
+read its attributes; any object with them can be played, trained on and run in a Ray actor:
+
+* ``await areset(seed=None, options=None) -> (messages, info)`` starts an episode.
+  ``options`` may hold ``task_id`` (which task; otherwise drawn with the seeded generator),
+  ``overlap_setup`` (return the opening messages at once and finish the episode's setup,
+  such as starting its sandbox, before the first ``astep`` needs it) and
+  ``defer_grading`` (the step that ends the episode returns reward 0.0 with
+  ``info["grading_deferred"]`` and ``agrade`` scores it later, so that grading does not
+  hold a generation slot). ``info`` carries ``task_id``, ``tools`` (the tools' OpenAI
+  schemas) and ``task`` (the :class:`~agentgym.core.task.Task`, its solution rendered in
+  the env's tool-call format: what text-level policies such as ``oracle`` read).
+* ``await astep(action) -> (messages, reward, terminated, truncated, info)`` plays one
+  assistant turn: ``action`` is the model's raw text (or an assistant message). It returns
+  the new messages (tool results, error messages); ``terminated`` when the agent finished,
+  ``truncated`` when a limit ended the episode first. ``info`` carries
+  ``assistant_message`` (the turn as the env recorded it, its tool calls in OpenAI format
+  with ids), ``tool_calls``, ``tool_errors`` (a count), ``errors``, ``no_tool_call``, and
+  on the last step ``finish_reason`` (and ``reward_metrics`` unless grading is deferred).
+  ``astep`` never raises for what the model wrote.
+* ``await agrade() -> (reward, metrics)`` scores the episode that just ended (by the agent,
+  a limit of the env, or ``aend``). Calling it again returns the same result.
+* ``await aend(reason)`` ends the running episode from outside, as truncated, for a limit
+  the loop keeps (``context_limit``, ``wall_time``), so that ``agrade`` can score what the
+  agent did so far.
+* ``await arelease()`` ends the episode and releases what it held (its sandbox or
+  browser) while keeping the env usable: pools of envs call it between episodes.
+* ``await aclose()`` releases everything; idempotent.
+* ``task_ids() -> list[str]`` lists the ids ``options["task_id"]`` accepts, in order.
+
+**AgentEnv** subclasses ``gymnasium.Env`` and implements the protocol for multi-turn,
+tool-using tasks. The episode ends when a tool raises
 :class:`~agentgym.core.episode.Submitted` (*terminated*) or when the turn limit is reached
 (*truncated*, as Gymnasium defines it: a limit, not an outcome of the task). The reward is
 computed when the episode ends and returned by that final ``step``; earlier steps return 0.
-
-The async methods ``areset``, ``astep`` and ``aclose`` are the native forms, since sandbox
-and browser I/O is async. ``reset``, ``step`` and ``close`` run them on one long-lived
-event-loop thread owned by the env (see :mod:`agentgym.core.loop_thread`).
-
-Given the same seed and actions, observations and infos are identical (tool-call ids
-included): timings belong to the rollout loop, not to ``info``.
+``reset``, ``step`` and ``close`` run the async forms on one long-lived event-loop thread
+owned by the env (see :mod:`agentgym.core.loop_thread`). Given the same seed and actions,
+observations and infos are identical (tool-call ids included): timings belong to the
+rollout loop, not to ``info``.
 
 To write an env, subclass and provide tasks, tools and a reward::
 
     class Echo(AgentEnv):
         system_prompt = "Repeat the word, then submit it."
+        reward = "exact_match"  # a registered reward id, or a Reward object
 
         @tool
         def submit(self, answer: str) -> str:
@@ -30,7 +57,9 @@ To write an env, subclass and provide tasks, tools and a reward::
             raise Submitted(answer)
 
 Subclasses may override ``setup_episode`` / ``teardown_episode`` (acquire and release a
-sandbox or browser), ``initial_messages`` and ``grade``.
+sandbox or browser, and bind the episode's :attr:`toolsets` to it), ``initial_messages``
+and ``grade`` (an env that grades itself, e.g. by running tests in a fresh sandbox,
+overrides ``grade`` and needs no reward).
 """
 
 from __future__ import annotations
@@ -38,34 +67,78 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import os
 import time
 import weakref
 from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import gymnasium
 
 from agentgym.core.episode import Episode, Message, Submitted, _turn_deadline
-from agentgym.core.errors import EnvStateError, InvalidArgumentError
+from agentgym.core.errors import EnvStateError, InvalidArgumentError, MissingFileError
 from agentgym.core.loop_thread import LoopThread
 from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
-from agentgym.core.registry import build
+from agentgym.core.registry import build, has
 from agentgym.core.reward import Reward, RewardResult
 from agentgym.core.sandbox import SandboxError
 from agentgym.core.spaces import MessagesSpace, TextActionSpace
-from agentgym.core.task import Task, TaskSource
-from agentgym.core.tools import BoundTool, Tool, ToolError
+from agentgym.core.task import Task, TaskSource, load_tasks
+from agentgym.core.tools import BoundTool, Tool, ToolError, Toolset, ToolsetFactory, describe
 
 AnyTool = Tool | BoundTool
 T = TypeVar("T")
+#: The ``reset`` options the rollout loop passes (see the module docstring).
+RESET_OPTIONS = ("task_id", "overlap_setup", "defer_grading")
+
+
+@runtime_checkable
+class EnvProtocol(Protocol):
+    """What the rollout loop, the pipeline and the Ray executor call on an env; the module
+    docstring specifies each call. :class:`AgentEnv` implements it; so may any object."""
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+                     ) -> tuple[list[Message], dict[str, Any]]:
+        """Start an episode: ``(messages, info)``."""
+        ...
+
+    async def astep(self, action: Any
+                    ) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
+        """Play one assistant turn: ``(messages, reward, terminated, truncated, info)``."""
+        ...
+
+    async def agrade(self) -> tuple[float, dict[str, Any]]:
+        """Score the episode that just ended: ``(reward, metrics)``."""
+        ...
+
+    async def aend(self, reason: str) -> None:
+        """End the running episode as truncated, for a limit kept by the caller."""
+        ...
+
+    async def arelease(self) -> None:
+        """End the episode and release its resources; the env stays usable."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release everything. Idempotent."""
+        ...
+
+    def task_ids(self) -> list[str]:
+        """The task ids ``options["task_id"]`` accepts, in order."""
+        ...
 
 
 class AgentEnv(gymnasium.Env[list[Message], Any]):
     """Base class of every agentgym environment.
 
     Args:
-        tasks: the tasks episodes draw from.
-        reward: scores a finished episode (may also be set as a class attribute).
+        tasks: the tasks episodes draw from: a :class:`~agentgym.core.task.TaskSource`, the
+            id of a registered task source (``agentgym list task_sources``), or a task file
+            (JSONL or JSON of :meth:`~agentgym.core.task.Task.to_dict` rows).
+        reward: scores a finished episode: a :class:`~agentgym.core.reward.Reward` or a
+            registered reward id (``agentgym list rewards``); may also be set as a class
+            attribute. Not needed by an env that overrides :meth:`grade`.
         parser: the tool-call format of model text: a registered parser id (``hermes``,
             ``xml``, ``openai``) or a :class:`~agentgym.core.parsers.ToolCallParser`.
         max_turns: assistant turns before the episode is truncated.
@@ -80,19 +153,15 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
     #: Sent as the first message of every episode when not empty.
     system_prompt: str = ""
-    reward: Reward | None = None
-    #: When True, the step that ends an episode returns reward 0.0 with
-    #: ``info["grading_deferred"]`` and :meth:`agrade` computes the reward later. The rollout
-    #: pipeline sets it so that grading (tests in a sandbox) overlaps other episodes'
-    #: generation instead of holding a generation slot.
-    defer_grading: bool = False
-    #: When True, ``areset`` returns the opening messages at once and ``setup_episode``
-    #: runs in the background until the first ``astep`` (or ``agrade``) needs it, so the
-    #: model's first turn is generated while the sandbox starts. The rollout pipeline sets
-    #: it. Envs whose opening messages need what ``setup_episode`` prepares set
-    #: :attr:`setup_before_prompt`.
-    overlap_setup: bool = False
-    #: True for envs whose ``initial_messages`` read the set-up resources.
+    reward: Reward | str | None = None
+    #: Toolsets whose tools every episode offers besides the env's own ``@tool`` methods
+    #: (a :class:`~agentgym.core.tools.Toolset` class, or a ``functools.partial`` of one
+    #: with options). ``setup_episode`` binds them to the episode's resource with
+    #: :meth:`bind_toolsets`; until then their schemas come from the classes. A class
+    #: attribute, or set per instance in ``__init__``.
+    toolsets: Sequence[ToolsetFactory] = ()
+    #: True for envs whose ``initial_messages`` read what ``setup_episode`` prepared: their
+    #: setup runs before ``areset`` returns even when the caller asks to overlap it.
     setup_before_prompt: bool = False
     #: Seconds a tool still running when its turn's budget ends gets before it is cancelled
     #: (one that reads the budget has stopped its command by then and reports its output).
@@ -100,9 +169,9 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
 
     def __init__(
         self,
-        tasks: TaskSource,
+        tasks: TaskSource | str,
         *,
-        reward: Reward | None = None,
+        reward: Reward | str | None = None,
         parser: str | ToolCallParser = "hermes",
         max_turns: int = 10,
         turn_timeout_s: float | None = 600.0,
@@ -119,10 +188,12 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
                 f"render_mode {render_mode!r} is not supported; use one of"
                 f" {self.metadata['render_modes']} or None"
             )
-        self.tasks = tasks
-        self.reward = reward or self.reward
-        if self.reward is None:
-            raise TypeError(f"{type(self).__name__} needs a reward (argument or class attribute)")
+        self.tasks = _task_source(tasks)
+        reward = reward or self.reward
+        self.reward = build("rewards", reward) if isinstance(reward, str) else reward
+        if self.reward is None and type(self).grade is AgentEnv.grade:
+            raise TypeError(f"{type(self).__name__} needs a reward (argument or class"
+                            " attribute), or a grade() method of its own")
         self.parser = build("parsers", parser) if isinstance(parser, str) else parser
         self.max_turns = max_turns
         self.turn_timeout_s = turn_timeout_s
@@ -131,6 +202,8 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         self.action_space = TextActionSpace()
         self.episode: Episode | None = None
         self._setup: asyncio.Future | None = None
+        self._defer_grading = False
+        self._bound_toolsets: list[Toolset] | None = None
         self._loop = LoopThread(f"agentgym-{type(self).__name__}")
         self._finalizer = weakref.finalize(self, self._loop.stop)
         self._closed = False
@@ -138,13 +211,26 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     # ---- what subclasses provide ------------------------------------------------------
 
     def tools(self) -> Sequence[AnyTool]:
-        """The tools of the current episode. Default: the class's ``@tool`` methods."""
+        """The tools of the current episode. Default: the tools of :attr:`toolsets` (bound
+        to the episode once :meth:`bind_toolsets` ran), then the class's ``@tool``
+        methods."""
+        if self._bound_toolsets is not None:
+            shared: list[AnyTool] = [t for ts in self._bound_toolsets for t in ts.tools()]
+        else:
+            shared = [t for factory in self.toolsets for t in describe(factory)]
         found: dict[str, AnyTool] = {}
         for cls in reversed(type(self).__mro__):
             for name, value in vars(cls).items():
                 if isinstance(value, Tool):
                     found[name] = getattr(self, name)
-        return list(found.values())
+        return [*shared, *found.values()]
+
+    def bind_toolsets(self, resource: Any) -> list[Toolset]:
+        """Build this episode's :attr:`toolsets`, each given ``resource`` (the episode's
+        sandbox, browser page or store); call it from ``setup_episode``. They are unbound
+        when the episode ends. Returns them."""
+        self._bound_toolsets = [factory(resource) for factory in self.toolsets]
+        return list(self._bound_toolsets)
 
     async def setup_episode(self, task: Task) -> None:
         """Prepare what the episode needs (a sandbox, a browser page). Default: nothing."""
@@ -158,7 +244,9 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         return system + task.prompt_messages()
 
     async def grade(self, episode: Episode) -> RewardResult:
-        """Score the finished episode. Default: ``self.reward``."""
+        """Score the finished episode. Default: ``self.reward``. An env that grades
+        itself (tests in a fresh sandbox, a page's own score) overrides this instead of
+        setting a reward."""
         assert self.reward is not None
         return await self.reward(episode)
 
@@ -173,12 +261,19 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         """The OpenAI function schemas of the current tools (fresh copies)."""
         return [t.schema() for t in self.tools()]
 
+    def task_ids(self) -> list[str]:
+        """The ids of this env's tasks, in order (what ``options["task_id"]`` accepts)."""
+        return self.tasks.ids()
+
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[list[Message], dict[str, Any]]:
-        """Start an episode. ``options={"task_id": ...}`` picks the task; otherwise it is
-        drawn with the env's seeded generator. Returns ``(messages, info)`` where info has
-        ``task_id`` and ``tools`` (the tools' JSON schemas)."""
+        """Start an episode. ``options``: ``task_id`` picks the task (otherwise it is drawn
+        with the env's seeded generator); ``overlap_setup`` returns the opening messages at
+        once and runs ``setup_episode`` in the background until the first ``astep`` (or
+        ``agrade``) needs it, unless :attr:`setup_before_prompt`; ``defer_grading`` leaves
+        the reward to :meth:`agrade`. Returns ``(messages, info)``: info has ``task_id``,
+        ``tools`` (the tools' JSON schemas) and ``task``."""
         self._check_open()
         gymnasium.Env.reset(self, seed=seed)
         await self._end_episode()
@@ -187,15 +282,16 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
             task = self.tasks.get(str(options["task_id"]))
         else:
             task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        episode = Episode(task=task.rendered(self.parser), env=self)
+        episode = Episode(task=task.rendered(self.parser))
         self.episode = episode
-        if self.overlap_setup and not self.setup_before_prompt:
+        self._defer_grading = bool(options.get("defer_grading", False))
+        if options.get("overlap_setup") and not self.setup_before_prompt:
             self._setup = asyncio.ensure_future(self.setup_episode(episode.task))
         else:
             await self.setup_episode(episode.task)
         episode.messages = self.initial_messages(episode.task)
-        info = {"task_id": task.id, "tools": self.tool_schemas()}
-        return copy.deepcopy(episode.messages), info
+        info = {"task_id": task.id, "tools": self.tool_schemas(), "task": episode.task}
+        return copy.deepcopy(episode.messages), copy.deepcopy(info)
 
     async def astep(
         self, action: str | Message
@@ -207,9 +303,10 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         * ``reward``: the episode's reward on the step that ends it, else ``0.0``.
         * ``terminated``: the agent finished (a tool raised ``Submitted``).
         * ``truncated``: the turn limit was reached first.
-        * ``info``: ``turn``, ``tool_calls`` (parsed, with ids), ``tool_errors`` (count this
+        * ``info``: ``turn``, ``assistant_message`` (the turn as recorded: parsed, its
+          calls with ids), ``tool_calls`` (parsed, with ids), ``tool_errors`` (count this
           turn), ``errors`` (their messages), ``no_tool_call``; at the end also
-          ``finish_reason`` and ``reward_metrics``.
+          ``finish_reason``, and ``reward_metrics`` (or ``grading_deferred``).
         """
         episode = self._require_episode()
         await self._setup_finished()
@@ -219,7 +316,8 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
             ToolCall(c.name, c.arguments, f"call_{episode.turn}_{i}")
             for i, c in enumerate(parsed.tool_calls)
         ]
-        episode.messages.append(self._assistant_message(action, parsed, calls))
+        assistant = self._assistant_message(action, parsed, calls)
+        episode.messages.append(assistant)
         new: list[Message] = []
         errors = list(parsed.errors)
         budget = self.turn_timeout_s
@@ -256,6 +354,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         episode.messages.extend(new)
         info: dict[str, Any] = {
             "turn": episode.turn,
+            "assistant_message": copy.deepcopy(assistant),
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
             "tool_errors": len(errors),
             "errors": errors,
@@ -267,13 +366,13 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         if terminated or truncated:
             episode.finish_reason = "submitted" if terminated else "max_turns"
             info["finish_reason"] = episode.finish_reason
-            if self.defer_grading:
+            if self._defer_grading:
                 info["grading_deferred"] = True
             else:
                 reward, info["reward_metrics"] = await self.agrade()
         return copy.deepcopy(new), reward, terminated, truncated, info
 
-    def end_episode(self, reason: str) -> None:
+    async def aend(self, reason: str) -> None:
         """End the current episode from outside as truncated (a token or time limit of the
         rollout loop), so that :meth:`agrade` can grade what the agent did so far."""
         episode = self._require_episode()
@@ -281,8 +380,8 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
 
     async def agrade(self) -> tuple[float, dict[str, Any]]:
         """Grade the episode that just ended: ``(reward, metrics)``. ``astep`` calls it on
-        the final step unless :attr:`defer_grading` is set; the result is kept in
-        ``episode.reward`` and ``episode.metrics``."""
+        the final step unless the episode was reset with ``defer_grading``; the result is
+        kept in ``episode.reward`` and ``episode.metrics``."""
         episode = self.episode
         if episode is None or not episode.done:
             raise EnvStateError("agrade() needs an episode that has ended; step it to the end")
@@ -369,6 +468,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
             self.episode = None
             with contextlib.suppress(Exception):  # teardown copes with a failed setup
                 await self._setup_finished()
+            self._bound_toolsets = None
             await self.teardown_episode()
 
     def _assistant_message(
@@ -421,3 +521,17 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         except Exception as e:  # a crashing tool is the agent's problem to see, not ours
             error = f"{call.name} failed: {type(e).__name__}: {e}"
         return f"Error: {error}", error
+
+
+def _task_source(tasks: TaskSource | str | os.PathLike) -> TaskSource:
+    """``tasks`` as a task source: a registered task source id, or a task file's path."""
+    if isinstance(tasks, str) and has("task_sources", tasks):
+        return build("task_sources", tasks)
+    if isinstance(tasks, (str, os.PathLike)):
+        if not Path(tasks).is_file():
+            raise MissingFileError(
+                f"tasks={str(tasks)!r} is neither a registered task source nor a task file",
+                "pass a task source id from `agentgym list task_sources`, or the path of a"
+                " JSONL file of tasks (one Task.to_dict() row a line)")
+        return load_tasks(tasks)
+    return tasks

@@ -1,7 +1,8 @@
 """The state of one episode, and the exception a tool raises to end it.
 
 An :class:`Episode` is what rewards read when an episode ends: the task, the whole
-conversation, what the agent submitted, and counters the env keeps while it runs.
+conversation, what the agent submitted, counters the env keeps while it runs, and the
+resources the env set up for it (its sandbox, browser page or store), by name.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from agentgym.core.errors import PicklableException
 
 if TYPE_CHECKING:
-    from agentgym.core.env import AgentEnv
     from agentgym.core.task import Task
 
 Message = dict[str, Any]
@@ -57,10 +57,14 @@ class Submitted(PicklableException, Exception):  # a signal, not an error: hence
 
 @dataclass
 class Episode:
-    """One episode's state, owned by its env and read by rewards."""
+    """One episode's state, owned by its env and read by rewards.
+
+    ``resources`` holds what the env set up for the episode, by name, for rewards that
+    check state: ``"sandbox"`` for an episode's :class:`~agentgym.core.sandbox.Sandbox`
+    (a convention every built-in plugin keeps), ``"page"`` for a browser page.
+    """
 
     task: Task
-    env: AgentEnv
     messages: list[Message] = field(default_factory=list)
     turn: int = 0
     submitted: bool = False
@@ -70,6 +74,7 @@ class Episode:
     finish_reason: str | None = None
     reward: float | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, Any] = field(default_factory=dict)
 
     @property
     def done(self) -> bool:

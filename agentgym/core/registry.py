@@ -65,6 +65,11 @@ def get(kind: str, item_id: str) -> Any:
     return plugin_host().get(kind, item_id)
 
 
+def has(kind: str, item_id: str) -> bool:
+    """Whether a loaded plugin contributes ``item_id`` of ``kind``."""
+    return item_id in plugin_host().entries(kind)
+
+
 def build(kind: str, item_id: str, *args: Any, **kwargs: Any) -> Any:
     """Build the contribution ``item_id`` of ``kind`` from its spec."""
     return get(kind, item_id).build(*args, **kwargs)

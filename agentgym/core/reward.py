@@ -1,7 +1,7 @@
 """Rewards: a score for a finished episode, plus metrics that explain it.
 
 A :class:`Reward` reads the :class:`~agentgym.core.episode.Episode` (task, conversation,
-submission, and through ``episode.env`` the episode's sandbox or browser) and returns a
+submission, and in ``episode.resources`` the episode's sandbox or browser) and returns a
 :class:`RewardResult`. ``score`` may be sync or async. Envs compose rewards with
 :class:`WeightedSum`; plugins publish reusable ones through the ``agentgym_rewards`` hook.
 """

@@ -17,10 +17,20 @@ A tool may be sync or async. It reports a problem to the agent by raising
 :class:`~agentgym.core.episode.Submitted`. Arguments are validated against the schema
 before the call: a missing, unknown or mistyped argument becomes an error message to the
 agent, never an exception out of ``step``.
+
+**Toolsets.** Tools that work on an episode's resource (its sandbox, browser page or
+memory store), and keep state across calls, are the ``@tool`` methods of a
+:class:`Toolset`: one instance per episode, built from the resource. An env names toolset
+*factories* in :attr:`AgentEnv.toolsets <agentgym.core.env.AgentEnv.toolsets>` (the class,
+or a ``functools.partial`` of it with options) and binds them to each episode's resource
+in ``setup_episode``. The class alone describes its tools (:func:`describe`), so the
+schemas are known before any sandbox exists. :mod:`agentgym.toolkits` holds the shared
+ones (``bash``, ``str_replace_editor``).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
@@ -215,6 +225,9 @@ class Tool:
     async def call(self, arguments: Any, instance: Any = None) -> str:
         """Validate ``arguments``, run the tool, and return its answer as text."""
         kwargs = self.validate(arguments)
+        if self.is_method and instance is None:  # a toolset's tool described, not bound
+            raise ToolError(f"{self.name!r} is not available yet: the episode is still"
+                            " being set up; call it again")
         result = self.fn(instance, **kwargs) if self.is_method else self.fn(**kwargs)
         if inspect.isawaitable(result):
             result = await result
@@ -247,6 +260,65 @@ class BoundTool:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.tool.fn(self.instance, *args, **kwargs)
+
+
+class Toolset:
+    """Tools bound to one episode's resource (see the module docstring).
+
+    Subclass it, take the resource (and options) in ``__init__``, and write the tools as
+    ``@tool`` methods that use it::
+
+        class ShellTools(Toolset):
+            def __init__(self, sandbox: Sandbox, *, timeout_s: float = 60):
+                self.sandbox, self.timeout_s = sandbox, timeout_s
+
+            @tool
+            async def run(self, command: str) -> str:
+                '''Run a shell command.
+
+                Args:
+                    command: The command.
+                '''
+                return (await self.sandbox.exec(command, self.timeout_s)).output
+
+    An env lists ``functools.partial(ShellTools, timeout_s=5)`` (or ``ShellTools``) in its
+    ``toolsets`` and calls ``self.bind_toolsets(sandbox)`` in ``setup_episode``.
+    """
+
+    @classmethod
+    def definitions(cls) -> list[Tool]:
+        """The class's tools, unbound, in definition order (base classes first): their
+        schemas need no instance."""
+        found: dict[str, Tool] = {}
+        for klass in reversed(cls.__mro__):
+            for name, value in vars(klass).items():
+                if isinstance(value, Tool):
+                    found[name] = value
+        return list(found.values())
+
+    def tools(self) -> list[BoundTool]:
+        """The tools bound to this instance, ready to be called."""
+        return [BoundTool(t, self) for t in self.definitions()]
+
+
+#: Builds an episode's toolset from its resource: a Toolset class, or a partial of one.
+ToolsetFactory = Callable[[Any], Toolset]
+
+
+def toolset_class(factory: ToolsetFactory) -> type[Toolset]:
+    """The :class:`Toolset` class a factory builds (a class, or a ``functools.partial``)."""
+    target: Any = factory
+    while isinstance(target, functools.partial):
+        target = target.func
+    if not (isinstance(target, type) and issubclass(target, Toolset)):
+        raise TypeError(f"a toolset factory must be a Toolset subclass or a functools.partial"
+                        f" of one, got {factory!r}")
+    return target
+
+
+def describe(factory: ToolsetFactory) -> list[Tool]:
+    """The tools a toolset factory's toolsets offer, unbound (for their schemas)."""
+    return toolset_class(factory).definitions()
 
 
 def tool(

@@ -111,24 +111,14 @@ async def rollout(env_id: str, policy: Any, n: int, *, k: int = 1,
 
     kwargs = dict(env_kwargs or {})
     make = make_env or (lambda: agentgym.make(env_id, **kwargs))
-    first = make()
-    if hasattr(first, "__await__"):
-        first = await first
-    first = getattr(first, "unwrapped", first)
-    task_ids = await _task_ids(first)
     runner = RolloutPipeline(make, policy, config=pipeline, rollout=config, env_id=env_id,
                              policy_name=policy_name, on_done=on_done, on_stage=on_stage)
-    runner.add_env(first)
-    jobs = [job for job in plan_jobs(task_ids, n, k) if job not in (skip or set())]
     try:
+        task_ids = await runner.task_ids()
+        jobs = [job for job in plan_jobs(task_ids, n, k) if job not in (skip or set())]
         return await runner.run(jobs)
     finally:
         await runner.close()
-
-
-async def _task_ids(env: Any) -> list[str]:
-    ids = env.task_ids() if hasattr(env, "task_ids") else env.tasks.ids()
-    return await ids if hasattr(ids, "__await__") else ids
 
 
 async def evaluate(env_id: str, policy: Any, n: int, *, k: int = 1, **kwargs: Any) -> EvalReport:

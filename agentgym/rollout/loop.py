@@ -5,6 +5,11 @@ separately: ``init`` (``env.areset``: sandbox setup, prompt tokenization), ``run
 of generate-then-step), and ``grade`` (``env.agrade``, deferred so it can overlap other
 episodes' generation). :meth:`EpisodeRunner.trajectory` then gives the record.
 
+The runner drives the env only through the env protocol
+(:class:`~agentgym.core.env.EnvProtocol`): it never reads or sets the env's attributes.
+The conversation it records is the one the calls return: the opening messages, then per
+turn ``info["assistant_message"]`` and the new messages.
+
 With a token-level policy the runner keeps the exact sequence the model saw: each sampled
 completion is appended as is (loss mask 1, its logprobs kept) and only the environment's
 new messages are tokenized with the chat template (loss mask 0, see
@@ -28,7 +33,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym.core.env import AgentEnv
+from agentgym.core.env import EnvProtocol
 from agentgym.core.sandbox import SandboxError
 from agentgym.rollout.chat import ChatTokens
 from agentgym.rollout.generation import Sampling, TokenPolicy
@@ -79,11 +84,11 @@ async def _timed(timings: dict[str, float], stage: str) -> AsyncIterator[None]:
 class EpisodeRunner:
     """One episode of ``policy`` on ``env`` for ``task_id``, played in stages."""
 
-    def __init__(self, env: AgentEnv, policy: Any, task_id: str, episode: int, *,
+    def __init__(self, env: EnvProtocol, policy: Any, task_id: str, episode: int, *,
                  env_id: str = "", policy_name: str = "",
                  config: RolloutConfig | None = None, overlap_setup: bool = False):
         self.env, self.policy, self.config = env, policy, config or RolloutConfig()
-        #: Generate the first turn while the env's setup runs (see AgentEnv.overlap_setup).
+        #: Generate the first turn while the env's setup runs (the reset option).
         self.overlap_setup = overlap_setup
         self.record = Trajectory(env=env_id or type(env).__name__, task_id=task_id,
                                  episode=episode, policy=policy_name)
@@ -91,6 +96,10 @@ class EpisodeRunner:
         self.generation_gate: asyncio.Semaphore | None = None
         self.tokens: ChatTokens | None = None
         self.ids: list[int] = []
+        #: The conversation so far, and the task (for text-level policies), from the env.
+        self.messages: list[dict[str, Any]] = []
+        self.task: Any = None
+        self.over = False
         self.logprobs_known = True
         self.started = 0.0
         self.failed = False
@@ -102,13 +111,14 @@ class EpisodeRunner:
         if self.failed:
             return
         self.started = time.perf_counter()
-        self.env.defer_grading = True
-        self.env.overlap_setup = self.overlap_setup
+        options = {"task_id": self.record.task_id, "defer_grading": True,
+                   "overlap_setup": self.overlap_setup}
         try:
             async with _timed(self.record.timings, "init"):
                 messages, info = await self.env.areset(
-                    seed=self.config.seed + self.record.episode,
-                    options={"task_id": self.record.task_id})
+                    seed=self.config.seed + self.record.episode, options=options)
+                self.messages = list(messages)
+                self.task = info.get("task")
                 self.record.tools = info.get("tools") or []
                 if is_token_policy(self.policy):
                     schemas = info["tools"] if self.config.tool_schemas else None
@@ -156,37 +166,40 @@ class EpisodeRunner:
         return self.record
 
     def _snapshot(self) -> None:
-        """Copy what the env knows of the episode into the record, before the env is
-        released and reused."""
-        record, episode = self.record, self.env.episode
-        if episode is not None:
-            record.messages = list(episode.messages)
-            record.tool_errors = episode.tool_errors
-            record.finish_reason = record.finish_reason or episode.finish_reason or ""
+        """Complete the record with the conversation as played."""
+        record = self.record
+        record.messages = list(self.messages)
+        record.finish_reason = record.finish_reason or ""
         if not self.logprobs_known:
             record.logprobs = []
 
     # ---- internals ----------------------------------------------------------------------
 
     async def _turn(self) -> bool:
-        episode = self.env.episode
-        assert episode is not None and episode.task is not None
+        if self.over:
+            return True
         if self.config.max_wall_s and time.perf_counter() - self.started > self.config.max_wall_s:
             await self._end("wall_time")
             return True
         async with _timed(self.record.timings, "generate"):
             if self.generation_gate is None:
-                action = await self._act(episode)
+                action = await self._act()
             else:
                 async with self.generation_gate:
-                    action = await self._act(episode)
+                    action = await self._act()
         if action is None:
             await self._end("context_limit")
             return True
         async with _timed(self.record.timings, "tool"):
-            new, _, terminated, truncated, _ = await self.env.astep(action)
+            new, _, terminated, truncated, info = await self.env.astep(action)
         self.record.turns += 1
+        self.record.tool_errors += int(info.get("tool_errors", 0))
+        self.messages.append(info.get("assistant_message") or _as_message(action))
+        self.messages += new
         if terminated or truncated:
+            self.over = True
+            self.record.finish_reason = str(info.get("finish_reason")
+                                            or ("submitted" if terminated else "truncated"))
             return True
         if self.tokens is not None:
             delta = self.tokens.observation(new)
@@ -197,15 +210,15 @@ class EpisodeRunner:
         return False
 
     async def _end(self, reason: str) -> None:
-        """End the episode as truncated by one of the loop's limits (remote envs: async)."""
-        ended = self.env.end_episode(reason)
-        if inspect.isawaitable(ended):
-            await ended
+        """End the episode as truncated by one of the loop's limits."""
+        self.over = True
+        self.record.finish_reason = reason
+        await self.env.aend(reason)
 
-    async def _act(self, episode: Any) -> Any:
+    async def _act(self) -> Any:
         """The next assistant turn: sampled tokens (appended) or a text policy's answer."""
         if self.tokens is None:
-            action = self.policy.act(list(episode.messages), episode.task)
+            action = self.policy.act(list(self.messages), self.task)
             return await action if inspect.isawaitable(action) else action
         budget = self.config.max_total_tokens - len(self.ids)
         if budget < 1:
@@ -239,7 +252,15 @@ class EpisodeRunner:
         self.record.reward = 0.0
 
 
-async def play_episode(env: AgentEnv, policy: Any, task_id: str, episode: int = 0,
+def _as_message(action: Any) -> dict[str, Any]:
+    """An action as the assistant message it stands for (for envs whose step info does not
+    carry ``assistant_message``)."""
+    if isinstance(action, dict):
+        return dict(action)
+    return {"role": "assistant", "content": action if isinstance(action, str) else str(action)}
+
+
+async def play_episode(env: EnvProtocol, policy: Any, task_id: str, episode: int = 0,
                        **kwargs: Any) -> Trajectory:
     """Play one whole episode (init, run, grade) and return its trajectory."""
     runner = EpisodeRunner(env, policy, task_id, episode, **kwargs)

@@ -122,6 +122,14 @@ class RolloutPipeline:
         self._made.append(env)
         return env
 
+    async def task_ids(self) -> list[str]:
+        """The env's task ids (from a pooled env, made now if the pool is empty)."""
+        env = await self._take_env()
+        try:
+            return list(env.task_ids())
+        finally:
+            self._pool.append(env)
+
     async def _give_back(self, env: Any) -> None:
         try:
             await env.arelease()

@@ -2,19 +2,20 @@
 
 The rollout loop stays where the policy is (the GPU); each env lives in an
 :class:`EnvActor` anywhere in the cluster and is driven through a :class:`RemoteEnv`,
-which offers the env methods the loop uses (``areset``, ``astep``, ``agrade``,
-``end_episode``, ``arelease``, ``aclose``) and mirrors the episode state it reads. Actors
-find envs through agentgym's entry points like any process, so plugin envs work in Ray
-workers without being registered by hand.
+which implements the env protocol (:class:`~agentgym.core.env.EnvProtocol`) by forwarding
+each call: nothing of the env's state is mirrored, since the loop reads none. Actors find
+envs through agentgym's entry points like any process, so plugin envs work in Ray workers
+without being registered by hand; any other env is built by a factory Ray can ship
+(a class or function importable in the workers).
 
 ``agentgym rollout ENV ... --ray-address ADDRESS`` uses it (``local`` starts a local Ray).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 from agentgym.core.errors import AgentGymError
@@ -44,37 +45,32 @@ def connect(address: str | None = "local", **init_kwargs: Any) -> None:
         ray.init(address=address, **init_kwargs)
 
 
+def make_registered(env_id: str, **kwargs: Any) -> Any:
+    """``agentgym.make(env_id, **kwargs)``, unwrapped: the default env factory of actors."""
+    import agentgym
+
+    env = agentgym.make(env_id, **kwargs)
+    return getattr(env, "unwrapped", env)
+
+
 class EnvActor:
-    """Holds one env in a Ray worker and runs its async methods there."""
+    """Holds one env in a Ray worker and runs its protocol calls there."""
 
-    def __init__(self, env_id: str, kwargs: dict[str, Any]):
-        import agentgym
+    def __init__(self, make_env: Callable[[], Any]):
+        env = make_env()
+        self.env = getattr(env, "unwrapped", env)
 
-        self.env = agentgym.make(env_id, **kwargs).unwrapped
-
-    def _state(self) -> dict[str, Any] | None:
-        episode = self.env.episode
-        if episode is None:
-            return None
-        return {"messages": episode.messages, "task": episode.task, "turn": episode.turn,
-                "tool_errors": episode.tool_errors, "finish_reason": episode.finish_reason}
-
-    async def areset(self, seed: int | None, options: dict | None, defer_grading: bool,
-                     overlap_setup: bool = False):
-        self.env.defer_grading = defer_grading
-        self.env.overlap_setup = overlap_setup
-        result = await self.env.areset(seed=seed, options=options)
-        return result, self._state()
+    async def areset(self, seed: int | None, options: dict | None):
+        return await self.env.areset(seed=seed, options=options)
 
     async def astep(self, action: Any):
-        return await self.env.astep(action), self._state()
+        return await self.env.astep(action)
 
     async def agrade(self):
-        return await self.env.agrade(), self._state()
+        return await self.env.agrade()
 
-    def end_episode(self, reason: str):
-        self.env.end_episode(reason)
-        return self._state()
+    async def aend(self, reason: str) -> None:
+        await self.env.aend(reason)
 
     async def arelease(self) -> None:
         await self.env.arelease()
@@ -83,7 +79,7 @@ class EnvActor:
         await self.env.aclose()
 
     def task_ids(self) -> list[str]:
-        return self.env.tasks.ids()
+        return list(self.env.task_ids())
 
     def where(self) -> dict[str, Any]:
         """Where this actor runs: its process id and Ray node."""
@@ -91,39 +87,32 @@ class EnvActor:
 
 
 class RemoteEnv:
-    """The env-side API of the rollout loop, forwarded to an :class:`EnvActor`."""
+    """The env protocol, forwarded to an :class:`EnvActor`. Build it with
+    :meth:`create` (or :func:`remote_env_factory`)."""
 
-    def __init__(self, actor: Any):
+    def __init__(self, actor: Any, task_ids: list[str]):
         self.actor = actor
-        self.defer_grading = False
-        self.overlap_setup = False
-        self.episode: Any = None
+        self._task_ids = list(task_ids)
 
-    def _mirror(self, state: dict[str, Any] | None) -> None:
-        self.episode = None if state is None else SimpleNamespace(**state)
+    @classmethod
+    async def create(cls, actor: Any) -> RemoteEnv:
+        """Wrap ``actor``, fetching its task ids once (they do not change)."""
+        return cls(actor, await actor.task_ids.remote())
 
     async def areset(self, *, seed: int | None = None, options: dict | None = None):
-        result, state = await self.actor.areset.remote(seed, options, self.defer_grading,
-                                                       self.overlap_setup)
-        self._mirror(state)
-        return result
+        return await self.actor.areset.remote(seed, options)
 
     async def astep(self, action: Any):
-        result, state = await self.actor.astep.remote(action)
-        self._mirror(state)
-        return result
+        return await self.actor.astep.remote(action)
 
     async def agrade(self):
-        result, state = await self.actor.agrade.remote()
-        self._mirror(state)
-        return result
+        return await self.actor.agrade.remote()
 
-    async def end_episode(self, reason: str) -> None:
-        self._mirror(await self.actor.end_episode.remote(reason))
+    async def aend(self, reason: str) -> None:
+        await self.actor.aend.remote(reason)
 
     async def arelease(self) -> None:
         await self.actor.arelease.remote()
-        self.episode = None
 
     async def aclose(self) -> None:
         try:
@@ -131,23 +120,29 @@ class RemoteEnv:
         finally:
             _ray().kill(self.actor)
 
-    async def task_ids(self) -> list[str]:
-        return await self.actor.task_ids.remote()
+    def task_ids(self) -> list[str]:
+        return list(self._task_ids)
 
     async def where(self) -> dict[str, Any]:
         return await self.actor.where.remote()
 
 
-def remote_env_factory(env_id: str, kwargs: dict[str, Any] | None = None, *,
-                       address: str | None = "local",
+def remote_env_factory(env: str | Callable[[], Any], kwargs: dict[str, Any] | None = None,
+                       *, address: str | None = "local",
                        actor_options: dict[str, Any] | None = None) -> Callable[[], Any]:
     """A ``make_env`` for the pipeline whose envs are Ray actors (``num_cpus`` 0.1 each by
-    default, so many sandboxes share a node's cores)."""
+    default, so many sandboxes share a node's cores).
+
+    ``env`` is a registered env id (made with ``kwargs`` as ``agentgym.make`` would) or a
+    factory of an env that keeps the env protocol, called in the actor with ``kwargs``.
+    """
     ray = _ray()
     connect(address)
     actor_class = ray.remote(EnvActor).options(**({"num_cpus": 0.1} | (actor_options or {})))
+    base = functools.partial(make_registered, env) if isinstance(env, str) else env
+    make_env = functools.partial(base, **dict(kwargs or {}))
 
     async def make() -> RemoteEnv:
-        return RemoteEnv(actor_class.remote(env_id, dict(kwargs or {})))
+        return await RemoteEnv.create(actor_class.remote(make_env))
 
     return make

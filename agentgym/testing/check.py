@@ -61,6 +61,9 @@ def _check_multi_turn(env: AgentEnv) -> None:
         f"reset() must return a non-empty list of chat messages, got {messages!r}",
     )
     _require(isinstance(info.get("task_id"), str), "reset() info must carry 'task_id'")
+    task = info.get("task")
+    _require(getattr(task, "id", None) == info["task_id"],
+             f"reset() info must carry 'task', the Task whose id is task_id; got {task!r}")
     tools = info.get("tools")
     _require(isinstance(tools, list) and tools, "reset() info must carry the tools' schemas")
     for schema in tools:
@@ -128,12 +131,13 @@ def _check_multi_turn(env: AgentEnv) -> None:
 
     # Hostile output (JSON nested 10,000 deep, huge numbers, megabytes, non-text values):
     # played in one episode, which only grows by error messages.
-    env.reset(seed=7)
+    over = True
     for what, build in HOSTILE_ACTIONS.items():
-        if env.episode is None or env.episode.done:
+        if over:
             env.reset(seed=7)
         try:
-            env.step(build())
+            _, _, terminated, truncated, _ = env.step(build())
+            over = terminated or truncated
         except Exception as e:
             raise EnvCheckError(
                 f"step() raised on hostile model output ({what}) instead of telling the agent:"
@@ -141,11 +145,15 @@ def _check_multi_turn(env: AgentEnv) -> None:
             ) from e
 
     env.reset(seed=7)
-    new, *_ = env.step("A turn with no tool call in it.")
+    new, *_, step_info = env.step("A turn with no tool call in it.")
     _require(
         new and any(m["content"] for m in new),
         "step() on a turn without a tool call must tell the agent how to call one",
     )
+    recorded = step_info.get("assistant_message")
+    _require(is_message(recorded) and recorded["role"] == "assistant",
+             f"step() info must carry 'assistant_message', the turn as recorded; got"
+             f" {recorded!r}")
 
     first = env.reset(seed=11)
     again = env.reset(seed=11)

@@ -243,19 +243,22 @@ class EnvRollout:
 
     # ---- playing ---------------------------------------------------------------------------
 
+    def env_task_ids(self) -> list[str]:
+        """The env's task ids (its first env is made now and kept for the episodes)."""
+        pipeline = self._loop.run(self._ensure_pipeline())
+        return self._loop.run(pipeline.task_ids())
+
     async def _ensure_pipeline(self) -> RolloutPipeline:
         if self._pipeline is None:
             import agentgym
 
-            first = agentgym.make(self.env_id, **self.env_kwargs)
-            first = getattr(first, "unwrapped", first)
-            if self.task_ids is None:
-                self.task_ids = list(first.tasks.ids())
             config = self.pipeline_config or PipelineConfig(mode="pipeline", concurrency=16)
             self._pipeline = RolloutPipeline(
                 lambda: agentgym.make(self.env_id, **self.env_kwargs), self.policy,
                 config=config, rollout=self.rollout, env_id=self.env_id, policy_name="trainer")
-            self._pipeline.add_env(first)
+            if self.task_ids is None:
+                self.task_ids = await self._pipeline.task_ids()
+        self._pipeline.policy = self.policy  # known from the first call on (the trainer's)
         return self._pipeline
 
     async def _play(self, jobs: list[Job]) -> list[Trajectory]:
@@ -515,24 +518,19 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from transformers.trainer_utils import get_last_checkpoint
 
-    import agentgym
-
     output_dir = Path(output_dir)
     rollout = rollout or RolloutConfig()
     config = grpo_config(output_dir, args, rollout=rollout)
     model, tokenizer = load_model_and_tokenizer(model, tokenizer)
-    probe = agentgym.make(env_id, **(env_kwargs or {}))
-    try:
-        task_ids = list(getattr(probe, "unwrapped", probe).tasks.ids())
-    finally:
-        probe.close()
+    env_rollout = EnvRollout(env_id, env_kwargs, options=options, rollout=rollout,
+                             pipeline=pipeline, policy=policy)
+    task_ids = env_rollout.env_task_ids()
     if len(task_ids) * config.num_generations < config.generation_batch_size:
+        env_rollout.close()
         needed = math.ceil(config.generation_batch_size / config.num_generations)
         raise ValueError(
             f"{env_id} has {len(task_ids)} tasks but a generation batch needs {needed}"
             " different ones: add tasks (env kwargs) or lower per_device_train_batch_size")
-    env_rollout = EnvRollout(env_id, env_kwargs, task_ids=task_ids, options=options,
-                             rollout=rollout, pipeline=pipeline, policy=policy)
     logging.getLogger("trl.trainer.grpo_trainer").addFilter(_masked_rewards_are_expected)
     peft_config = None
     if lora is not None:

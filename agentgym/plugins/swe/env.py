@@ -49,7 +49,7 @@ from agentgym.core.env import AgentEnv
 from agentgym.core.episode import Episode, Submitted
 from agentgym.core.errors import MissingResourceError
 from agentgym.core.parsers import ToolCall
-from agentgym.core.reward import Reward, RewardResult
+from agentgym.core.reward import RewardResult
 from agentgym.core.sandbox import Sandbox, SandboxLimits, open_sandbox
 from agentgym.core.task import SolutionTurn, Task, TaskList, TaskSource
 from agentgym.core.tools import tool
@@ -107,16 +107,6 @@ def task_source(instances: Sequence[SWEInstance]) -> TaskSource:
     return TaskList([instance_task(i) for i in instances])
 
 
-class TestsPass(Reward):
-    """1.0 when every FAIL_TO_PASS and PASS_TO_PASS test passes after the agent's diff
-    (graded by :meth:`SWEEnv.grade`, which runs the tests in a fresh sandbox)."""
-
-    name = "swe_tests_pass"
-
-    def score(self, episode: Episode) -> RewardResult:
-        raise NotImplementedError("SWEEnv grades in a fresh sandbox; use env.agrade()")
-
-
 class SWEEnv(AgentEnv):
     """Repair a repository so that its failing tests pass (SWE-bench format).
 
@@ -140,7 +130,6 @@ class SWEEnv(AgentEnv):
     """
 
     system_prompt = SYSTEM_PROMPT
-    reward = TestsPass()
 
     def __init__(
         self,
