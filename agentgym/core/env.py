@@ -530,8 +530,10 @@ def _task_source(tasks: TaskSource | str | os.PathLike) -> TaskSource:
     if isinstance(tasks, (str, os.PathLike)):
         if not Path(tasks).is_file():
             raise MissingFileError(
-                f"tasks={str(tasks)!r} is neither a registered task source nor a task file",
-                "pass a task source id from `agentgym list task_sources`, or the path of a"
-                " JSONL file of tasks (one Task.to_dict() row a line)")
+                f"tasks={str(tasks)!r} does not exist as a file and is not a registered task"
+                " source",
+                "pass tasks=ID, a task source from `agentgym list task_sources`, or"
+                " tasks=PATH of an existing JSONL file of tasks (one Task.to_dict() row a"
+                " line), e.g. agentgym.make(ENV, tasks='tasks.jsonl') or `-e tasks=tasks.jsonl`")
         return load_tasks(tasks)
     return tasks

@@ -304,3 +304,85 @@ def test_a_turn_has_one_time_budget_for_all_its_calls():
     env.close()
     with pytest.raises(ValueError, match="turn_timeout_s must be > 0 seconds or None"):
         SlowEnv(turn_timeout_s=0)
+
+
+def test_tasks_and_reward_by_registry_id():
+    from agentgym.core import UnknownIdError
+    from agentgym.plugins.calculator.env import CalculatorEnv, NumericAnswer
+
+    env = CalculatorEnv(tasks="calculator-arithmetic")  # a registered task source id
+    try:
+        assert isinstance(env.reward, NumericAnswer)  # the class names "numeric_answer"
+        assert env.task_ids()[:2] == ["calculator-train-0", "calculator-train-1"]
+        assert env.task_ids() == CalculatorEnv().task_ids()
+    finally:
+        env.close()
+
+    class Typo(AgentEnv):
+        reward = "numeric_answr"
+
+    with pytest.raises(UnknownIdError, match="numeric_answer"):  # the closest id is named
+        Typo(TaskList([Task("t", "p")]))
+
+
+def test_an_env_that_grades_itself_needs_no_reward():
+    class NoGrader(AgentEnv):
+        pass
+
+    with pytest.raises(TypeError, match="needs a reward"):
+        NoGrader(TaskList([Task("t", "p")]))
+
+    class SelfGraded(AgentEnv):
+        async def grade(self, episode):
+            return RewardResult(0.5, {"graded_by": "itself"})
+
+        @tool
+        def done(self) -> str:
+            """Finish."""
+            raise Submitted(None)
+
+    env = SelfGraded(TaskList([Task("t", "p")]))
+    try:
+        env.reset(seed=0)
+        _, reward, terminated, _, info = env.step(call("done"))
+        assert (reward, terminated, info["reward_metrics"]) == (0.5, True, {"graded_by": "itself"})
+    finally:
+        env.close()
+
+
+def test_deferred_grading_and_overlapped_setup_are_reset_options():
+    started = asyncio.Event()
+
+    class Slow(AgentEnv):
+        reward = "numeric_answer"
+
+        async def setup_episode(self, task):
+            await asyncio.sleep(0.2)
+            started.set()
+
+        @tool
+        def submit(self, answer: str) -> str:
+            """Submit.
+
+            Args:
+                answer: The answer.
+            """
+            raise Submitted(answer)
+
+    async def play():
+        env = Slow(TaskList([Task("t", "What is 2?", {"answer": "2"})]))
+        try:
+            messages, info = await env.areset(options={"overlap_setup": True,
+                                                       "defer_grading": True})
+            assert not started.is_set() and info["tools"]  # schemas before the setup ended
+            _, reward, terminated, _, info = await env.astep(call("submit", answer="2"))
+            assert started.is_set() and terminated
+            assert (reward, info["grading_deferred"]) == (0.0, True)
+            assert await env.agrade() == (1.0, {"submitted": True, "parsed": True})
+            await env.areset()  # options hold for one episode only
+            _, reward, *_ = await env.astep(call("submit", answer="2"))
+            assert reward == 1.0
+        finally:
+            await env.aclose()
+
+    asyncio.run(play())

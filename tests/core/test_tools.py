@@ -1,9 +1,10 @@
 import asyncio
+import functools
 from typing import Literal
 
 import pytest
 
-from agentgym.core.tools import Tool, ToolError, coerce, tool
+from agentgym.core.tools import Tool, ToolError, Toolset, coerce, describe, tool
 
 
 @tool
@@ -122,3 +123,30 @@ def test_number_accepts_integer_but_not_bool_as_integer():
     assert coerce(3, {"type": "number"}, "x") == 3
     with pytest.raises(ToolError):
         coerce(True, {"type": "integer"}, "x")
+
+
+def test_a_toolset_is_described_by_its_class_and_bound_per_episode():
+    class Counter(Toolset):
+        def __init__(self, store: dict, *, step: int = 1):
+            self.store, self.step = store, step
+
+        @tool
+        def bump(self, key: str) -> str:
+            """Add the step to a counter.
+
+            Args:
+                key: The counter.
+            """
+            self.store[key] = self.store.get(key, 0) + self.step
+            return str(self.store[key])
+
+    factory = functools.partial(Counter, step=5)
+    (described,) = describe(factory)  # no store (no episode) needed for the schema
+    assert described.schema()["function"]["name"] == "bump"
+    with pytest.raises(ToolError, match="not available yet"):
+        asyncio.run(described.call({"key": "a"}))
+    store: dict = {}
+    (bound,) = factory(store).tools()
+    assert asyncio.run(bound.call({"key": "a"})) == "5" and store == {"a": 5}
+    with pytest.raises(TypeError, match="Toolset subclass"):
+        describe(lambda resource: None)

@@ -37,3 +37,14 @@ def agentgym_rewards() -> list[Spec]:
             "1.0 when the submitted number equals task.metadata['answer'].",
         )
     ]
+
+
+@hookimpl
+def agentgym_task_sources() -> list[Spec]:
+    return [
+        Spec(
+            "calculator-arithmetic",
+            "agentgym.plugins.calculator.env:arithmetic_tasks",
+            "Seeded arithmetic tasks (split train|test, num_tasks, seed) with solutions.",
+        )
+    ]

@@ -21,7 +21,7 @@ from agentgym.core.episode import Episode
 from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.parsers import ToolCall, ToolCallParser
 from agentgym.core.reward import Reward, RewardResult
-from agentgym.core.task import GeneratedTasks, SolutionTurn, Task, TaskSource, load_tasks
+from agentgym.core.task import GeneratedTasks, SolutionTurn, Task, TaskSource
 from agentgym.core.tools import ToolError, submit, tool
 
 _BINARY = {
@@ -138,6 +138,18 @@ class NumericAnswer(Reward):
         return RewardResult(float(correct), {"submitted": True, "parsed": True})
 
 
+def _check_split(split: str) -> None:
+    if split not in ("train", "test"):
+        raise InvalidArgumentError(f"split must be 'train' or 'test', got {split!r}")
+
+
+def arithmetic_tasks(split: Literal["train", "test"] = "train", num_tasks: int = 1000,
+                     seed: int = 0) -> TaskSource:
+    """The generated arithmetic tasks of ``split`` (the task source ``calculator-arithmetic``)."""
+    _check_split(split)
+    return GeneratedTasks(num_tasks, lambda i: make_task(i, split, seed))
+
+
 class CalculatorEnv(AgentEnv):
     """Compute an arithmetic expression with the calculator tool, then submit the result.
 
@@ -145,14 +157,15 @@ class CalculatorEnv(AgentEnv):
         split: ``"train"`` or ``"test"`` (disjoint expressions).
         num_tasks: how many generated tasks the split holds.
         seed: seed of the task generator (not of episode sampling: pass that to reset).
-        tasks: a task file (JSONL of ``Task.to_dict`` rows) used instead of the generator.
+        tasks: used instead of the generator: a task source, a registered task source id,
+            or a task file (JSONL of ``Task.to_dict`` rows).
         max_turns: turns before truncation.
         parser: tool-call format (``hermes``, ``xml``, ``openai`` or a parser object).
         turn_timeout_s: time budget of one turn's tool calls (see ``AgentEnv``).
     """
 
     system_prompt = "Use the calculator tool to evaluate the expression, then submit the result."
-    reward = NumericAnswer()
+    reward = "numeric_answer"  # by registry id: this plugin registers it (see __init__.py)
     calculator = calculator
     submit = submit
 
@@ -167,13 +180,7 @@ class CalculatorEnv(AgentEnv):
         turn_timeout_s: float | None = 600.0,
         render_mode: str | None = None,
     ):
-        if split not in ("train", "test"):
-            raise InvalidArgumentError(f"split must be 'train' or 'test', got {split!r}")
-        if tasks is None:
-            source: TaskSource = GeneratedTasks(num_tasks, lambda i: make_task(i, split, seed))
-        elif isinstance(tasks, TaskSource):
-            source = tasks
-        else:
-            source = load_tasks(tasks)
+        _check_split(split)
+        source = arithmetic_tasks(split, num_tasks, seed) if tasks is None else tasks
         super().__init__(source, parser=parser, max_turns=max_turns,
                          turn_timeout_s=turn_timeout_s, render_mode=render_mode)
