@@ -372,8 +372,8 @@ def test_deferred_grading_and_overlapped_setup_are_reset_options():
     async def play():
         env = Slow(TaskList([Task("t", "What is 2?", {"answer": "2"})]))
         try:
-            messages, info = await env.areset(options={"overlap_setup": True,
-                                                       "defer_grading": True})
+            _, info = await env.areset(options={"overlap_setup": True,
+                                                "defer_grading": True})
             assert not started.is_set() and info["tools"]  # schemas before the setup ended
             _, reward, terminated, _, info = await env.astep(call("submit", answer="2"))
             assert started.is_set() and terminated
