@@ -1,15 +1,26 @@
-"""Shared fixtures: installing throw-away plugin distributions onto sys.path."""
+"""Shared fixtures: installing throw-away plugin distributions onto sys.path, the sandbox
+backends (each skipped only where it is absent), and a small git repository in a local
+sandbox for the file tools (tests/toolkits, tests/plugins/swe)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import shutil
+import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentgym.core.plugins import set_plugin_host
+from agentgym.core.sandbox import Sandbox, open_sandbox
+from agentgym.core.tools import ToolError
+from agentgym.toolkits import BashTools, EditorTools
 
 
 @pytest.fixture
@@ -58,3 +69,179 @@ def content_only_template() -> str:
         "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
     )
+
+
+# ---- sandbox backends -------------------------------------------------------------------------
+
+BACKENDS = ["local", "docker"]
+
+
+def backend_missing(backend: str) -> str | None:
+    """Why ``backend`` cannot run here, or None when it can."""
+    if backend == "local":
+        if shutil.which("bwrap") is None:
+            return "bubblewrap is not installed (apt-get install bubblewrap)"
+        if os.geteuid() != 0:
+            return "the local sandbox needs root"
+        return None
+    try:
+        import docker
+
+        docker.from_env(timeout=5).ping()
+    except Exception as e:
+        return f"no Docker engine reachable ({type(e).__name__}): start dockerd"
+    return None
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each sandbox backend in turn; skipped only where its component is absent."""
+    missing = backend_missing(request.param)
+    if missing:
+        pytest.skip(f"{request.param} backend unavailable: {missing}")
+    return request.param
+
+
+# ---- a repository in a local sandbox, for the file tools ------------------------------------
+
+SHAPES = '''\
+"""Shapes and their areas."""
+
+from abc import ABC, abstractmethod
+
+UNIT = 1.0
+
+
+class Shape(ABC):
+    """A plane figure."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @abstractmethod
+    def area(self) -> float:
+        """The area, in square units."""
+
+
+class Square(Shape):
+    def __init__(self, side: float):
+        super().__init__("square")
+        self.side = side
+
+    def area(self) -> float:
+        return self.side * self.side * UNIT
+
+
+class Circle(Shape):
+    def __init__(self, radius: float):
+        super().__init__("circle")
+        self.radius = radius
+
+    def area(self) -> float:
+        return 3.14159 * self.radius**2
+
+
+def total_area(shapes: list[Shape]) -> float:
+    # the area of all shapes together
+    return sum(shape.area() for shape in shapes)
+'''
+
+UTIL = '''\
+from geometry.shapes import Shape
+
+
+def area(width, height):
+    return width * height
+
+
+def describe(shape: Shape) -> str:
+    label = "area"  # a string and a comment about area, not code
+    return f"{shape.name}: {label} {shape.area()}"
+'''
+
+SHAPE_TESTS = '''\
+from geometry.shapes import Circle, Square, total_area
+
+
+def test_square():
+    assert Square(2).area() == 4
+
+
+def test_total():
+    assert total_area([Square(1), Square(2)]) == 5
+'''
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                   cwd=repo, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def sample_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small committed git repository: a package, tests, docs, an ignored build folder,
+    a hidden folder and a binary file."""
+    repo = tmp_path_factory.mktemp("repo")
+    files = {
+        "geometry/__init__.py": "from geometry.shapes import Circle, Square\n",
+        "geometry/shapes.py": SHAPES,
+        "geometry/util.py": UTIL,
+        "geometry/deep/er/nested.py": "def nested_helper():\n    return 1\n",
+        "tests/test_shapes.py": SHAPE_TESTS,
+        "README.md": "# geometry\n\nCompute the area of shapes.\n",
+        "notes.txt": "x = 1\ny = 2\nx = 1\n",
+        ".gitignore": "build/\n",
+        "build/generated.py": "def area():\n    return 0\n",
+        ".hidden/secret.py": "SECRET = 1\n",
+    }
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    (repo / "data.bin").write_bytes(b"\x00\x01area\x00binary")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    return repo
+
+
+@dataclass
+class RepoSession:
+    """A fresh local sandbox on :func:`sample_repo`, the shared toolkits over it, and the
+    event loop their coroutines run on."""
+
+    box: Sandbox
+    run: Callable[..., Any]
+
+    def __post_init__(self) -> None:
+        self.bash_tools = BashTools(self.box)
+        self.editor_tools = EditorTools(self.box)
+
+    def bash(self, command: str) -> str:
+        return self.run(self.bash_tools.bash(command))
+
+    def edit(self, **arguments: Any) -> str:
+        return self.run(self.editor_tools.str_replace_editor(**arguments))
+
+    def read(self, path: str) -> str:
+        return self.run(self.box.read_file(path)).decode()
+
+    def fails(self, call: Callable[..., Any], **arguments: Any) -> str:
+        """The ToolError message of a call that must fail."""
+        with pytest.raises(ToolError) as caught:
+            self.run(call(**arguments))
+        return str(caught.value)
+
+
+@pytest.fixture
+def ws(sample_repo: Path) -> Iterator[RepoSession]:
+    """A :class:`RepoSession`; skips where the local sandbox cannot run."""
+    missing = backend_missing("local")
+    if missing:
+        pytest.skip(f"local sandbox unavailable: {missing}")
+    loop = asyncio.new_event_loop()
+    box = loop.run_until_complete(open_sandbox("local", template=str(sample_repo)))
+    try:
+        yield RepoSession(box, loop.run_until_complete)
+    finally:
+        loop.run_until_complete(box.close())
+        loop.close()

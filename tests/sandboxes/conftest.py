@@ -1,10 +1,9 @@
-"""Fixtures for sandbox tests: backends that skip only when their component is absent."""
+"""Fixtures for sandbox tests (the ``backend`` fixture, parametrized over the backends and
+skipped only when one is absent, is in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -12,33 +11,6 @@ from typing import Any
 import pytest
 
 from agentgym.core.sandbox import Sandbox, SandboxLimits, open_sandbox
-
-BACKENDS = ["local", "docker"]
-
-
-def backend_missing(backend: str) -> str | None:
-    """Why ``backend`` cannot run here, or None when it can."""
-    if backend == "local":
-        if shutil.which("bwrap") is None:
-            return "bubblewrap is not installed (apt-get install bubblewrap)"
-        if os.geteuid() != 0:
-            return "the local sandbox needs root"
-        return None
-    try:
-        import docker
-
-        docker.from_env(timeout=5).ping()
-    except Exception as e:
-        return f"no Docker engine reachable ({type(e).__name__}): start dockerd"
-    return None
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    missing = backend_missing(request.param)
-    if missing:
-        pytest.skip(f"{request.param} backend unavailable: {missing}")
-    return request.param
 
 
 @pytest.fixture

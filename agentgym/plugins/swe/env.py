@@ -26,17 +26,20 @@ or another dataset. An episode's workspace is the repository at ``base_commit``:
   project's dependency env added, built locally on first use
   (:func:`~agentgym.plugins.swe.images.project_image`).
 
-The agent has ``bash``, ``str_replace_editor``, ``search`` (see
-:mod:`agentgym.plugins.swe.tools`) and ``submit``. Grading takes the workspace's diff,
-opens a fresh sandbox at the same base, and runs the FAIL_TO_PASS and PASS_TO_PASS tests
-with the test files restored (:func:`agentgym.plugins.swe.grading.grade`): reward 1.0 only
-if all pass, per-test results in the metrics. A task's reference solution (``oracle``)
-applies the gold patch with ``bash`` and submits.
+The agent has ``bash`` and ``str_replace_editor`` (the shared toolkits,
+:mod:`agentgym.toolkits`), ``search`` (:mod:`agentgym.plugins.swe.search`) and ``submit``,
+in that order: the env's :attr:`toolsets`, bound to each episode's sandbox, then its own
+tool. Grading takes the workspace's diff, opens a fresh sandbox at the same base, and runs
+the FAIL_TO_PASS and PASS_TO_PASS tests with the test files restored
+(:func:`agentgym.plugins.swe.grading.grade`): reward 1.0 only if all pass, per-test
+results in the metrics. A task's reference solution (``oracle``) applies the gold patch
+with ``bash`` and submits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 from collections.abc import Sequence
@@ -54,6 +57,8 @@ from agentgym.core.sandbox import Sandbox, SandboxLimits, open_sandbox
 from agentgym.core.task import SolutionTurn, Task, TaskList, TaskSource
 from agentgym.core.tools import tool
 from agentgym.plugins.swe.instance import SWEInstance, image_name, load_instances
+from agentgym.plugins.swe.search import RepoEditorTools, SearchTools
+from agentgym.toolkits import BashTools
 
 if TYPE_CHECKING:
     from agentgym.plugins.swe.repo import Project
@@ -164,8 +169,10 @@ class SWEEnv(AgentEnv):
         self.test_timeout_s = test_timeout_s
         self.limits = limits or SandboxLimits(timeout_s=command_timeout_s, memory_mb=4096,
                                               disk_mb=2048, pids=512)
+        # Bound to each episode's sandbox in setup_episode; before that, described.
+        self.toolsets = tuple(functools.partial(toolset, command_timeout_s=command_timeout_s)
+                              for toolset in (BashTools, RepoEditorTools, SearchTools))
         self.box: Sandbox | None = None
-        self._repo_tools: Any = None
         super().__init__(task_source(instances), parser=parser, max_turns=max_turns,
                          turn_timeout_s=turn_timeout_s, render_mode=render_mode)
 
@@ -181,12 +188,6 @@ class SWEEnv(AgentEnv):
         return [t if isinstance(t, SWEInstance) else SWEInstance.from_dict(t) for t in tasks]
 
     # ---- tools ----------------------------------------------------------------------------
-
-    def tools(self) -> list[Any]:
-        from agentgym.plugins.swe.tools import RepoTools
-
-        repo_tools = self._repo_tools or RepoTools(_Unstarted(), command_timeout_s=None)
-        return [*repo_tools.tools(), self.submit]
 
     @tool
     def submit(self) -> str:
@@ -222,13 +223,11 @@ class SWEEnv(AgentEnv):
                                   limits=self.limits)
 
     async def setup_episode(self, task: Task) -> None:
-        from agentgym.plugins.swe.tools import RepoTools
-
         self.box = await self.open_workspace(self.instance(task))
-        self._repo_tools = RepoTools(self.box, command_timeout_s=self.command_timeout_s)
+        self.bind_toolsets(self.box)
 
     async def teardown_episode(self) -> None:
-        box, self.box, self._repo_tools = self.box, None, None
+        box, self.box = self.box, None
         if box is not None:
             await box.close()
 
@@ -281,12 +280,6 @@ def default_synth_tasks() -> Path:
     write_jsonl(rows, staging)
     staging.replace(path)  # whole or not at all
     return path
-
-
-class _Unstarted:
-    """Stands in for the sandbox before the first episode: tools need one only to run."""
-
-    workdir = TESTBED
 
 
 def _task_repository(instance: SWEInstance) -> tuple[Path, Project]:
