@@ -85,8 +85,8 @@ from pipeline import SandboxedBenchEnv, _copy_repo
 import agentgym
 from agentgym.core import EnvSpec, RewardResult, Submitted, Task, TaskList, hookimpl, tool
 from agentgym.core.parsers import ToolCall
+from agentgym.core.policies import Sampling
 from agentgym.core.task import SolutionTurn
-from agentgym.rollout.generation import Sampling
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig
 

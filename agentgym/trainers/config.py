@@ -133,7 +133,7 @@ class RolloutSection:
 
     def rollout_config(self, seed: int = 0, temperature: float | None = None) -> Any:
         """The :class:`~agentgym.rollout.loop.RolloutConfig` (``temperature`` overrides)."""
-        from agentgym.rollout.generation import Sampling
+        from agentgym.core.policies import Sampling
         from agentgym.rollout.loop import RolloutConfig
 
         sampling = Sampling(max_tokens=self.max_tokens, top_p=self.top_p,
@@ -549,11 +549,12 @@ def _check_env_kwargs(config: TrainConfig) -> list[tuple[str, str]]:
 
 
 def _check_policy(name: str, path: str) -> list[tuple[str, str]]:
+    """A policy name (``ID`` or ``ID:ARG``) whose id a loaded plugin registers."""
     from agentgym.core.errors import UnknownIdError
-    from agentgym.core.plugins import plugin_host
+    from agentgym.core.policies import lookup_policy
 
-    policy_id = name.partition(":")[0]
-    known = plugin_host().entries("policies")
-    if policy_id in known:
-        return []
-    return [(path, str(UnknownIdError("policy", policy_id, known, "agentgym list policies")))]
+    try:
+        lookup_policy(name)
+    except UnknownIdError as e:
+        return [(path, str(e))]
+    return []

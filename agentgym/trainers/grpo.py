@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.loop_thread import LoopThread
-from agentgym.rollout.generation import Generation, Sampling
+from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import Job, PipelineConfig, RolloutPipeline
 from agentgym.rollout.policies.batching import BatchedPolicy

@@ -51,6 +51,7 @@ from rich.table import Table
 from transformers import TrainerCallback
 
 from agentgym.core.errors import AgentGymError
+from agentgym.core.policies import build_policy
 from agentgym.trainers.config import (
     ConfigError,
     GRPOStage,
@@ -385,13 +386,6 @@ def _free_memory() -> None:
             torch.cuda.empty_cache()
 
 
-def _build_policy(name: str) -> Any:
-    from agentgym.core.plugins import plugin_host
-
-    policy_id, _, argument = name.partition(":")
-    return plugin_host().get("policies", policy_id).build(argument or None)
-
-
 def _demonstrations(config: TrainConfig, stage: SFTStage, stage_dir: Path,
                     console: Console) -> list[Any]:
     """Collect (or, on resume, complete) the stage's demonstrations; the kept ones."""
@@ -412,7 +406,7 @@ def _demonstrations(config: TrainConfig, stage: SFTStage, stage_dir: Path,
                     advance(trajectory)
 
                 asyncio.run(rollout(
-                    config.env.id, _build_policy(demo.policy), demo.episodes,
+                    config.env.id, build_policy(demo.policy), demo.episodes,
                     env_kwargs={**config.env.kwargs, **demo.kwargs}, policy_name=demo.policy,
                     pipeline=config.rollout.pipeline_config(),
                     config=config.rollout.rollout_config(seed=config.seed),

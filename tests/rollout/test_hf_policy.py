@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch", reason="HFPolicy needs the train extra")
 pytest.importorskip("transformers", reason="HFPolicy needs the train extra")
 
 from agentgym.core.errors import AgentGymError, MissingResourceError  # noqa: E402
-from agentgym.rollout.generation import Generation, Sampling, TokenPolicy  # noqa: E402
+from agentgym.core.policies import Generation, Sampling, TokenPolicy  # noqa: E402
 from agentgym.rollout.policies.hf import HFPolicy, hf_policy  # noqa: E402
 
 

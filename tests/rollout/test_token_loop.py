@@ -7,9 +7,9 @@ import subprocess
 import pytest
 
 from agentgym.core import OraclePolicy
+from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.chat import ChatTokens, TemplateError, check_prefix_preserving
 from agentgym.rollout.evaluate import rollout
-from agentgym.rollout.generation import Generation, Sampling
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig
 from agentgym.rollout.policies.hf import HFPolicy

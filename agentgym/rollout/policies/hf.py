@@ -1,10 +1,10 @@
-"""``hf:PATH``: a transformers causal LM as a :class:`~agentgym.rollout.generation.TokenPolicy`.
+"""``hf:PATH``: a transformers causal LM as a :class:`~agentgym.core.policies.TokenPolicy`.
 
 Many episodes call :meth:`HFPolicy.generate` at once; their requests are batched (see
 :mod:`agentgym.rollout.policies.batching`): each batch is left-padded and decoded with a KV
 cache in a worker thread, so the event loop keeps serving sandboxes and tools meanwhile.
 
-What each request gets back (:class:`~agentgym.rollout.generation.Generation`):
+What each request gets back (:class:`~agentgym.core.policies.Generation`):
 
 * ``token_ids``: the sampled tokens, up to and including the first stop token
   (``finish_reason="stop"``), else exactly ``sampling.max_tokens`` tokens
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import AgentGymError, MissingResourceError
-from agentgym.rollout.generation import Generation, Sampling
+from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.policies.batching import BatchedPolicy
 
 __all__ = ["HFPolicy", "hf_policy"]

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import AgentGymError
-from agentgym.rollout.generation import Generation, Sampling
+from agentgym.core.policies import Generation, Sampling
 
 __all__ = ["OpenAIPolicy", "OpenAIServerError", "openai_policy"]
 
