@@ -57,7 +57,7 @@ from agentgym.core.sandbox import SandboxLimits, open_sandbox
 from agentgym.rollout.evaluate import rollout
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import MODES, PipelineConfig
-from agentgym.testing.tiny_model import build_tiny_model
+from agentgym.rollout.tiny_model import build_tiny_model
 
 
 @dataclass

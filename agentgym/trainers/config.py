@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Literal
 
 from agentgym.core.conversion import ConversionError, closest, coerce, describe, show
 from agentgym.core.errors import AgentGymError
+from agentgym.rollout.models import looks_like_hub_id
 
 __all__ = [
     "REPORT_TO",
@@ -61,7 +62,6 @@ __all__ = [
 ]
 
 REPORT_TO: tuple[str, ...] = ("none", "wandb", "tensorboard")
-_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
 class ConfigError(AgentGymError, ValueError):
@@ -84,7 +84,7 @@ def _limits(**bounds: float) -> dict[str, Any]:
 
 @dataclass
 class TinyModel:
-    """``model: {tiny: {...}}``: :func:`agentgym.testing.build_tiny_model` into
+    """``model: {tiny: {...}}``: :func:`agentgym.rollout.tiny_model.build_tiny_model` into
     ``<output_dir>/base-model``."""
 
     hidden_size: int = field(default=64, metadata=_limits(min=16))
@@ -447,8 +447,7 @@ def _lora_class() -> type:
 
 def _load_model_field(value: Any, path: str, issues: list[tuple[str, str]]) -> Any:
     if isinstance(value, str) and value:
-        hub_id = _REPO_ID.match(value) and not value.startswith(".")
-        if not hub_id and not Path(value).expanduser().is_dir():
+        if not looks_like_hub_id(value) and not Path(value).expanduser().is_dir():
             issues.append((path, f"folder not found: {value!r}; give a model folder"
                                  " (save_pretrained), a hub id such as"
                                  " Qwen/Qwen2.5-0.5B-Instruct, or {tiny: {}}"))

@@ -322,7 +322,7 @@ def _last_checkpoint_step(stage_dir: Path) -> int:
 
 def _base_model(config: TrainConfig, console: Console) -> str:
     if isinstance(config.model, TinyModel):
-        from agentgym.testing import build_tiny_model
+        from agentgym.rollout.tiny_model import build_tiny_model
 
         tiny = config.model
         console.print(f"building the tiny model (hidden {tiny.hidden_size}, {tiny.num_layers}"
@@ -432,8 +432,7 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
     rollout = config.rollout.rollout_config(seed=config.seed)
     pipeline = config.rollout.pipeline_config()
     if isinstance(stage, SFTStage):
-        from transformers import AutoTokenizer
-
+        from agentgym.rollout.models import load_tokenizer
         from agentgym.rollout.trajectory import read_trajectories
         from agentgym.trainers.sft import train_sft, trajectory_dataset
 
@@ -441,7 +440,7 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
             trajectories = read_trajectories(stage.trajectories)
         else:
             trajectories = _demonstrations(config, stage, stage_dir, console)
-        tokenizer = AutoTokenizer.from_pretrained(model)
+        tokenizer = load_tokenizer(model)
         dataset = trajectory_dataset(trajectories, tokenizer,
                                      tool_schemas=config.rollout.tool_schemas,
                                      parser=config.env.kwargs.get("parser"))

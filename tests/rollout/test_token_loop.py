@@ -138,7 +138,7 @@ def test_wall_time_limit(policy):
 def test_templates_that_rewrite_history_are_refused(tiny_model_dir):
     from transformers import AutoTokenizer
 
-    from agentgym.testing.tiny_model import chat_template
+    from agentgym.rollout.tiny_model import chat_template
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     check_prefix_preserving(tokenizer)
