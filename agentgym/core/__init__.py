@@ -1,4 +1,4 @@
-"""The contracts every plugin shares: envs, tasks, tools, parsers, rewards, registry.
+"""The contracts every plugin shares: envs, tasks, tools, parsers, rewards, policies, registry.
 
 Each contract is documented in its own module; this package re-exports the public names.
 """
