@@ -23,6 +23,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -31,6 +32,7 @@ from agentgym.core.conversion import from_text
 from agentgym.core.env_kwargs import EnvKwargsError, check_env_kwargs
 from agentgym.core.errors import AgentGymError, PicklableException
 from agentgym.core.plugins import plugin_host
+from agentgym.core.policies import build_policy
 from agentgym.rollout.pipeline import MODES
 
 LIST_KINDS = [
@@ -132,11 +134,12 @@ def _rows(kind: str) -> list[dict[str, Any]]:
 
 
 def _cell(value: Any) -> str:
+    """A table cell, as plain text: rich would read ``agentgym[vllm]`` as markup."""
     if value is None:
         return ""
     if isinstance(value, list):  # skipped contributions
-        return "\n".join(f"{v['kind']} {v['id']!r}: {v['reason']}" for v in value)
-    return str(value)
+        return escape("\n".join(f"{v['kind']} {v['id']!r}: {v['reason']}" for v in value))
+    return escape(str(value))
 
 
 @main.command("list")
@@ -165,11 +168,6 @@ def list_command(kind: str | None, as_json: bool) -> None:
 
 
 # ---- eval and rollout ---------------------------------------------------------------
-
-
-def _build_policy(name: str) -> Any:
-    policy_id, _, argument = name.partition(":")
-    return plugin_host().get("policies", policy_id).build(argument or None)
 
 
 def rollout_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -214,13 +212,13 @@ def _run(env_id: str, policy: str, env_kwargs: tuple[str, ...], episodes: int,
          quiet: bool,
          on_done: Callable[[Any], None] | None = None,
          skip: set[tuple[str, int]] | None = None) -> list[Any]:
+    from agentgym.core.policies import Sampling
     from agentgym.rollout.evaluate import plan_jobs, rollout
-    from agentgym.rollout.generation import Sampling
     from agentgym.rollout.loop import RolloutConfig
     from agentgym.rollout.pipeline import PipelineConfig
 
     kwargs = parse_env_kwargs(env_kwargs, env_id)
-    agent = _build_policy(policy)
+    agent = build_policy(policy)
     make_env = None
     if ray_address:
         from agentgym.rollout.ray_executor import remote_env_factory

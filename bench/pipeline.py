@@ -52,12 +52,12 @@ from agentgym.core import (
     hookimpl,
     tool,
 )
+from agentgym.core.policies import Generation, Sampling
 from agentgym.core.sandbox import SandboxLimits, open_sandbox
 from agentgym.rollout.evaluate import rollout
-from agentgym.rollout.generation import Generation, Sampling
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import MODES, PipelineConfig
-from agentgym.testing.tiny_model import build_tiny_model
+from agentgym.rollout.tiny_model import build_tiny_model
 
 
 @dataclass

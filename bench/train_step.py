@@ -85,8 +85,8 @@ from pipeline import SandboxedBenchEnv, _copy_repo
 import agentgym
 from agentgym.core import EnvSpec, RewardResult, Submitted, Task, TaskList, hookimpl, tool
 from agentgym.core.parsers import ToolCall
+from agentgym.core.policies import Sampling
 from agentgym.core.task import SolutionTurn
-from agentgym.rollout.generation import Sampling
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig
 
@@ -383,7 +383,8 @@ def run_trl(constants: Constants, model: Path, work: Path) -> list[float]:
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from agentgym.trainers.grpo import grpo_config, load_model_and_tokenizer
+    from agentgym.rollout.models import load_model_and_tokenizer
+    from agentgym.trainers.grpo import grpo_config
 
     callback, times = step_timer()
     task_ids = make_tasks(constants.template).ids()
@@ -391,7 +392,7 @@ def run_trl(constants: Constants, model: Path, work: Path) -> list[float]:
     # with a user message for reset() to complete with the task's text.
     dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": ""}]] * len(task_ids),
                                  "task_id": task_ids})
-    loaded, tokenizer = load_model_and_tokenizer(str(model))
+    loaded, tokenizer = load_model_and_tokenizer(str(model), padding_side="left")
     config = grpo_config(work / "trl", grpo_args(constants), rollout=rollout_config(constants))
     environments: list[TRLEnvironment] = []
 
@@ -431,7 +432,7 @@ def measure(constants: Constants) -> dict[str, Any]:
     import click as click_package
     import torch
 
-    from agentgym.testing.tiny_model import build_tiny_model
+    from agentgym.rollout.tiny_model import build_tiny_model
 
     started = time.perf_counter()
     torch.set_num_threads(constants.torch_threads)

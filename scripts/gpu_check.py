@@ -83,7 +83,7 @@ def main() -> None:
         sys.exit("gpu_check needs a CUDA GPU (torch.cuda.is_available() is False)")
     from transformers import TrainerCallback
 
-    from agentgym.rollout.generation import Sampling
+    from agentgym.core.policies import Sampling
     from agentgym.rollout.loop import RolloutConfig
     from agentgym.rollout.pipeline import PipelineConfig
     from agentgym.trainers.grpo import train_grpo

@@ -115,6 +115,25 @@ def test_unknown_policy_and_bad_kwargs(run):
     assert result.exit_code == 2 and "KEY=VALUE" in result.output
 
 
+def test_a_policy_argument_keeps_its_colons(fake_plugin):
+    fake_plugin("echo", """
+from agentgym import hookimpl
+from agentgym.core.errors import AgentGymError
+from agentgym.core.registry import Spec
+
+def echo(argument):
+    raise AgentGymError(f"echo was built with {argument!r}")
+
+@hookimpl
+def agentgym_policies():
+    return [Spec("echo", echo)]
+""")
+    result = CliRunner().invoke(
+        main, ["eval", "calculator", "--policy", "echo:http://127.0.0.1:8000/v1", "-n", "1"])
+    assert result.exit_code == 1
+    assert "echo was built with 'http://127.0.0.1:8000/v1'" in result.output
+
+
 def test_missing_task_file_from_the_cli(tmp_path):
     result = CliRunner().invoke(
         main, ["eval", "calculator", "--policy", "oracle", "-e", f"tasks={tmp_path / 'nope.jsonl'}"]

@@ -1,4 +1,4 @@
-"""The contracts every plugin shares: envs, tasks, tools, parsers, rewards, registry.
+"""The contracts every plugin shares: envs, tasks, tools, parsers, rewards, policies, registry.
 
 Each contract is documented in its own module; this package re-exports the public names.
 """
@@ -16,7 +16,16 @@ from agentgym.core.errors import (
 )
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
-from agentgym.core.policies import NoopPolicy, OraclePolicy, ScriptedPolicy, TextPolicy
+from agentgym.core.policies import (
+    Generation,
+    NoopPolicy,
+    OraclePolicy,
+    Sampling,
+    ScriptedPolicy,
+    TextPolicy,
+    TokenPolicy,
+    build_policy,
+)
 from agentgym.core.registry import EnvSpec, Spec, build, get, make
 from agentgym.core.reward import Reward, RewardResult, WeightedSum
 from agentgym.core.task import GeneratedTasks, SolutionTurn, Task, TaskList, TaskSource, load_tasks
@@ -31,6 +40,7 @@ __all__ = [
     "EnvStateError",
     "Episode",
     "GeneratedTasks",
+    "Generation",
     "InvalidArgumentError",
     "MissingFileError",
     "MissingResourceError",
@@ -39,6 +49,7 @@ __all__ = [
     "ParsedTurn",
     "Reward",
     "RewardResult",
+    "Sampling",
     "ScriptedPolicy",
     "SolutionTurn",
     "Spec",
@@ -47,6 +58,7 @@ __all__ = [
     "TaskList",
     "TaskSource",
     "TextPolicy",
+    "TokenPolicy",
     "Tool",
     "ToolCall",
     "ToolCallParser",
@@ -55,6 +67,7 @@ __all__ = [
     "UnknownIdError",
     "WeightedSum",
     "build",
+    "build_policy",
     "get",
     "hookimpl",
     "load_tasks",

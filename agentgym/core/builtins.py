@@ -1,6 +1,8 @@
 """The ``core`` plugin: built-in tool-call parsers and text-level policies.
 
-Registered through the entry point ``core`` like any third-party plugin.
+Registered through the entry point ``core`` like any third-party plugin. The token-level
+backends (``hf``, ``openai``, ``vllm``) live with the rollout package and register through
+their own entry point, ``policies``.
 """
 
 from __future__ import annotations
@@ -44,11 +46,4 @@ def agentgym_policies() -> list[Spec]:
         Spec(
             "scripted", ScriptedPolicy.from_file, "scripted:FILE.json replays a JSON list of turns."
         ),
-        Spec("hf", "agentgym.rollout.policies.hf:hf_policy",
-             "hf:PATH samples from a transformers model folder (CPU or GPU), batching"
-             " concurrent episodes."),
-        Spec("openai", "agentgym.rollout.policies.openai:openai_policy",
-             "openai:URL samples token ids from an OpenAI-compatible server (vLLM's too)."),
-        Spec("vllm", "agentgym.rollout.policies.vllm:vllm_policy",
-             "vllm:MODEL runs an in-process vLLM engine (needs a GPU and agentgym[vllm])."),
     ]

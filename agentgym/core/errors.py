@@ -40,16 +40,18 @@ class AgentGymError(PicklableException, Exception):
 
 
 class UnknownIdError(AgentGymError, KeyError):
-    """An id (env, policy, parser, ...) that no loaded plugin provides."""
+    """An id (env, policy, parser, ...) that no loaded plugin provides; ``note`` is
+    appended to the message (e.g. which plugins were not loaded)."""
 
-    def __init__(self, kind: str, value: str, known: Iterable[str], list_command: str):
+    def __init__(self, kind: str, value: str, known: Iterable[str], list_command: str,
+                 note: str = ""):
         self.kind, self.value, self.known = kind, value, sorted(known)
         close = difflib.get_close_matches(value, self.known, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         shown = ", ".join(self.known[:20]) + (" ..." if len(self.known) > 20 else "")
         message = (
             f"Unknown {kind} {value!r}.{hint} Run `{list_command}` to see them all"
-            f" (known: {shown or 'none'})."
+            f" (known: {shown or 'none'}).{note}"
         )
         super().__init__(message)
 

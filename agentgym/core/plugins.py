@@ -20,9 +20,14 @@ to fix a clash, so a duplicate id is refused with
 
 Two environment variables control loading (comma-separated entry-point names):
 
-* ``AGENTGYM_PLUGINS``: load only these (the ``core`` plugin always loads: it provides the
-  built-in parsers and policies everything else relies on).
+* ``AGENTGYM_PLUGINS``: load only these.
 * ``AGENTGYM_DISABLE_PLUGINS``: do not load these.
+
+Neither applies to the :data:`BASE_PLUGINS`, which always load: ``core`` (the built-in
+parsers and text-level policies) and ``policies`` (the token-level backends ``hf``,
+``openai``, ``vllm``), which everything else relies on and which import nothing heavy. A
+lookup of an unknown id names the plugins these variables left out, since one of them may
+provide it.
 
 ``agentgym list plugins`` shows what loaded, from which distribution, and what was skipped
 and why (whole plugins and single contributions).
@@ -43,7 +48,8 @@ from agentgym.core import hookspecs
 from agentgym.core.errors import DuplicateIdError, PicklableException, UnknownIdError
 
 GROUP = "agentgym"
-CORE_PLUGIN = "core"
+#: agentgym's own plugins that load whatever the environment variables say.
+BASE_PLUGINS = frozenset({"core", "policies"})
 
 
 class PluginLoadWarning(PicklableException, UserWarning):
@@ -145,7 +151,7 @@ class PluginHost:
 
     def _load_entry_points(self) -> None:
         allowed = _names(self.environ.get("AGENTGYM_PLUGINS"))
-        disabled = _names(self.environ.get("AGENTGYM_DISABLE_PLUGINS")) - {CORE_PLUGIN}
+        disabled = _names(self.environ.get("AGENTGYM_DISABLE_PLUGINS")) - BASE_PLUGINS
         for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=_load_order):
             info = PluginInfo(ep.name, ep.value)
             if ep.dist is not None:
@@ -154,7 +160,7 @@ class PluginHost:
                 self._shadow(info, self.infos[ep.name])
                 continue
             self.infos[ep.name] = info
-            skip = ep.name in disabled or (allowed and ep.name not in allowed | {CORE_PLUGIN})
+            skip = ep.name in disabled or (allowed and ep.name not in allowed | BASE_PLUGINS)
             if skip:
                 info.status = "disabled"
                 self.pm.set_blocked(ep.name)
@@ -283,8 +289,11 @@ class PluginHost:
         """The contribution ``item_id`` of ``kind``, or :class:`UnknownIdError`."""
         entries = self.entries(kind)
         if item_id not in entries:
+            left_out = sorted(i.name for i in self.infos.values() if i.status == "disabled")
+            note = (f" Not loaded (AGENTGYM_PLUGINS / AGENTGYM_DISABLE_PLUGINS):"
+                    f" {', '.join(left_out)}; one of them may provide it." if left_out else "")
             raise UnknownIdError(
-                _singular(kind), item_id, entries, f"agentgym list {kind}"
+                _singular(kind), item_id, entries, f"agentgym list {kind}", note=note
             )
         return entries[item_id].item
 

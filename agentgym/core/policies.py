@@ -1,8 +1,29 @@
-"""Text-level policies: given the conversation so far, write the next assistant turn.
+"""The policy contract, at its two levels, and how a policy is named and built.
 
-A text-level policy has one method, ``act(messages, task) -> str | message`` (it may be a
-coroutine). It serves evaluation and demonstrations; token-level policies for training
-build on the same loop. Built in (registered by the ``core`` plugin):
+A policy writes the agent's turns. There are two levels; the rollout loop drives either.
+
+**Text level** (:class:`TextPolicy`): ``act(messages, task) -> turn``, where ``messages``
+is the conversation so far (OpenAI chat format) and ``turn`` is the next assistant turn:
+its text, or an assistant message (``{"role": "assistant", "content": ..., "tool_calls":
+...}``). ``act`` may be a plain method or a coroutine; the loop awaits an awaitable. It
+serves evaluation, demonstrations and chat APIs that return no tokens.
+
+**Token level** (:class:`TokenPolicy`): a ``tokenizer`` (a Hugging Face tokenizer with
+the model's chat template) and ``async generate(prompt_ids, sampling) ->
+Generation(token_ids, logprobs, finish_reason)``. It serves training, which needs the
+exact tokens a model sampled: the loop never re-tokenizes model text, it sends the whole
+sequence so far as ``prompt_ids``, appends what comes back, and tokenizes only the new
+observation messages. Concurrent ``generate`` calls are allowed (batching backends
+serve them together). How to sample is a :class:`Sampling`; what comes back, a
+:class:`Generation`.
+
+**Names.** A policy is named ``ID`` or ``ID:ARG`` (``--policy`` on the command line, the
+``policy`` fields of a training config). ``ID`` is looked up among the policies the
+plugins register (``agentgym_policies``, ``agentgym list policies``) and built by
+``factory(ARG)``, with ``None`` when there is no argument: :func:`build_policy`. The id
+ends at the first colon, so the argument may hold colons (``openai:http://host:8000/v1``).
+
+Built in, from the ``core`` plugin (text level):
 
 * ``oracle``: replays the task's reference solution, one turn per step, through the same
   ``step`` path a model's turns take. For an env whose tasks have solutions it scores 1.0:
@@ -11,20 +32,32 @@ build on the same loop. Built in (registered by the ``core`` plugin):
   scores 0.0 wherever the grader is sound.
 * ``scripted:FILE.json``: replays a fixed list of turns from a JSON file
   (:class:`ScriptedPolicy`, also in :mod:`agentgym.testing`).
+
+and from the ``policies`` plugin (token level, in the rollout package): ``hf:PATH`` (a
+transformers model, CPU or GPU), ``openai:URL`` (an OpenAI-compatible server, vLLM's
+included), ``vllm:MODEL`` (an in-process vLLM engine, GPU only).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agentgym.core.errors import AgentGymError
+from agentgym.core.plugins import plugin_host
 from agentgym.core.task import Task
+
+if TYPE_CHECKING:
+    from agentgym.core.registry import Spec
 
 Message = dict[str, Any]
 Turn = str | Message
+
+
+# ---- text level ------------------------------------------------------------------------------
 
 
 @runtime_checkable
@@ -34,6 +67,96 @@ class TextPolicy(Protocol):
     def act(self, messages: list[Message], task: Task) -> Any:
         """Return the next turn (text or an assistant message), or an awaitable of it."""
         ...
+
+
+# ---- token level -----------------------------------------------------------------------------
+
+
+@dataclass
+class Sampling:
+    """How to sample one completion.
+
+    Args:
+        max_tokens: tokens to sample at most; the completion then ends with
+            ``finish_reason="length"``.
+        temperature: 0 for greedy decoding.
+        top_p: nucleus sampling mass.
+        seed: per-request seed where the backend supports one (None: random).
+    """
+
+    max_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"Sampling.max_tokens must be >= 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"Sampling.temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"Sampling.top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass
+class Generation:
+    """One sampled completion.
+
+    Attributes:
+        token_ids: the sampled tokens, the end-of-turn token included when one was sampled.
+        logprobs: the log-probability of each sampled token under the sampling policy
+            (same length as ``token_ids``), or None when the backend cannot say.
+        finish_reason: ``"stop"`` (an end-of-turn token was sampled) or ``"length"``.
+        metrics: backend-specific numbers about this request (free-form).
+    """
+
+    token_ids: list[int]
+    logprobs: list[float] | None
+    finish_reason: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class TokenPolicy(Protocol):
+    """Samples completions of token sequences."""
+
+    #: A Hugging Face tokenizer with the chat template the model was trained with.
+    tokenizer: Any
+
+    async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
+        """Sample one completion of ``prompt_ids``. Concurrent calls are allowed and are
+        where batching backends win."""
+        ...
+
+
+# ---- names -----------------------------------------------------------------------------------
+
+
+def lookup_policy(name: str) -> tuple[Spec, str | None]:
+    """The registered :class:`~agentgym.core.registry.Spec` of policy ``name`` (``ID`` or
+    ``ID:ARG``) and its argument (None without one), without building it.
+
+    Raises:
+        UnknownIdError: no loaded plugin registers ``ID`` (the message lists the closest
+            ids and names ``agentgym list policies``).
+    """
+    policy_id, colon, argument = name.partition(":")
+    spec = plugin_host().get("policies", policy_id)
+    return spec, (argument if colon and argument else None)
+
+
+def build_policy(name: str) -> Any:
+    """Build policy ``name``: ``ID`` or ``ID:ARG`` (see the module docstring), a
+    :class:`TextPolicy` or a :class:`TokenPolicy` as the id's plugin makes it.
+
+    Raises:
+        UnknownIdError: no loaded plugin registers ``ID``.
+    """
+    spec, argument = lookup_policy(name)
+    return spec.build(argument)
+
+
+# ---- built-in text policies ------------------------------------------------------------------
 
 
 def _turn_index(messages: list[Message]) -> int:

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.core.env import EnvProtocol
+from agentgym.core.policies import Sampling, TokenPolicy
 from agentgym.core.sandbox import SandboxError
 from agentgym.rollout.chat import ChatTokens
-from agentgym.rollout.generation import Sampling, TokenPolicy
 from agentgym.rollout.trajectory import Trajectory
 
 

@@ -18,10 +18,11 @@ skips the ``(task_id, episode)`` pairs already written.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from agentgym.rollout.jsonl import JsonlAppender, complete_lines
 
 
 @dataclass
@@ -71,12 +72,12 @@ class Trajectory:
 
 def read_trajectories(path: str | Path) -> list[Trajectory]:
     """Every complete record of a trajectory file."""
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
-    return [Trajectory.from_json(line) for line in lines[:-1] if line.strip()]
+    return [Trajectory.from_json(line) for line in complete_lines(path)]
 
 
 class TrajectoryWriter:
-    """Appends trajectories to a JSONL file, one flushed line per episode.
+    """Appends trajectories to a JSONL file, one flushed line per episode
+    (:class:`~agentgym.rollout.jsonl.JsonlAppender`).
 
     Args:
         path: the file.
@@ -92,28 +93,17 @@ class TrajectoryWriter:
                 f"{str(self.path)!r} already holds trajectories; pass --resume to continue"
                 " that run, or choose another --out"
             )
-        if resume and self.path.exists():
-            self._drop_partial_line()
+        self._out = JsonlAppender(self.path)  # drops a line cut short by a crash
+        if resume:
             self.done = {t.key for t in read_trajectories(self.path)}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def _drop_partial_line(self) -> None:
-        data = self.path.read_bytes()
-        end = data.rfind(b"\n") + 1
-        if end != len(data):  # a line cut short by a crash
-            with self.path.open("r+b") as f:
-                f.truncate(end)
 
     def write(self, trajectory: Trajectory) -> None:
         """Append one line in a single write: readers never see half of it."""
-        os.write(self._fd, (trajectory.to_json() + "\n").encode("utf-8"))
+        self._out.append(trajectory.to_json())
         self.done.add(trajectory.key)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._out.close()
 
     def __enter__(self) -> TrajectoryWriter:
         return self

@@ -1,5 +1,5 @@
-"""What users need to test their own envs and setups: ``check_env``, ``play_turns`` and
-scripted policies."""
+"""What users need to test their own envs and setups: ``check_env``, ``play_turns``,
+scripted policies and ``build_tiny_model`` (from :mod:`agentgym.rollout.tiny_model`)."""
 
 from agentgym.core.policies import NoopPolicy, OraclePolicy, ScriptedPolicy
 from agentgym.testing.check import EnvCheckError, check_env
@@ -12,7 +12,7 @@ __all__ = ["EnvCheckError", "NoopPolicy", "OraclePolicy", "ScriptedPolicy", "bui
 def __getattr__(name: str):
     # Lazy: building a model imports torch and transformers, which checking an env does not need.
     if name == "build_tiny_model":
-        from agentgym.testing.tiny_model import build_tiny_model
+        from agentgym.rollout.tiny_model import build_tiny_model
 
         return build_tiny_model
     raise AttributeError(f"module 'agentgym.testing' has no attribute {name!r}")

@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Literal
 
 from agentgym.core.conversion import ConversionError, closest, coerce, describe, show
 from agentgym.core.errors import AgentGymError
+from agentgym.rollout.models import looks_like_hub_id
 
 __all__ = [
     "REPORT_TO",
@@ -61,7 +62,6 @@ __all__ = [
 ]
 
 REPORT_TO: tuple[str, ...] = ("none", "wandb", "tensorboard")
-_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
 class ConfigError(AgentGymError, ValueError):
@@ -84,7 +84,7 @@ def _limits(**bounds: float) -> dict[str, Any]:
 
 @dataclass
 class TinyModel:
-    """``model: {tiny: {...}}``: :func:`agentgym.testing.build_tiny_model` into
+    """``model: {tiny: {...}}``: :func:`agentgym.rollout.tiny_model.build_tiny_model` into
     ``<output_dir>/base-model``."""
 
     hidden_size: int = field(default=64, metadata=_limits(min=16))
@@ -133,7 +133,7 @@ class RolloutSection:
 
     def rollout_config(self, seed: int = 0, temperature: float | None = None) -> Any:
         """The :class:`~agentgym.rollout.loop.RolloutConfig` (``temperature`` overrides)."""
-        from agentgym.rollout.generation import Sampling
+        from agentgym.core.policies import Sampling
         from agentgym.rollout.loop import RolloutConfig
 
         sampling = Sampling(max_tokens=self.max_tokens, top_p=self.top_p,
@@ -447,8 +447,7 @@ def _lora_class() -> type:
 
 def _load_model_field(value: Any, path: str, issues: list[tuple[str, str]]) -> Any:
     if isinstance(value, str) and value:
-        hub_id = _REPO_ID.match(value) and not value.startswith(".")
-        if not hub_id and not Path(value).expanduser().is_dir():
+        if not looks_like_hub_id(value) and not Path(value).expanduser().is_dir():
             issues.append((path, f"folder not found: {value!r}; give a model folder"
                                  " (save_pretrained), a hub id such as"
                                  " Qwen/Qwen2.5-0.5B-Instruct, or {tiny: {}}"))
@@ -549,11 +548,12 @@ def _check_env_kwargs(config: TrainConfig) -> list[tuple[str, str]]:
 
 
 def _check_policy(name: str, path: str) -> list[tuple[str, str]]:
+    """A policy name (``ID`` or ``ID:ARG``) whose id a loaded plugin registers."""
     from agentgym.core.errors import UnknownIdError
-    from agentgym.core.plugins import plugin_host
+    from agentgym.core.policies import lookup_policy
 
-    policy_id = name.partition(":")[0]
-    known = plugin_host().entries("policies")
-    if policy_id in known:
-        return []
-    return [(path, str(UnknownIdError("policy", policy_id, known, "agentgym list policies")))]
+    try:
+        lookup_policy(name)
+    except UnknownIdError as e:
+        return [(path, str(e))]
+    return []

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import logging
 import math
 import random
 import time
@@ -53,12 +52,21 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.loop_thread import LoopThread
-from agentgym.rollout.generation import Generation, Sampling
+from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.loop import RolloutConfig
+from agentgym.rollout.models import load_model_and_tokenizer
 from agentgym.rollout.pipeline import Job, PipelineConfig, RolloutPipeline
 from agentgym.rollout.policies.batching import BatchedPolicy
 from agentgym.rollout.trajectory import Trajectory
 from agentgym.trainers.sft import FINAL_DIR
+from agentgym.trainers.trl_adapter import (
+    TrainSamplerHook,
+    log_metrics,
+    quiet_expected_warnings,
+    repeat_sampler_layout,
+    stop_token_ids,
+    vllm_generate,
+)
 
 __all__ = ["EnvRollout", "GRPOOptions", "grpo_config", "train_grpo"]
 
@@ -157,15 +165,14 @@ class VLLMTrainerPolicy(BatchedPolicy):
     def __init__(self, trainer: Any):
         super().__init__(max_batch_size=1024, batch_wait_ms=5.0)
         self.trainer, self.tokenizer = trainer, trainer.processing_class
-        self.stop_token_ids = {int(t) for t in trainer.eos_token_ids}
+        self.stop_token_ids = stop_token_ids(trainer)
 
     def _decode_batch(self, requests: list[tuple[list[int], Sampling]]) -> list[Generation]:
-        _, completions, logprobs, _ = self.trainer.vllm_generation.generate(
-            prompts=[prompt for prompt, _ in requests], images=None, num_generations=1)
+        completions, logprobs = vllm_generate(self.trainer, [prompt for prompt, _ in requests])
         results = []
         for (_, sampling), ids, lps in zip(requests, completions, logprobs, strict=True):
-            ids = list(ids)[: sampling.max_tokens]
-            token_logprobs = [float("nan") if lp[0] is None else lp[0] for lp in lps][: len(ids)]
+            ids = ids[: sampling.max_tokens]
+            token_logprobs = [float("nan") if lp is None else lp for lp in lps][: len(ids)]
             stopped = bool(ids) and ids[-1] in self.stop_token_ids
             results.append(Generation(ids, token_logprobs, "stop" if stopped else "length"))
         return results
@@ -357,9 +364,7 @@ class EnvRollout:
         reasons = Counter(t.finish_reason or "unknown" for t in played)
         for reason, count in reasons.items():
             metrics[f"env/finish/{reason}"] = count / n
-        store = trainer._metrics["train" if trainer.model.training else "eval"]
-        for key, value in metrics.items():
-            store[key].append(value)
+        log_metrics(trainer, metrics)
         self.replaced = self.played = self.sampled_tokens = 0
 
     # ---- prefetch --------------------------------------------------------------------------
@@ -410,8 +415,8 @@ class RecordingSampler:
 
     def __iter__(self) -> Iterator[int]:
         indices = list(iter(self.inner))
-        repeat, width = self.inner.mini_repeat_count, self.inner.batch_size
-        block = width * repeat * self.inner.repeat_count
+        width, repeat, reuse = repeat_sampler_layout(self.inner)
+        block = width * repeat * reuse
         for start in range(0, len(indices), block):
             unique = indices[start:start + width * repeat:repeat]
             self.chunks.append([self.dataset[i]["prompt"] for i in unique])
@@ -446,14 +451,13 @@ def task_dataset(task_ids: Iterable[str]) -> Any:
 def _trainer_class() -> type:
     from trl import GRPOTrainer
 
-    class AgentGRPOTrainer(GRPOTrainer):
+    class AgentGRPOTrainer(TrainSamplerHook, GRPOTrainer):
         """``GRPOTrainer`` whose sampler tells the rollout what comes next (prefetch) and
         whose envs close when training ends."""
 
-        def _get_train_sampler(self, dataset: Any = None) -> Any:
-            sampler = super()._get_train_sampler(dataset)
+        def wrap_train_sampler(self, sampler: Any, dataset: Any) -> Any:
             if isinstance(self.rollout_func, EnvRollout):
-                recording = RecordingSampler(sampler, dataset or self.train_dataset)
+                recording = RecordingSampler(sampler, dataset)
                 self.rollout_func.sampler = recording
                 return recording
             return sampler
@@ -474,32 +478,6 @@ def __getattr__(name: str) -> Any:  # the trainer class imports trl only when as
     raise AttributeError(name)
 
 
-def load_model_and_tokenizer(model: Any, tokenizer: Any = None) -> tuple[Any, Any]:
-    """A causal LM (from a folder, or as given) and its tokenizer, padded on the left."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from agentgym.rollout.policies.hf import _folder_of, _model_folder
-
-    if isinstance(model, (str, Path)):
-        folder = _model_folder(str(model))
-        model = AutoModelForCausalLM.from_pretrained(folder)
-        tokenizer = tokenizer if tokenizer is not None else folder
-    elif tokenizer is None:
-        tokenizer = _folder_of(model)
-    if isinstance(tokenizer, (str, Path)):
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
-
-
-def _masked_rewards_are_expected(record: logging.LogRecord) -> bool:
-    """Masked episodes report no reward on purpose (``masked/finish_reason`` counts them);
-    TRL would print each one's whole conversation as a warning."""
-    return "All reward functions returned None" not in record.getMessage()
-
-
 def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = None,
                output_dir: str | Path, args: dict[str, Any] | None = None,
                options: GRPOOptions | None = None, rollout: RolloutConfig | None = None,
@@ -513,15 +491,13 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
     from the last checkpoint in ``output_dir``. Saves the final model and tokenizer to
     ``output_dir/final`` and returns the trainer.
     """
-    import os
-
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    quiet_expected_warnings()
     from transformers.trainer_utils import get_last_checkpoint
 
     output_dir = Path(output_dir)
     rollout = rollout or RolloutConfig()
     config = grpo_config(output_dir, args, rollout=rollout)
-    model, tokenizer = load_model_and_tokenizer(model, tokenizer)
+    model, tokenizer = load_model_and_tokenizer(model, tokenizer, padding_side="left")
     env_rollout = EnvRollout(env_id, env_kwargs, options=options, rollout=rollout,
                              pipeline=pipeline, policy=policy)
     task_ids = env_rollout.env_task_ids()
@@ -531,7 +507,6 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
         raise ValueError(
             f"{env_id} has {len(task_ids)} tasks but a generation batch needs {needed}"
             " different ones: add tasks (env kwargs) or lower per_device_train_batch_size")
-    logging.getLogger("trl.trainer.grpo_trainer").addFilter(_masked_rewards_are_expected)
     peft_config = None
     if lora is not None:
         from peft import LoraConfig

@@ -22,6 +22,7 @@ from typing import Any
 from agentgym.core.errors import AgentGymError
 from agentgym.rollout.evaluate import rollout as run_rollout
 from agentgym.rollout.loop import RolloutConfig
+from agentgym.rollout.models import load_model_and_tokenizer
 from agentgym.rollout.pipeline import PipelineConfig
 from agentgym.rollout.trajectory import Trajectory, TrajectoryWriter, read_trajectories
 from agentgym.trainers.sft import run_and_save, sft_trainer, trajectory_dataset
@@ -110,7 +111,7 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
     Raises:
         NoSuccessError: no attempt reached ``threshold``.
     """
-    model, tokenizer = _load(model, tokenizer)
+    model, tokenizer = load_model_and_tokenizer(model, tokenizer)
     if policy is None:
         import torch
 
@@ -143,20 +144,3 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
     trainer.log({"rft/attempts": float(len(tried)), "rft/kept": float(len(kept)),
                  "rft/success_rate": len(kept) / len(tried)})
     return run_and_save(trainer, resume=resume)
-
-
-def _load(model: Any, tokenizer: Any) -> tuple[Any, Any]:
-    """The model object (the policy and the trainer share it) and its tokenizer."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if isinstance(model, (str, os.PathLike)):
-        path = str(model)
-        model = AutoModelForCausalLM.from_pretrained(path)
-        tokenizer = tokenizer if tokenizer is not None else path
-    if tokenizer is None:
-        tokenizer = getattr(model.config, "_name_or_path", "") or None
-        if tokenizer is None:
-            raise ValueError("cannot tell where the model was loaded from: pass tokenizer=...")
-    if isinstance(tokenizer, (str, os.PathLike)):
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
-    return model, tokenizer

@@ -17,10 +17,11 @@ YAML file) and, in ``output_dir``:
 * evaluates the final model, prints before / after / change and writes ``eval.json``.
 
 Every log of every trainer is appended to ``metrics.jsonl`` as one flushed JSON line
-``{"stage": "01-grpo", "kind": "grpo", "step": N, ...TRL's and agentgym's keys}``, and
-``reward_curve.png`` (GRPO reward and pass rate, every stage's loss, per step) is rewritten
-after each stage and when the run ends, however it ends (``SIGTERM`` included): an
-interrupted run leaves complete files.
+``{"stage": "01-grpo", "kind": "grpo", "step": N, ...TRL's and agentgym's keys}``
+(:mod:`agentgym.trainers.metrics`), and ``reward_curve.png`` (GRPO reward and pass rate,
+every stage's loss, per step: :mod:`agentgym.trainers.plots`) is rewritten after each stage
+and when the run ends, however it ends (``SIGTERM`` included): an interrupted run leaves
+complete files.
 
 ``resume=True`` skips finished stages, resumes the first unfinished one from its last
 checkpoint, reuses the eval-before result and the demonstrations already collected, and
@@ -34,7 +35,6 @@ import contextlib
 import gc
 import importlib.util
 import json
-import math
 import os
 import re
 import signal
@@ -48,9 +48,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from transformers import TrainerCallback
 
 from agentgym.core.errors import AgentGymError
+from agentgym.core.policies import build_policy
 from agentgym.trainers.config import (
     ConfigError,
     GRPOStage,
@@ -60,9 +60,11 @@ from agentgym.trainers.config import (
     TrainConfig,
     load_config,
 )
+from agentgym.trainers.metrics import MetricsCallback, MetricsLog, json_safe
+from agentgym.trainers.plots import plot_curves
 from agentgym.trainers.sft import FINAL_DIR
 
-__all__ = ["MetricsCallback", "MetricsLog", "RunExistsError", "plot_curves", "train"]
+__all__ = ["RunExistsError", "check_runtime", "train"]
 
 RUN_FILE = "run.json"
 STAGE_FILE = "stage.json"
@@ -75,140 +77,6 @@ DEMONSTRATIONS_FILE = "demonstrations.jsonl"
 
 class RunExistsError(AgentGymError):
     """``output_dir`` already holds a run and ``resume`` was not asked for."""
-
-
-# ---- metrics ---------------------------------------------------------------------------------
-
-
-def _json_value(value: Any) -> Any:
-    """A JSON-safe value: tensors and numpy scalars as numbers, NaN and infinities as null."""
-    if hasattr(value, "item") and callable(value.item):
-        with contextlib.suppress(Exception):
-            value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(value, dict):
-        return {str(k): _json_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_value(v) for v in value]
-    return str(value)
-
-
-class MetricsLog:
-    """``metrics.jsonl``: one JSON object per line, each appended in a single flushed write,
-    so a reader (or a crash) never leaves half a line behind."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._drop_partial_line()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def _drop_partial_line(self) -> None:
-        if not self.path.exists():
-            return
-        data = self.path.read_bytes()
-        end = data.rfind(b"\n") + 1
-        if end != len(data):  # a line cut by a crash
-            with self.path.open("r+b") as f:
-                f.truncate(end)
-
-    def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(_json_value(record), allow_nan=False) + "\n"
-        os.write(self._fd, line.encode("utf-8"))
-
-    def read(self) -> list[dict[str, Any]]:
-        """Every complete line."""
-        return read_metrics(self.path)
-
-    def keep(self, predicate: Any) -> None:
-        """Rewrite the file with only the records ``predicate`` accepts (on resume)."""
-        kept = [r for r in self.read() if predicate(r)]
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
-        os.close(self._fd)
-        os.replace(tmp, self.path)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-
-def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The records of a ``metrics.jsonl`` file (none when it does not exist)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    lines = path.read_text(encoding="utf-8").split("\n")
-    return [json.loads(line) for line in lines[:-1] if line.strip()]
-
-
-class MetricsCallback(TrainerCallback):
-    """Appends each trainer log to a :class:`MetricsLog` as
-    ``{"stage", "kind", "step", ...logs}``."""
-
-    def __init__(self, log: MetricsLog, stage: str, kind: str):
-        self.log, self.stage, self.kind = log, stage, kind
-
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None,
-               **kwargs: Any) -> None:
-        if logs and state.is_world_process_zero:
-            self.log.write({"stage": self.stage, "kind": self.kind, "step": state.global_step,
-                            **logs})
-
-
-def plot_curves(records: list[dict[str, Any]], path: str | os.PathLike,
-                title: str = "") -> Path:
-    """Draw the GRPO reward and pass rate (top) and every stage's loss (bottom) per training
-    step, the stages one after another on the step axis, and write the PNG atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    stages: dict[str, list[dict[str, Any]]] = {}
-    for record in records:
-        stages.setdefault(record.get("stage", "?"), []).append(record)
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-    offset = 0
-    series = ((top, "reward", "", "-"), (top, "env/pass_rate", " pass rate", "--"),
-              (bottom, "loss", "", "-"))
-    for index, (name, rows) in enumerate(stages.items()):
-        for axis, key, suffix, style in series:
-            points = [(offset + r["step"], r[key]) for r in rows
-                      if isinstance(r.get(key), (int, float)) and "step" in r]
-            if points:
-                xs, ys = zip(*points, strict=True)
-                axis.plot(xs, ys, style, color=f"C{index}", label=name + suffix,
-                          marker="." if len(points) < 50 else None)
-        last = max((r.get("step", 0) for r in rows), default=0)
-        offset += last
-        if offset:
-            for axis in (top, bottom):
-                axis.axvline(offset, color="grey", linewidth=0.5, linestyle=":")
-    top.set_ylabel("GRPO reward")
-    bottom.set_ylabel("loss")
-    bottom.set_xlabel("training step (stages in order)")
-    for axis in (top, bottom):
-        if axis.get_legend_handles_labels()[0]:
-            axis.legend(fontsize="small")
-        axis.grid(alpha=0.3)
-    if not top.get_legend_handles_labels()[0]:
-        top.text(0.5, 0.5, "no GRPO reward logged", ha="center", va="center",
-                 transform=top.transAxes, color="grey")
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
 
 
 # ---- up-front checks -------------------------------------------------------------------------
@@ -298,7 +166,7 @@ def _prepare_output(config: TrainConfig, resume: bool, console: Console) -> dict
 
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_json_value(data), indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(json_safe(data), indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -321,7 +189,7 @@ def _last_checkpoint_step(stage_dir: Path) -> int:
 
 def _base_model(config: TrainConfig, console: Console) -> str:
     if isinstance(config.model, TinyModel):
-        from agentgym.testing import build_tiny_model
+        from agentgym.rollout.tiny_model import build_tiny_model
 
         tiny = config.model
         console.print(f"building the tiny model (hidden {tiny.hidden_size}, {tiny.num_layers}"
@@ -385,13 +253,6 @@ def _free_memory() -> None:
             torch.cuda.empty_cache()
 
 
-def _build_policy(name: str) -> Any:
-    from agentgym.core.plugins import plugin_host
-
-    policy_id, _, argument = name.partition(":")
-    return plugin_host().get("policies", policy_id).build(argument or None)
-
-
 def _demonstrations(config: TrainConfig, stage: SFTStage, stage_dir: Path,
                     console: Console) -> list[Any]:
     """Collect (or, on resume, complete) the stage's demonstrations; the kept ones."""
@@ -412,7 +273,7 @@ def _demonstrations(config: TrainConfig, stage: SFTStage, stage_dir: Path,
                     advance(trajectory)
 
                 asyncio.run(rollout(
-                    config.env.id, _build_policy(demo.policy), demo.episodes,
+                    config.env.id, build_policy(demo.policy), demo.episodes,
                     env_kwargs={**config.env.kwargs, **demo.kwargs}, policy_name=demo.policy,
                     pipeline=config.rollout.pipeline_config(),
                     config=config.rollout.rollout_config(seed=config.seed),
@@ -438,8 +299,7 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
     rollout = config.rollout.rollout_config(seed=config.seed)
     pipeline = config.rollout.pipeline_config()
     if isinstance(stage, SFTStage):
-        from transformers import AutoTokenizer
-
+        from agentgym.rollout.models import load_tokenizer
         from agentgym.rollout.trajectory import read_trajectories
         from agentgym.trainers.sft import train_sft, trajectory_dataset
 
@@ -447,7 +307,7 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
             trajectories = read_trajectories(stage.trajectories)
         else:
             trajectories = _demonstrations(config, stage, stage_dir, console)
-        tokenizer = AutoTokenizer.from_pretrained(model)
+        tokenizer = load_tokenizer(model)
         dataset = trajectory_dataset(trajectories, tokenizer,
                                      tool_schemas=config.rollout.tool_schemas,
                                      parser=config.env.kwargs.get("parser"))

@@ -30,6 +30,7 @@ from typing import Any
 
 from agentgym.core.registry import build
 from agentgym.rollout.chat import tokenize_conversation
+from agentgym.rollout.models import load_tokenizer, source_folder
 from agentgym.rollout.trajectory import Trajectory
 
 __all__ = [
@@ -181,11 +182,10 @@ def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
         )
     config = build_config(SFTConfig, output_dir, args, {"completion_only_loss": True})
     if tokenizer is None:
-        tokenizer = _tokenizer_for(model)
+        loaded_from = model if isinstance(model, (str, os.PathLike)) else source_folder(model)
+        tokenizer = load_tokenizer(loaded_from)
     elif isinstance(tokenizer, (str, os.PathLike)):
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+        tokenizer = load_tokenizer(tokenizer)
     if isinstance(model, os.PathLike):
         model = str(model)
     return SFTTrainer(model=model, args=config, train_dataset=dataset,
@@ -240,17 +240,3 @@ def train_sft(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
     trainer = sft_trainer(model, dataset, output_dir=output_dir, args=args,
                           tokenizer=tokenizer, callbacks=callbacks)
     return run_and_save(trainer, resume=resume)
-
-
-def _tokenizer_for(model: Any) -> Any:
-    from transformers import AutoTokenizer
-
-    if isinstance(model, (str, os.PathLike)):
-        return AutoTokenizer.from_pretrained(str(model))
-    path = getattr(getattr(model, "config", None), "_name_or_path", "") or ""
-    if not path:
-        raise ValueError(
-            f"cannot tell where the {type(model).__name__} was loaded from, so its tokenizer"
-            " cannot be found: pass tokenizer=..."
-        )
-    return AutoTokenizer.from_pretrained(path)

@@ -128,8 +128,9 @@ def test_environment_variables_control_loading(fake_plugin):
 
     only = PluginHost(environ={"AGENTGYM_PLUGINS": "extra"})
     assert set(only.entries("envs")) == {"calculator-small"}
-    # core always loads: the parsers and policies live there.
+    # core and policies always load: the parsers and policies live there.
     assert "hermes" in only.entries("parsers")
+    assert {"oracle", "hf"} <= set(only.entries("policies"))
 
 
 def test_a_hook_that_raises_is_reported(fake_plugin):

@@ -7,9 +7,9 @@ import pytest
 
 import agentgym
 from agentgym.core import OraclePolicy, ScriptedPolicy
+from agentgym.core.policies import Generation
 from agentgym.rollout.chat import tokenize_conversation
 from agentgym.rollout.evaluate import rollout
-from agentgym.rollout.generation import Generation
 from agentgym.rollout.pipeline import PipelineConfig
 
 SYNC = PipelineConfig(mode="sync", concurrency=1)

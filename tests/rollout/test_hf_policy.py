@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch", reason="HFPolicy needs the train extra")
 pytest.importorskip("transformers", reason="HFPolicy needs the train extra")
 
 from agentgym.core.errors import AgentGymError, MissingResourceError  # noqa: E402
-from agentgym.rollout.generation import Generation, Sampling, TokenPolicy  # noqa: E402
+from agentgym.core.policies import Generation, Sampling, TokenPolicy  # noqa: E402
 from agentgym.rollout.policies.hf import HFPolicy, hf_policy  # noqa: E402
 
 
@@ -274,12 +274,12 @@ def test_vllm_policy_without_vllm_says_how_to_get_it() -> None:
 
 
 def test_factories_load_from_spec_strings(tiny_model_dir: Path) -> None:
-    """What the core plugin registers: ``Spec(id, "module:factory")``, built with the text
-    after ``hf:`` / ``openai:`` / ``vllm:``."""
-    from agentgym.core.registry import Spec
+    """What the ``policies`` plugin registers: ``Spec(id, "module:factory")``, built with
+    the text after ``hf:`` / ``openai:`` / ``vllm:``."""
+    from agentgym.core.plugins import plugin_host
+    from agentgym.core.policies import build_policy
 
-    built = Spec("hf", "agentgym.rollout.policies.hf:hf_policy").build(str(tiny_model_dir))
+    built = build_policy(f"hf:{tiny_model_dir}")
     assert isinstance(built, HFPolicy) and isinstance(built, TokenPolicy)
     for name in ("openai", "vllm"):
-        factory = Spec(name, f"agentgym.rollout.policies.{name}:{name}_policy").load()
-        assert callable(factory)
+        assert callable(plugin_host().get("policies", name).load())

@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("transformers", reason="OpenAIPolicy loads a tokenizer with transformers")
 
 from agentgym.core.errors import AgentGymError
-from agentgym.rollout.generation import Sampling, TokenPolicy
+from agentgym.core.policies import Sampling, TokenPolicy
 from agentgym.rollout.policies.openai import (
     TOKENIZER_ENV,
     OpenAIPolicy,

@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import agentgym
 from agentgym.plugins.calculator.env import make_task
-from agentgym.testing.tiny_model import build_tiny_model, chat_template
+from agentgym.rollout.tiny_model import build_tiny_model, chat_template
 
 SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
 ADDED = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]

@@ -7,9 +7,9 @@ import subprocess
 import pytest
 
 from agentgym.core import OraclePolicy
+from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.chat import ChatTokens, TemplateError, check_prefix_preserving
 from agentgym.rollout.evaluate import rollout
-from agentgym.rollout.generation import Generation, Sampling
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig
 from agentgym.rollout.policies.hf import HFPolicy
@@ -138,7 +138,7 @@ def test_wall_time_limit(policy):
 def test_templates_that_rewrite_history_are_refused(tiny_model_dir):
     from transformers import AutoTokenizer
 
-    from agentgym.testing.tiny_model import chat_template
+    from agentgym.rollout.tiny_model import chat_template
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     check_prefix_preserving(tokenizer)

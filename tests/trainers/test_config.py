@@ -186,6 +186,15 @@ def test_sft_takes_exactly_one_source(tmp_path: Path):
 def test_demonstration_policy_must_exist():
     found = problems(stages=[{"sft": {"demonstrations": {"policy": "orcle"}}}])
     assert "Did you mean 'oracle'?" in found["stages[0].sft.demonstrations.policy"]
+    found = problems(stages=[{"sft": {"demonstrations": {"policy": "opneai:http://h:80/v1"}}}])
+    assert "Unknown policy 'opneai'. Did you mean 'openai'?" in found[
+        "stages[0].sft.demonstrations.policy"]
+
+
+def test_a_demonstration_policy_is_checked_by_its_id_and_not_built():
+    # The check looks the id up only: a server that is not running is no config problem.
+    stages = [{"sft": {"demonstrations": {"policy": "openai:http://127.0.0.1:9/v1"}}}]
+    assert parse_config({**BASE, "stages": stages})
 
 
 def test_grpo_options_and_lora_are_checked():

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 
 def _train(tiny_model_dir: Path, out: Path, **args: object) -> object:
-    from agentgym.rollout.generation import Sampling
+    from agentgym.core.policies import Sampling
     from agentgym.rollout.loop import RolloutConfig
     from agentgym.trainers.grpo import GRPOOptions, train_grpo
 

@@ -14,7 +14,7 @@ import torch
 
 pytest.importorskip("trl")
 
-from agentgym.rollout.generation import Generation, Sampling
+from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig
 from agentgym.trainers.grpo import EnvRollout, GRPOOptions, grpo_config, train_grpo

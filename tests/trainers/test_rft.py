@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from transformers import AutoTokenizer, TrainerCallback
 
-from agentgym.rollout.generation import Generation, Sampling
+from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.trajectory import Trajectory, read_trajectories
 from agentgym.trainers.rft import ATTEMPTS_FILE, NoSuccessError, collect, successful, train_rft

@@ -156,3 +156,49 @@ def test_an_interrupted_run_leaves_complete_files(first_run: dict[str, Any], age
     assert metrics(tmp_path / "run")[0]["stage"] == "00-sft"  # complete lines only
     assert (tmp_path / "run" / "reward_curve.png").read_bytes()[:4] == b"\x89PNG"
     assert not (tmp_path / "run" / "00-sft" / "stage.json").exists()
+
+
+RECORDED_ORACLE = """
+from agentgym import hookimpl
+from agentgym.core.policies import OraclePolicy
+from agentgym.core.registry import Spec
+
+BUILT = []
+
+def recorded(argument):
+    BUILT.append(argument)
+    return OraclePolicy()
+
+@hookimpl
+def agentgym_policies():
+    return [Spec("recorded", recorded, "The oracle, remembering its argument.")]
+"""
+
+
+def test_demonstrations_come_from_a_policy_named_with_an_argument(fake_plugin, tmp_path: Path,
+                                                                  tiny_model_dir: Path):
+    """The run builds demonstration policies as the CLI does (``ID:ARG``, colons kept)."""
+    import io
+    import sys
+
+    from rich.console import Console
+
+    from agentgym.rollout.trajectory import read_trajectories
+    from agentgym.trainers.config import parse_config
+    from agentgym.trainers.run import train as train_run
+
+    fake_plugin("recorded", RECORDED_ORACLE)
+    config = parse_config({
+        "model": str(tiny_model_dir), "output_dir": str(tmp_path / "run"),
+        "env": {"id": "calculator", "kwargs": {"num_tasks": 4}},
+        "rollout": {"max_tokens": 24, "max_total_tokens": 384},
+        "stages": [{"sft": {"demonstrations": {"policy": "recorded:http://h:1/v1",
+                                               "episodes": 4},
+                            "args": {"max_steps": 1, "per_device_train_batch_size": 4}}}],
+    })
+    summary = train_run(config, console=Console(file=io.StringIO()))
+    assert sys.modules["recorded_plugin"].BUILT == ["http://h:1/v1"]
+    demos = read_trajectories(tmp_path / "run" / "00-sft" / "demonstrations.jsonl")
+    assert [t.reward for t in demos] == [1.0] * 4
+    assert {t.policy for t in demos} == {"recorded:http://h:1/v1"}
+    assert summary["stages"][0]["skipped"] is False

@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentgym.rollout.generation import Generation, Sampling
+from agentgym.core.policies import Generation, Sampling
 
 
 @dataclass

@@ -1,10 +1,10 @@
-"""``hf:PATH``: a transformers causal LM as a :class:`~agentgym.rollout.generation.TokenPolicy`.
+"""``hf:PATH``: a transformers causal LM as a :class:`~agentgym.core.policies.TokenPolicy`.
 
 Many episodes call :meth:`HFPolicy.generate` at once; their requests are batched (see
 :mod:`agentgym.rollout.policies.batching`): each batch is left-padded and decoded with a KV
 cache in a worker thread, so the event loop keeps serving sandboxes and tools meanwhile.
 
-What each request gets back (:class:`~agentgym.rollout.generation.Generation`):
+What each request gets back (:class:`~agentgym.core.policies.Generation`):
 
 * ``token_ids``: the sampled tokens, up to and including the first stop token
   (``finish_reason="stop"``), else exactly ``sampling.max_tokens`` tokens
@@ -32,19 +32,15 @@ from __future__ import annotations
 
 import inspect
 import os
-import re
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-from agentgym.core.errors import AgentGymError, MissingResourceError
-from agentgym.rollout.generation import Generation, Sampling
+from agentgym.core.errors import AgentGymError
+from agentgym.core.policies import Generation, Sampling
+from agentgym.rollout.models import load_causal_lm, load_tokenizer, model_folder, source_folder
 from agentgym.rollout.policies.batching import BatchedPolicy
 
 __all__ = ["HFPolicy", "hf_policy"]
-
-_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
-
 
 class HFPolicy(BatchedPolicy):
     """Samples completions from a transformers causal LM, batching concurrent requests.
@@ -82,7 +78,8 @@ class HFPolicy(BatchedPolicy):
 
         super().__init__(max_batch_size, batch_wait_ms)
         if isinstance(model_or_path, (str, os.PathLike)):
-            self.model, folder = _load_model(str(model_or_path), dtype)
+            folder = model_folder(model_or_path)
+            self.model = load_causal_lm(folder, dtype)
             tokenizer = tokenizer if tokenizer is not None else folder
             target = device or ("cuda" if torch.cuda.is_available() else "cpu")
             self.model.to(target).eval()
@@ -96,9 +93,9 @@ class HFPolicy(BatchedPolicy):
             if device is not None:
                 self.model.to(device)
             if tokenizer is None:
-                tokenizer = _folder_of(self.model)
+                tokenizer = source_folder(self.model)
         if isinstance(tokenizer, (str, os.PathLike)):
-            tokenizer = _load_tokenizer(str(tokenizer))
+            tokenizer = load_tokenizer(tokenizer)
         self.tokenizer = tokenizer
         self.device = next(self.model.parameters()).device
         self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
@@ -114,7 +111,7 @@ class HFPolicy(BatchedPolicy):
         self.pad_token_id = int(pad if pad is not None else min(self.stop_token_ids))
 
     def __repr__(self) -> str:
-        name = getattr(self.model.config, "_name_or_path", "") or type(self.model).__name__
+        name = getattr(self.model.config, "name_or_path", "") or type(self.model).__name__
         return f"HFPolicy({name!r}, device={str(self.device)!r})"
 
     def _check_prompt(self, prompt: list[int]) -> None:
@@ -159,76 +156,6 @@ def hf_policy(argument: str | None) -> HFPolicy:
             " save_pretrained, e.g. one built by agentgym.testing.build_tiny_model)"
         )
     return HFPolicy(argument)
-
-
-# ---- loading ---------------------------------------------------------------------------------
-
-
-def _model_folder(path: str) -> str:
-    """The local folder for ``path``: itself, or a hub id's snapshot in the local cache.
-
-    The hub is never contacted: offline, a missing folder would otherwise cost a minute of
-    retries before failing.
-    """
-    folder = Path(path).expanduser()
-    if folder.is_dir():
-        if not (folder / "config.json").is_file():
-            raise MissingResourceError(
-                f"{path!r} is not a transformers model folder (it has no config.json)",
-                "Pass a folder written by save_pretrained, e.g. one built by"
-                " agentgym.testing.build_tiny_model",
-            )
-        return str(folder)
-    if not folder.exists() and _REPO_ID.match(path):
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(path, "config.json")
-        if isinstance(cached, str):
-            return str(Path(cached).parent)
-    raise MissingResourceError(
-        f"the model folder {path!r} does not exist",
-        "Pass a folder written by save_pretrained (build a tiny one with"
-        " agentgym.testing.build_tiny_model), or download a hub model first"
-        " (hf download ID --local-dir DIR) and pass its folder",
-    )
-
-
-def _load_model(path: str, dtype: Any) -> tuple[Any, str]:
-    from transformers import AutoModelForCausalLM
-
-    folder = _model_folder(path)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            folder, dtype=dtype if dtype is not None else "auto"
-        )
-    except (OSError, ValueError) as e:
-        raise MissingResourceError(
-            f"cannot load a causal LM from {path!r} ({e})",
-            "Pass a folder written by save_pretrained with a causal LM's config and weights",
-        ) from e
-    return model, folder
-
-
-def _load_tokenizer(path: str) -> Any:
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError) as e:
-        raise MissingResourceError(
-            f"cannot load a tokenizer from {path!r} ({e})",
-            "Pass tokenizer= (an object or a folder with tokenizer files)",
-        ) from e
-
-
-def _folder_of(model: Any) -> str:
-    path = getattr(model.config, "_name_or_path", "") or getattr(model, "name_or_path", "")
-    if not path:
-        raise ValueError(
-            "HFPolicy got a model object and no tokenizer, and the model does not say where"
-            " it was loaded from: pass tokenizer=..."
-        )
-    return path
 
 
 def _default_stops(policy: HFPolicy) -> set[int]:

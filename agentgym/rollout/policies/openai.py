@@ -38,25 +38,23 @@ import http.client
 import ipaddress
 import json
 import os
-import re
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import AgentGymError
-from agentgym.rollout.generation import Generation, Sampling
+from agentgym.core.policies import Generation, Sampling
+from agentgym.rollout.models import local_folder
 
 __all__ = ["OpenAIPolicy", "OpenAIServerError", "openai_policy"]
 
 TOKENIZER_ENV = "AGENTGYM_TOKENIZER"
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})
 _TOKEN_ID_PREFIX = "token_id:"
-_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
 class OpenAIServerError(AgentGymError):
@@ -324,7 +322,7 @@ def _resolve_tokenizer(policy: OpenAIPolicy, tokenizer: Any) -> Any:
                 f" {e}. Pass tokenizer=FOLDER or set {TOKENIZER_ENV}=FOLDER"
             ) from None
         source, where = policy.model, f"the model {policy.base_url}/models reports"
-    folder = _local_folder(source)
+    folder = local_folder(source, "tokenizer_config.json")
     if folder is None:
         raise AgentGymError(
             f"the tokenizer {source!r} ({where}) is neither a local folder nor in the local"
@@ -340,18 +338,3 @@ def _resolve_tokenizer(policy: OpenAIPolicy, tokenizer: Any) -> Any:
             f"cannot load the tokenizer {source!r} ({where}): {e}. Pass tokenizer= or set"
             f" {TOKENIZER_ENV}=FOLDER"
         ) from None
-
-
-def _local_folder(source: str) -> str | None:
-    """``source`` as a folder, or a hub id's snapshot already in the local cache. The hub
-    is never contacted (offline, that costs a minute of retries)."""
-    folder = Path(source).expanduser()
-    if folder.is_dir():
-        return str(folder)
-    if not folder.exists() and _REPO_ID.match(source):
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(source, "tokenizer_config.json")
-        if isinstance(cached, str):
-            return str(Path(cached).parent)
-    return None

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentgym.core.errors import AgentGymError, MissingResourceError
-from agentgym.rollout.generation import Generation, Sampling
+from agentgym.core.policies import Generation, Sampling
 
 __all__ = ["VLLMPolicy", "vllm_policy"]
 

@@ -1,0 +1,93 @@
+"""Policies by name: ``ID`` or ``ID:ARG`` looked up among the plugins' policies and built."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentgym.core.errors import UnknownIdError
+from agentgym.core.plugins import PluginHost, set_plugin_host
+from agentgym.core.policies import (
+    NoopPolicy,
+    OraclePolicy,
+    ScriptedPolicy,
+    TextPolicy,
+    build_policy,
+    lookup_policy,
+)
+
+#: A plugin whose ``echo`` policy keeps the argument it was built with.
+ECHO = """
+from agentgym import hookimpl
+from agentgym.core.policies import NoopPolicy
+from agentgym.core.registry import Spec
+
+class Echo(NoopPolicy):
+    def __init__(self, argument):
+        self.argument = argument
+
+@hookimpl
+def agentgym_policies():
+    return [Spec("echo", Echo, "Keeps its argument.")]
+"""
+
+
+def test_an_id_alone_builds_its_policy():
+    assert isinstance(build_policy("oracle"), OraclePolicy)
+    assert isinstance(build_policy("noop"), NoopPolicy)
+
+
+def test_the_argument_is_everything_after_the_first_colon(fake_plugin):
+    fake_plugin("echo", ECHO)
+    assert build_policy("echo:http://127.0.0.1:8000/v1").argument == "http://127.0.0.1:8000/v1"
+    assert build_policy("echo:a:b:").argument == "a:b:"
+    assert build_policy("echo").argument is None
+    assert build_policy("echo:").argument is None  # an empty argument is no argument
+
+
+def test_a_file_argument_reaches_the_factory(tmp_path: Path):
+    turns = tmp_path / "turns.json"
+    turns.write_text(json.dumps(["first", "second"]))
+    policy = build_policy(f"scripted:{turns}")
+    assert isinstance(policy, ScriptedPolicy) and isinstance(policy, TextPolicy)
+    assert policy.turns == ["first", "second"]
+
+
+def test_the_token_backends_are_registered_by_their_own_plugin():
+    host = PluginHost()
+    entries = host.entries("policies")
+    assert {entries[i].plugin for i in ("hf", "openai", "vllm")} == {"policies"}
+    assert {entries[i].plugin for i in ("oracle", "noop", "scripted")} == {"core"}
+    old = set_plugin_host(host)
+    try:
+        spec, argument = lookup_policy("openai:http://127.0.0.1:8000/v1")  # nothing is built
+    finally:
+        set_plugin_host(old)
+    assert spec.id == "openai" and argument == "http://127.0.0.1:8000/v1"
+
+
+def test_an_unknown_id_names_the_closest_and_the_list_command():
+    with pytest.raises(UnknownIdError) as caught:
+        build_policy("oracel:x:y")
+    message = str(caught.value)
+    assert "Unknown policy 'oracel'" in message and "Did you mean 'oracle'?" in message
+    assert "agentgym list policies" in message
+
+
+def test_a_restricted_plugin_list_keeps_the_token_backends(fake_plugin):
+    fake_plugin("echo", ECHO)
+    host = PluginHost(environ={"AGENTGYM_PLUGINS": "echo",
+                               "AGENTGYM_DISABLE_PLUGINS": "policies,core"})
+    assert {"echo", "oracle", "hf", "openai", "vllm"} <= set(host.entries("policies"))
+    statuses = {i.name: i.status for i in host.plugin_infos()}
+    assert statuses["policies"] == statuses["core"] == "loaded"
+    assert statuses["calculator"] == "disabled"
+
+
+def test_an_unknown_id_names_the_plugins_left_out():
+    host = PluginHost(environ={"AGENTGYM_DISABLE_PLUGINS": "calculator"})
+    with pytest.raises(UnknownIdError, match=r"Not loaded \(AGENTGYM_PLUGINS / AGENTGYM_"
+                                             r"DISABLE_PLUGINS\): calculator; one of them"):
+        host.get("envs", "calculator")
