@@ -8,8 +8,7 @@ without the import).
 """
 
 from agentgym.core.hookspecs import hookimpl
-from agentgym.core.plugins import register_plugin
-from agentgym.core.registry import make, register_with_gymnasium
+from agentgym.core.registry import make, register_plugin, register_with_gymnasium
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "hookimpl", "make", "register_plugin"]

@@ -44,7 +44,7 @@ from typing import Any
 import agentgym
 from agentgym.core import (
     AgentEnv,
-    EnvSpec,
+    EnvRegistration,
     RewardResult,
     Submitted,
     Task,
@@ -229,8 +229,8 @@ class SandboxedBenchEnv(AgentEnv):
 
 
 @hookimpl
-def agentgym_envs() -> list[EnvSpec]:
-    return [EnvSpec("bench-sandbox", SandboxedBenchEnv, "bench/pipeline.py's workload")]
+def agentgym_envs() -> list[EnvRegistration]:
+    return [EnvRegistration("bench-sandbox", SandboxedBenchEnv, "bench/pipeline.py's workload")]
 
 
 async def run_mode(mode: str, constants: Constants, tokenizer: Any) -> dict[str, Any]:

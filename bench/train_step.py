@@ -83,7 +83,7 @@ from pipeline import Constants as PipelineConstants
 from pipeline import SandboxedBenchEnv, _copy_repo
 
 import agentgym
-from agentgym.core import EnvSpec, RewardResult, Submitted, Task, TaskList, hookimpl, tool
+from agentgym.core import EnvRegistration, RewardResult, Submitted, Task, TaskList, hookimpl, tool
 from agentgym.core.parsers import ToolCall
 from agentgym.core.policies import Sampling
 from agentgym.core.task import SolutionTurn
@@ -196,8 +196,8 @@ class TrainStepEnv(SandboxedBenchEnv):
 
 
 @hookimpl
-def agentgym_envs() -> list[EnvSpec]:
-    return [EnvSpec(ENV_ID, TrainStepEnv, "bench/train_step.py's env")]
+def agentgym_envs() -> list[EnvRegistration]:
+    return [EnvRegistration(ENV_ID, TrainStepEnv, "bench/train_step.py's env")]
 
 
 class TRLEnvironment:

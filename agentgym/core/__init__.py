@@ -26,7 +26,7 @@ from agentgym.core.policies import (
     TokenPolicy,
     build_policy,
 )
-from agentgym.core.registry import EnvSpec, Spec, build, get, make
+from agentgym.core.registry import EnvRegistration, Spec, build, get, make
 from agentgym.core.reward import Reward, RewardResult, WeightedSum
 from agentgym.core.task import GeneratedTasks, SolutionTurn, Task, TaskList, TaskSource, load_tasks
 from agentgym.core.tools import Tool, ToolError, Toolset, submit, tool
@@ -36,7 +36,7 @@ __all__ = [
     "AgentGymError",
     "DuplicateIdError",
     "EnvProtocol",
-    "EnvSpec",
+    "EnvRegistration",
     "EnvStateError",
     "Episode",
     "GeneratedTasks",

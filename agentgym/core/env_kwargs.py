@@ -1,8 +1,8 @@
 """The keyword arguments an env accepts: found from its spec and factory, checked and
 converted before the env is built.
 
-``agentgym.make(ENV_ID, **kwargs)`` passes ``EnvSpec.kwargs`` and the user's kwargs to the
-env's factory. :func:`env_signature` reads what that factory accepts, with each
+``agentgym.make(ENV_ID, **kwargs)`` passes ``EnvRegistration.kwargs`` and the user's kwargs
+to the env's factory. :func:`env_signature` reads what that factory accepts, with each
 parameter's annotation and default: a class's ``__init__``, and where it passes
 ``**kwargs`` on (``super().__init__(..., **kwargs)``) the next ``__init__`` in its MRO
 (``AgentEnv.__init__``); a function factory that passes ``**kwargs`` to a class (``return

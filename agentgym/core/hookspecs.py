@@ -26,7 +26,7 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
-    from agentgym.core.registry import EnvSpec, Spec
+    from agentgym.core.contributions import EnvRegistration, Spec
     from agentgym.core.tools import Tool
 
 PROJECT = "agentgym"
@@ -35,11 +35,11 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def agentgym_envs() -> list[EnvSpec]:
+def agentgym_envs() -> list[EnvRegistration]:
     """Environments this plugin provides.
 
     Returns:
-        A list of :class:`~agentgym.core.registry.EnvSpec`. Each becomes available as
+        A list of :class:`~agentgym.core.contributions.EnvRegistration`. Each becomes available as
         ``agentgym.make(spec.id)`` and ``gymnasium.make(spec.id)``. ``entry_point`` may be
         a ``"module:Class"`` string so the env's module is imported only when made.
     """
@@ -61,7 +61,7 @@ def agentgym_rewards() -> list[Spec]:
     """Reward functions this plugin provides.
 
     Returns:
-        A list of :class:`~agentgym.core.registry.Spec` whose ``factory(**kwargs)`` returns
+        A list of :class:`~agentgym.core.contributions.Spec` whose ``factory(**kwargs)`` returns
         a :class:`~agentgym.core.reward.Reward`.
     """
 
@@ -71,7 +71,7 @@ def agentgym_task_sources() -> list[Spec]:
     """Task sources this plugin provides (files, datasets, generators).
 
     Returns:
-        A list of :class:`~agentgym.core.registry.Spec` whose ``factory(**kwargs)`` returns
+        A list of :class:`~agentgym.core.contributions.Spec` whose ``factory(**kwargs)`` returns
         a :class:`~agentgym.core.task.TaskSource`.
     """
 
@@ -81,7 +81,7 @@ def agentgym_sandboxes() -> list[Spec]:
     """Sandbox backends this plugin provides (where agents' commands run).
 
     Returns:
-        A list of :class:`~agentgym.core.registry.Spec` whose ``factory(**kwargs)`` returns
+        A list of :class:`~agentgym.core.contributions.Spec` whose ``factory(**kwargs)`` returns
         a sandbox. The sandbox protocol lives in ``agentgym.core``.
     """
 
@@ -91,7 +91,7 @@ def agentgym_policies() -> list[Spec]:
     """Policies (text-level agents or token-level models) this plugin provides.
 
     Returns:
-        A list of :class:`~agentgym.core.registry.Spec`. A policy named on the command line
+        A list of :class:`~agentgym.core.contributions.Spec`. A policy named on the command line
         as ``ID`` or ``ID:ARG`` is built by ``factory(ARG)`` (``ARG`` is ``None`` when
         absent), e.g. ``scripted:turns.json``.
     """
@@ -102,7 +102,7 @@ def agentgym_tool_call_parsers() -> list[Spec]:
     """Tool-call formats this plugin can read from model text and write back.
 
     Returns:
-        A list of :class:`~agentgym.core.registry.Spec` whose ``factory()`` returns a
+        A list of :class:`~agentgym.core.contributions.Spec` whose ``factory()`` returns a
         :class:`~agentgym.core.parsers.ToolCallParser`; envs accept ``parser=ID``.
     """
 

@@ -14,8 +14,8 @@ broken plugin never disables the others:
 * an entry-point name that a second distribution also uses loads from the first one found
   only, with a warning.
 
-A plugin registered from code (:func:`register_plugin`) is different: the caller is there
-to fix a clash, so a duplicate id is refused with
+A plugin registered from code (:func:`~agentgym.core.registry.register_plugin`) is
+different: the caller is there to fix a clash, so a duplicate id is refused with
 :class:`~agentgym.core.errors.DuplicateIdError` and the plugin is not registered.
 
 Two environment variables control loading (comma-separated entry-point names):
@@ -329,24 +329,6 @@ def plugin_host() -> PluginHost:
     if _host is None:
         _host = PluginHost()
     return _host
-
-
-def register_plugin(plugin: Any, name: str | None = None) -> str:
-    """Register a plugin from code, without an entry point (notebooks, scripts, tests).
-
-    It joins the plugins found through entry points, and its envs become available to
-    ``agentgym.make`` and ``gymnasium.make``. Envs made in other processes (Ray workers)
-    only see entry-point plugins: publish a package for those.
-
-    An id the plugin contributes that a loaded plugin already provides raises
-    :class:`~agentgym.core.errors.DuplicateIdError` and the plugin is not registered
-    (installed plugins that clash are skipped with a warning instead: see the module docs).
-    """
-    from agentgym.core.registry import register_with_gymnasium
-
-    registered = plugin_host().register(plugin, name)
-    register_with_gymnasium()
-    return registered
 
 
 def set_plugin_host(host: PluginHost | None) -> PluginHost | None:

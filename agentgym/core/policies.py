@@ -133,7 +133,7 @@ class TokenPolicy(Protocol):
 
 
 def lookup_policy(name: str) -> tuple[Spec, str | None]:
-    """The registered :class:`~agentgym.core.registry.Spec` of policy ``name`` (``ID`` or
+    """The registered :class:`~agentgym.core.contributions.Spec` of policy ``name`` (``ID`` or
     ``ID:ARG``) and its argument (None without one), without building it.
 
     Raises:

@@ -1,9 +1,9 @@
-"""What plugins contribute (specs), how to look it up, and the bridge to Gymnasium.
+"""Looking up what plugins contribute, registering plugins from code, and the bridge to
+Gymnasium.
 
-Plugins describe contributions with :class:`Spec` (rewards, task sources, sandboxes,
-policies, parsers) and :class:`EnvSpec` (environments). ``factory`` may be a callable or a
-``"module:attribute"`` string, imported only when the thing is built, so listing plugins
-stays cheap.
+Plugins describe contributions with :class:`~agentgym.core.contributions.Spec` and
+:class:`~agentgym.core.contributions.EnvRegistration` (re-exported here); :func:`get`,
+:func:`has` and :func:`build` look them up in the process's plugin host.
 
 ``agentgym.make(id, **kwargs)`` is ``gymnasium.make(id, **kwargs)`` with a helpful error
 for unknown ids. Importing ``agentgym`` registers every env with Gymnasium, which is why
@@ -15,49 +15,12 @@ its own, and :func:`agentgym.testing.check_env` runs the full checker.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
 
+from agentgym.core.contributions import EnvRegistration, Spec
 from agentgym.core.plugins import plugin_host
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A named contribution built by ``factory``.
-
-    Args:
-        id: the name users type (``agentgym list`` shows it).
-        factory: a callable, or ``"module:attribute"`` naming one.
-        description: one line for ``agentgym list``.
-    """
-
-    id: str
-    factory: Callable[..., Any] | str
-    description: str = ""
-
-    def load(self) -> Callable[..., Any]:
-        """The factory, importing it if it was given as a string."""
-        if callable(self.factory):
-            return self.factory
-        module, _, attribute = self.factory.partition(":")
-        target: Any = importlib.import_module(module)
-        for part in attribute.split("."):
-            target = getattr(target, part)
-        return target
-
-    def build(self, *args: Any, **kwargs: Any) -> Any:
-        return self.load()(*args, **kwargs)
-
-
-@dataclass(frozen=True)
-class EnvSpec(Spec):
-    """An environment: ``factory(**kwargs, **user_kwargs)`` returns an ``AgentEnv``."""
-
-    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 def get(kind: str, item_id: str) -> Any:
@@ -78,7 +41,7 @@ def build(kind: str, item_id: str, *args: Any, **kwargs: Any) -> Any:
 def register_with_gymnasium() -> None:
     """Register every plugin env with Gymnasium (idempotent)."""
     for entry in plugin_host().entries("envs").values():
-        spec: EnvSpec = entry.item
+        spec: EnvRegistration = entry.item
         existing = gymnasium.registry.get(spec.id)
         if existing is not None and existing.entry_point == spec.factory:
             continue
@@ -103,3 +66,23 @@ def make(env_id: str, **kwargs: Any) -> gymnasium.Env:
     get("envs", env_id)
     register_with_gymnasium()
     return gymnasium.make(env_id, **kwargs)
+
+
+def register_plugin(plugin: Any, name: str | None = None) -> str:
+    """Register a plugin from code, without an entry point (notebooks, scripts, tests).
+
+    It joins the plugins found through entry points, and its envs become available to
+    ``agentgym.make`` and ``gymnasium.make``. Envs made in other processes (Ray workers)
+    only see entry-point plugins: publish a package for those.
+
+    An id the plugin contributes that a loaded plugin already provides raises
+    :class:`~agentgym.core.errors.DuplicateIdError` and the plugin is not registered
+    (installed plugins that clash are skipped with a warning instead: see the module docs).
+    """
+    registered = plugin_host().register(plugin, name)
+    register_with_gymnasium()
+    return registered
+
+
+__all__ = ["EnvRegistration", "Spec", "build", "get", "has", "make", "register_plugin",
+           "register_with_gymnasium"]

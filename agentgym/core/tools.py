@@ -24,8 +24,8 @@ memory store), and keep state across calls, are the ``@tool`` methods of a
 *factories* in :attr:`AgentEnv.toolsets <agentgym.core.env.AgentEnv.toolsets>` (the class,
 or a ``functools.partial`` of it with options) and binds them to each episode's resource
 in ``setup_episode``. The class alone describes its tools (:func:`describe`), so the
-schemas are known before any sandbox exists. :mod:`agentgym.toolkits` holds the shared
-ones (``bash``, ``str_replace_editor``).
+schemas are known before any sandbox exists. The ``toolkits`` package beside ``core`` holds
+the shared ones (``bash``, ``str_replace_editor``).
 """
 
 from __future__ import annotations

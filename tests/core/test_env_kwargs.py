@@ -15,7 +15,7 @@ from agentgym.core.env_kwargs import (
 )
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.plugins import PluginHost, set_plugin_host
-from agentgym.core.registry import EnvSpec
+from agentgym.core.registry import EnvRegistration
 from agentgym.core.sandbox import SandboxLimits
 from agentgym.core.task import GeneratedTasks
 from agentgym.plugins.calculator.env import CalculatorEnv, NumericAnswer, make_task
@@ -57,10 +57,10 @@ class Plugin:
     @hookimpl
     def agentgym_envs():
         return [
-            EnvSpec("forwarding", Forwarding),
-            EnvSpec("keeping", Keeping, kwargs={"preset": 1}),
-            EnvSpec("via-function", make_calculator),
-            EnvSpec("limits", WithLimits),
+            EnvRegistration("forwarding", Forwarding),
+            EnvRegistration("keeping", Keeping, kwargs={"preset": 1}),
+            EnvRegistration("via-function", make_calculator),
+            EnvRegistration("limits", WithLimits),
         ]
 
 

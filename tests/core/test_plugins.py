@@ -12,15 +12,15 @@ import agentgym
 from agentgym.core.errors import DuplicateIdError
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.plugins import PluginHost, PluginLoadWarning
-from agentgym.core.registry import EnvSpec
+from agentgym.core.registry import EnvRegistration
 
 DUPLICATE_CALCULATOR = """
 from agentgym import hookimpl
-from agentgym.core.registry import EnvSpec
+from agentgym.core.registry import EnvRegistration
 
 @hookimpl
 def agentgym_envs():
-    return [EnvSpec("calculator", "agentgym.plugins.calculator.env:CalculatorEnv")]
+    return [EnvRegistration("calculator", "agentgym.plugins.calculator.env:CalculatorEnv")]
 """
 
 BROKEN = """
@@ -29,11 +29,11 @@ raise ImportError("this plugin needs a library that is not installed")
 
 EXTRA_ENV = """
 from agentgym import hookimpl
-from agentgym.core.registry import EnvSpec
+from agentgym.core.registry import EnvRegistration
 
 @hookimpl
 def agentgym_envs():
-    return [EnvSpec("calculator-small", "agentgym.plugins.calculator.env:CalculatorEnv",
+    return [EnvRegistration("calculator-small", "agentgym.plugins.calculator.env:CalculatorEnv",
                     "A calculator env with 10 tasks.", kwargs={"num_tasks": 10})]
 """
 
@@ -79,7 +79,7 @@ def test_duplicates_between_in_memory_plugins_keep_the_first():
             @staticmethod
             @hookimpl
             def agentgym_envs():
-                return [EnvSpec(env_id, "x:Y") for env_id in env_ids]
+                return [EnvRegistration(env_id, "x:Y") for env_id in env_ids]
 
         return Plugin
 
@@ -178,8 +178,9 @@ def test_register_plugin_from_code():
         @staticmethod
         @hookimpl
         def agentgym_envs():
-            return [EnvSpec("calculator-inline", "agentgym.plugins.calculator.env:CalculatorEnv",
-                            kwargs={"num_tasks": 2})]
+            return [EnvRegistration("calculator-inline",
+                                    "agentgym.plugins.calculator.env:CalculatorEnv",
+                                    kwargs={"num_tasks": 2})]
 
     try:
         agentgym.register_plugin(InProcess, "inline")
@@ -202,9 +203,9 @@ def write_package(root, name, envs):
     module = f"agentgym_{name}"
     package = root / f"agentgym-{name}"
     (package / module).mkdir(parents=True)
-    specs = ", ".join(f"EnvSpec({i!r}, {f!r}, 'from {name}')" for i, f in envs.items())
+    specs = ", ".join(f"EnvRegistration({i!r}, {f!r}, 'from {name}')" for i, f in envs.items())
     (package / module / "__init__.py").write_text(
-        "from agentgym import hookimpl\nfrom agentgym.core.registry import EnvSpec\n\n"
+        "from agentgym import hookimpl\nfrom agentgym.core.registry import EnvRegistration\n\n"
         f"@hookimpl\ndef agentgym_envs():\n    return [{specs}]\n"
     )
     (package / "pyproject.toml").write_text(

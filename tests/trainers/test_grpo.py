@@ -296,7 +296,7 @@ class WordCount:
 def _sandboxed_plugin(workspace: Path) -> Any:
     from agentgym.core import (
         AgentEnv,
-        EnvSpec,
+        EnvRegistration,
         Reward,
         RewardResult,
         Submitted,
@@ -351,7 +351,8 @@ def _sandboxed_plugin(workspace: Path) -> Any:
     class Plugin:
         @hookimpl
         def agentgym_envs(self) -> list:
-            return [EnvSpec("test-wordcount-sandbox", WordCountEnv, "wc in a local sandbox")]
+            return [EnvRegistration("test-wordcount-sandbox", WordCountEnv,
+                                    "wc in a local sandbox")]
 
     return Plugin()
 

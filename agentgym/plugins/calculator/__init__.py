@@ -7,13 +7,13 @@ then ``submit(answer)``. See :mod:`agentgym.plugins.calculator.env`.
 from __future__ import annotations
 
 from agentgym.core.hookspecs import hookimpl
-from agentgym.core.registry import EnvSpec, Spec
+from agentgym.core.registry import EnvRegistration, Spec
 
 
 @hookimpl
-def agentgym_envs() -> list[EnvSpec]:
+def agentgym_envs() -> list[EnvRegistration]:
     return [
-        EnvSpec(
+        EnvRegistration(
             "calculator",
             "agentgym.plugins.calculator.env:CalculatorEnv",
             "Arithmetic with a calculator tool; the reference env (seeded, offline).",

@@ -8,7 +8,7 @@ from PyPI projects).
 from __future__ import annotations
 
 from agentgym.core.hookspecs import hookimpl
-from agentgym.core.registry import EnvSpec
+from agentgym.core.registry import EnvRegistration
 
 _ENVS = {
     "swe-verified": "SWE-bench Verified: 500 human-validated GitHub issues (docker images).",
@@ -19,8 +19,8 @@ _ENVS = {
 
 
 @hookimpl
-def agentgym_envs() -> list[EnvSpec]:
-    return [EnvSpec(env_id, "agentgym.plugins.swe.env:SWEEnv",
+def agentgym_envs() -> list[EnvRegistration]:
+    return [EnvRegistration(env_id, "agentgym.plugins.swe.env:SWEEnv",
                     f"Make failing tests pass in a real repository. {about}",
                     kwargs={"env_id": env_id})
             for env_id, about in _ENVS.items()]

@@ -1,0 +1,54 @@
+"""What a plugin contributes: :class:`Spec` (rewards, task sources, sandboxes, policies,
+parsers) and :class:`EnvRegistration` (environments).
+
+The hooks of :mod:`agentgym.core.hookspecs` return lists of them; :mod:`agentgym.core.registry`
+looks them up and builds them. ``factory`` may be a callable or a ``"module:attribute"``
+string, imported only when the thing is built, so listing plugins stays cheap. This module
+is plain data: it imports nothing of agentgym, so every other module may import it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A named contribution built by ``factory``.
+
+    Args:
+        id: the name users type (``agentgym list`` shows it).
+        factory: a callable, or ``"module:attribute"`` naming one.
+        description: one line for ``agentgym list``.
+    """
+
+    id: str
+    factory: Callable[..., Any] | str
+    description: str = ""
+
+    def load(self) -> Callable[..., Any]:
+        """The factory, importing it if it was given as a string."""
+        if callable(self.factory):
+            return self.factory
+        module, _, attribute = self.factory.partition(":")
+        target: Any = importlib.import_module(module)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+        return target
+
+    def build(self, *args: Any, **kwargs: Any) -> Any:
+        return self.load()(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class EnvRegistration(Spec):
+    """An environment: ``factory(**kwargs, **user_kwargs)`` returns an ``AgentEnv``.
+
+    Registered with Gymnasium under ``id`` when agentgym is imported (Gymnasium's own
+    ``EnvRegistration`` is what ``env.spec`` holds; this is what a plugin registers).
+    """
+
+    kwargs: dict[str, Any] = field(default_factory=dict)
