@@ -56,7 +56,7 @@ def test_core_has_no_import_cycle():
 
     def visit(module: str, path: list[str]) -> None:
         if module in path:
-            cycle = path[path.index(module):] + [module]
+            cycle = [*path[path.index(module):], module]
             raise AssertionError("import cycle in agentgym.core: " + " -> ".join(cycle))
         if module in done:
             return
