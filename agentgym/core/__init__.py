@@ -28,6 +28,14 @@ from agentgym.core.policies import (
 )
 from agentgym.core.registry import EnvRegistration, Spec, build, get, make
 from agentgym.core.reward import Reward, RewardResult, WeightedSum
+from agentgym.core.sandbox import (
+    Sandbox,
+    SandboxBackend,
+    SandboxLimits,
+    SandboxSpec,
+    open_sandbox,
+    sandbox_backend,
+)
 from agentgym.core.task import GeneratedTasks, SolutionTurn, Task, TaskList, TaskSource, load_tasks
 from agentgym.core.tools import Tool, ToolError, Toolset, submit, tool
 
@@ -50,6 +58,10 @@ __all__ = [
     "Reward",
     "RewardResult",
     "Sampling",
+    "Sandbox",
+    "SandboxBackend",
+    "SandboxLimits",
+    "SandboxSpec",
     "ScriptedPolicy",
     "SolutionTurn",
     "Spec",
@@ -72,6 +84,8 @@ __all__ = [
     "hookimpl",
     "load_tasks",
     "make",
+    "open_sandbox",
+    "sandbox_backend",
     "submit",
     "tool",
 ]

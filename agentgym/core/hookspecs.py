@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import click
 
     from agentgym.core.contributions import EnvRegistration, Spec
+    from agentgym.core.sandbox import SandboxBackend
     from agentgym.core.tools import Tool
 
 PROJECT = "agentgym"
@@ -77,12 +78,16 @@ def agentgym_task_sources() -> list[Spec]:
 
 
 @hookspec
-def agentgym_sandboxes() -> list[Spec]:
+def agentgym_sandboxes() -> list[SandboxBackend]:
     """Sandbox backends this plugin provides (where agents' commands run).
 
     Returns:
-        A list of :class:`~agentgym.core.contributions.Spec` whose ``factory(**kwargs)`` returns
-        a sandbox. The sandbox protocol lives in ``agentgym.core``.
+        A list of :class:`~agentgym.core.sandbox.SandboxBackend` objects, one per backend,
+        registered under ``backend.name``: it says which
+        :class:`~agentgym.core.sandbox.SandboxSpec` fields it supports and opens a
+        :class:`~agentgym.core.sandbox.Sandbox` for a spec. Keep their construction cheap
+        (import heavy libraries in ``start``): listing backends builds them.
+        ``open_sandbox(name, ...)`` and ``sandbox_backend(name)`` find them.
     """
 
 

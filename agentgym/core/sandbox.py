@@ -2,12 +2,19 @@
 
 A :class:`Sandbox` is one isolated machine for one episode: a persistent shell session
 (``cd`` and exported variables survive between commands), file access, and ``close``.
-Backends come from plugins through the ``agentgym_sandboxes`` hook; built in are ``local``
-(bubblewrap, the default) and ``docker``. Open one with :func:`open_sandbox`::
+What a sandbox should hold is a :class:`SandboxSpec` (template, image, workdir, mounts, env,
+limits); where it runs is a :class:`SandboxBackend`, contributed by a plugin through the
+``agentgym_sandboxes`` hook. Built in are ``local`` (bubblewrap, the default) and
+``docker``. Open one with :func:`open_sandbox`::
 
     async with await open_sandbox("local", template="/path/to/repo") as box:
         result = await box.exec("python -m pytest -q", timeout=60)
         print(result.exit_code, result.output)
+
+A backend that does not support a field the spec sets refuses the spec
+(:class:`UnsupportedFieldError`, naming the field, the backend and the fix) instead of
+ignoring it; :func:`sandbox_backend` tells plugins what a backend supports without
+importing it.
 
 Every backend gives the same semantics:
 
@@ -30,18 +37,41 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
+import difflib
+import os
+import posixpath
+import re
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from agentgym.core.errors import AgentGymError
 
 #: Exit code of a command stopped by its timeout (as coreutils' ``timeout`` reports it).
 TIMEOUT_EXIT_CODE = 124
+#: The workspace's path inside a sandbox unless its spec names another.
+DEFAULT_WORKDIR = "/workspace"
 
 
 class SandboxError(AgentGymError):
     """The sandbox itself failed (could not start, crashed, or is closed)."""
+
+
+class SandboxSpecError(SandboxError, ValueError):
+    """A :class:`SandboxSpec` that cannot be opened: a field with a bad value, or one the
+    chosen backend does not support. The message names the field, the value and the fix."""
+
+
+class UnsupportedFieldError(SandboxSpecError):
+    """A spec sets a field (to a value other than its default) that the backend does not
+    support. ``backend``, ``field`` and ``value`` say which."""
+
+    def __init__(self, backend: str, field_name: str, value: Any, fix: str):
+        self.backend, self.field, self.value = backend, field_name, value
+        super().__init__(f"the {backend} backend does not support {field_name}={value!r}:"
+                         f" {fix}")
 
 
 @dataclass
@@ -101,6 +131,157 @@ class SandboxLimits:
                 raise ValueError(f"SandboxLimits.{name} must be > 0, got {value!r}")
         if self.cpus is not None and not self.cpus > 0:
             raise ValueError(f"SandboxLimits.cpus must be > 0 or None, got {self.cpus!r}")
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What one sandbox holds: the typed request every backend opens.
+
+    Each field's default is what every backend gives; a backend that does not support a
+    field refuses a spec setting it to anything else (:meth:`SandboxBackend.check`), never
+    ignores it. The values are checked here, when the spec is made, with errors
+    (:class:`SandboxSpecError`) that name the field, the value and the fix; what depends
+    on the backend or the host (a mount hiding the backend's own directories, a host path
+    that does not exist) is checked by the backend when it opens the spec.
+
+    Args:
+        template: a host directory whose copy becomes the workspace's starting content,
+            copy-on-write: edits never reach the directory. Stored as a string.
+            ``None``: the workspace starts empty (or, on ``docker`` with a ``workdir`` of
+            the image, as the image holds it).
+        image: a container image the sandbox runs from, present on the engine (agentgym
+            never pulls; the docker backend's ``build_image`` builds one locally).
+            ``None``: the backend's own system (``docker``: its default image).
+        workdir: the workspace's absolute path inside the sandbox: where the shell starts
+            and what relative file paths are relative to. Default ``/workspace``. On
+            ``docker`` it may name a directory of the image (SWE-bench's ``/testbed``):
+            that directory, as the image holds it, becomes the workspace.
+        mounts: path inside the sandbox -> host file or directory, bound there read-only
+            (a shared virtual environment, a dataset). Paths inside are absolute; they are
+            normalized here (``/opt//env/`` -> ``/opt/env``).
+        env: variables added to the sandbox's environment: besides the backend's own
+            (``PATH``, ``HOME``, ``LANG`` ...) the only ones its commands see, never the
+            host's. Names are shell identifiers; values strings without NUL bytes.
+        limits: resource limits and network access (:class:`SandboxLimits`; network off by
+            default).
+
+    ``None`` for ``workdir``, ``mounts``, ``env`` or ``limits`` means the default.
+    """
+
+    template: str | None = None
+    image: str | None = None
+    workdir: str = DEFAULT_WORKDIR
+    mounts: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # frozen: normalized values are set once, here
+        if self.template is not None:
+            if not isinstance(self.template, (str, os.PathLike)) or not os.fspath(
+                    self.template):
+                raise SandboxSpecError(
+                    f"SandboxSpec.template must be a host directory (a str or Path), got"
+                    f" {self.template!r}; pass the directory the workspace starts from, or"
+                    " None for an empty workspace")
+            set_(self, "template", os.fspath(self.template))
+        if self.image is not None and (not isinstance(self.image, str)
+                                       or not re.fullmatch(r"[^\s]+", self.image)):
+            raise SandboxSpecError(
+                f"SandboxSpec.image must be an image name such as 'agentgym/sandbox:default'"
+                f" (no spaces), got {self.image!r}; or None for the backend's own system")
+        set_(self, "workdir", self._workdir(self.workdir))
+        set_(self, "mounts", self._mounts(self.mounts))
+        set_(self, "env", self._env(self.env))
+        limits = SandboxLimits() if self.limits is None else self.limits
+        if not isinstance(limits, SandboxLimits):
+            raise SandboxSpecError(
+                f"SandboxSpec.limits must be a SandboxLimits, got {limits!r}; e.g."
+                " SandboxLimits(timeout_s=120, memory_mb=4096)")
+        set_(self, "limits", limits)
+
+    @staticmethod
+    def _workdir(workdir: Any) -> str:
+        if workdir is None:
+            return DEFAULT_WORKDIR
+        if not isinstance(workdir, str) or not workdir.startswith("/"):
+            raise SandboxSpecError(
+                f"SandboxSpec.workdir must be an absolute path inside the sandbox, got"
+                f" {workdir!r}; e.g. {DEFAULT_WORKDIR!r} (the default) or '/testbed'")
+        normalized = inside_path(workdir)
+        if normalized == "/":
+            raise SandboxSpecError(
+                f"SandboxSpec.workdir {workdir!r} would make the whole filesystem the"
+                f" workspace; name a directory, e.g. {DEFAULT_WORKDIR!r} (the default)")
+        return normalized
+
+    @staticmethod
+    def _mounts(mounts: Any) -> dict[str, str]:
+        if mounts is None:
+            return {}
+        if not isinstance(mounts, Mapping):
+            raise SandboxSpecError(
+                f"SandboxSpec.mounts must map paths inside the sandbox to host paths, got"
+                f" {mounts!r}; e.g. {{'/opt/env': '/host/env'}}")
+        checked: dict[str, str] = {}
+        for inside, host in mounts.items():
+            if not isinstance(inside, str) or not inside.startswith("/"):
+                raise SandboxSpecError(
+                    f"mount point {inside!r} must be an absolute path inside the sandbox,"
+                    " e.g. {'/opt/env': '/host/env'}")
+            point = inside_path(inside)
+            if point == "/":
+                raise SandboxSpecError(
+                    f"mount point {inside!r} would overlap the whole filesystem; pick a"
+                    " directory of its own (e.g. /opt/NAME)")
+            if point in checked:
+                raise SandboxSpecError(f"mount point {inside!r} is given twice (as"
+                                       f" {point!r}); give each path once")
+            if not isinstance(host, (str, os.PathLike)) or not os.fspath(host):
+                raise SandboxSpecError(
+                    f"the host path mounted at {inside!r} must be a str or Path, got"
+                    f" {host!r}")
+            checked[point] = os.fspath(host)
+        return checked
+
+    @staticmethod
+    def _env(env: Any) -> dict[str, str]:
+        if env is None:
+            return {}
+        if not isinstance(env, Mapping):
+            raise SandboxSpecError(f"SandboxSpec.env must map names to values, got {env!r};"
+                                   " e.g. {'PYTHONHASHSEED': '0'}")
+        for name, value in env.items():
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise SandboxSpecError(
+                    f"environment variable name {name!r} is not a shell identifier"
+                    " (letters, digits and '_', not starting with a digit)")
+            if not isinstance(value, str) or "\0" in value:
+                raise SandboxSpecError(f"environment variable {name}={value!r} must be a"
+                                       " string without NUL bytes")
+        return dict(env)
+
+    @classmethod
+    def from_fields(cls, **fields: Any) -> SandboxSpec:
+        """A spec from keyword arguments, refusing a name that is not a field with the
+        closest field and the list of them (rather than Python's bare ``TypeError``)."""
+        for name in fields:
+            if name not in SPEC_FIELDS:
+                close = difflib.get_close_matches(name, SPEC_FIELDS, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise SandboxSpecError(
+                    f"{name!r} is not a sandbox spec field; {hint}the fields are"
+                    f" {', '.join(sorted(SPEC_FIELDS))}")
+        return cls(**fields)
+
+
+#: The names of :class:`SandboxSpec`'s fields.
+SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(SandboxSpec))
+
+
+def inside_path(path: str) -> str:
+    """``path`` (absolute, inside a sandbox) normalized: ``/opt//env/`` -> ``/opt/env``."""
+    return "/" + posixpath.normpath(path).lstrip("/")  # normpath keeps a leading '//'
 
 
 def truncate_output(data: bytes, limit: int) -> tuple[str, bool]:
@@ -171,8 +352,8 @@ class BoundedOutput:
 class Sandbox(ABC):
     """One isolated environment for one episode. See the module docstring."""
 
-    #: The workspace directory inside the sandbox (the shell starts there).
-    workdir: str = "/workspace"
+    #: The workspace directory inside the sandbox (the shell starts there): the spec's.
+    workdir: str = DEFAULT_WORKDIR
     limits: SandboxLimits
 
     @abstractmethod
@@ -238,16 +419,105 @@ def untrack(box: Sandbox) -> None:
     open_sandboxes.live.discard(box)
 
 
-async def open_sandbox(backend: str = "local", **kwargs: Any) -> Sandbox:
-    """Start a sandbox of ``backend`` (an id from ``agentgym list sandboxes``).
+class SandboxBackend(ABC):
+    """A kind of sandbox (``local``, ``docker``, a plugin's own): what plugins contribute
+    through the ``agentgym_sandboxes`` hook, one object per backend.
 
-    ``kwargs`` go to the backend: ``template`` (a directory for the workspace), ``image``
-    (docker), ``limits`` (:class:`SandboxLimits`), ``mounts`` (path inside -> host
-    directory, bound read-only), ``env`` (variables added to the sandbox's environment:
-    the only ones it sees besides the backend's own ``PATH``, ``HOME`` and the like, never
-    the host's), ``workdir`` (docker: a directory of the image to use as the workspace,
-    such as SWE-bench's ``/testbed``).
+    A backend says which :class:`SandboxSpec` fields it supports (:attr:`supports`);
+    :meth:`open` refuses a spec that sets any other field to a value other than its
+    default (:meth:`check`), then starts the sandbox (:meth:`start`). Plugins ask a
+    backend about its capabilities through :func:`sandbox_backend`, never by its name.
+
+    Subclasses set :attr:`name`, :attr:`description` and :attr:`supports`, may explain in
+    :attr:`hints` what to do instead of an unsupported field, and implement :meth:`start`.
+    Construction must be cheap (listing backends builds them): import heavy libraries in
+    :meth:`start`.
+    """
+
+    #: The id users type: ``--backend NAME``, ``open_sandbox(NAME)``, ``agentgym list
+    #: sandboxes``.
+    name: ClassVar[str]
+    #: One line for ``agentgym list sandboxes``.
+    description: ClassVar[str] = ""
+    #: The spec fields this backend honours (a subset of :data:`SPEC_FIELDS`).
+    supports: ClassVar[frozenset[str]] = frozenset()
+    #: Per unsupported field, why and what to do instead (the end of the error message).
+    hints: ClassVar[Mapping[str, str]] = {}
+
+    @property
+    def id(self) -> str:
+        """The registry id: :attr:`name`."""
+        return self.name
+
+    def check(self, spec: SandboxSpec) -> None:
+        """Raise :class:`UnsupportedFieldError` for the first field of ``spec`` set to a
+        value other than its default that this backend does not support."""
+        defaults = SandboxSpec()
+        for name in sorted(SPEC_FIELDS - self.supports):
+            value = getattr(spec, name)
+            if value != getattr(defaults, name):
+                raise UnsupportedFieldError(self.name, name, value,
+                                            self.hints.get(name) or _supported_by(name))
+
+    async def open(self, spec: SandboxSpec) -> Sandbox:
+        """Start a sandbox for ``spec``, after :meth:`check`. Raises
+        :class:`SandboxError` when it cannot start (saying why and how to fix it)."""
+        self.check(spec)
+        return await self.start(spec)
+
+    @abstractmethod
+    async def start(self, spec: SandboxSpec) -> Sandbox:
+        """Start a sandbox for ``spec``, already checked against :attr:`supports`."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+def _supported_by(field_name: str) -> str:
+    """The end of an unsupported-field error: the backends that do support it."""
+    from agentgym.core.plugins import plugin_host
+
+    able = sorted(entry.id for entry in plugin_host().entries("sandboxes").values()
+                  if isinstance(entry.item, SandboxBackend)
+                  and field_name in entry.item.supports)
+    if not able:
+        return f"no loaded sandbox backend supports {field_name}; leave it unset"
+    return (f"use a backend that does ({', '.join(able)}: e.g. --backend {able[0]}), or"
+            f" leave {field_name} unset")
+
+
+def sandbox_backend(name: str) -> SandboxBackend:
+    """The registered backend ``name`` (an id from ``agentgym list sandboxes``), to open
+    sandboxes with or to ask what it supports (``"image" in backend.supports``).
+
+    Raises :class:`~agentgym.core.errors.UnknownIdError` (with the closest ids) for a name
+    no plugin registers, and :class:`SandboxError` when its plugin registered something
+    that is not a :class:`SandboxBackend`.
     """
     from agentgym.core.registry import get
 
-    return await get("sandboxes", backend).build(**kwargs)
+    backend = get("sandboxes", name)
+    if not isinstance(backend, SandboxBackend):
+        raise SandboxError(
+            f"the sandbox backend {name!r} is registered as {backend!r}, not a"
+            " SandboxBackend; its plugin's agentgym_sandboxes hook must return"
+            " SandboxBackend objects (see docs/hooks.md)")
+    return backend
+
+
+async def open_sandbox(backend: str = "local", spec: SandboxSpec | None = None,
+                       **fields: Any) -> Sandbox:
+    """Start a sandbox of ``backend`` (an id from ``agentgym list sandboxes``) for ``spec``,
+    or for the spec made of ``fields`` (``template=``, ``image=``, ``workdir=``,
+    ``mounts=``, ``env=``, ``limits=``: see :class:`SandboxSpec`) when no spec is given.
+
+    Raises :class:`SandboxSpecError` for a bad field or one the backend does not support
+    (:class:`UnsupportedFieldError`), :class:`SandboxError` when the sandbox cannot start.
+    """
+    if spec is None:
+        spec = SandboxSpec.from_fields(**fields)
+    elif fields:
+        raise SandboxSpecError(
+            f"open_sandbox got both a spec and the fields {', '.join(sorted(fields))}; pass"
+            " one: the spec (dataclasses.replace(spec, ...) changes fields) or the fields")
+    return await sandbox_backend(backend).open(spec)

@@ -1,28 +1,33 @@
 """The ``sandboxes`` plugin: the built-in sandbox backends.
 
-* ``local`` (the default): bubblewrap with a copy-on-write workspace, its own pid, network,
-  mount and IPC namespaces, an unprivileged user, and cgroup limits. Needs Linux, root,
-  and the ``bwrap`` program.
-* ``docker``: one container per sandbox through the docker SDK, network none by default,
-  with memory, pids and CPU limits. Needs a running Docker engine.
+* ``local`` (the default, :class:`~agentgym.sandboxes.local.LocalBackend`): bubblewrap
+  with a copy-on-write workspace, its own pid, network, mount and IPC namespaces, an
+  unprivileged user, and cgroup limits. Needs Linux, root, and the ``bwrap`` program.
+  Supports every spec field but ``image``.
+* ``docker`` (:class:`~agentgym.sandboxes.docker.DockerBackend`): one container per
+  sandbox through the docker SDK, network none by default, with memory, pids and CPU
+  limits. Needs a running Docker engine. Supports every spec field, and builds images
+  locally (``build_image``).
 
 Registered through the entry point ``sandboxes``, like any third-party backend.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentgym.core.hookspecs import hookimpl
-from agentgym.core.registry import Spec
+
+if TYPE_CHECKING:
+    from agentgym.core.sandbox import SandboxBackend
 
 
 @hookimpl
-def agentgym_sandboxes() -> list[Spec]:
-    return [
-        Spec("local", "agentgym.sandboxes.local:LocalSandbox.create",
-             "bubblewrap: copy-on-write workspace, no network, cgroup limits (default)."),
-        Spec("docker", "agentgym.sandboxes.docker:DockerSandbox.create",
-             "A Docker container per sandbox: network none, memory/pids/cpu limits."),
-    ]
+def agentgym_sandboxes() -> list[SandboxBackend]:
+    from agentgym.sandboxes.docker import DockerBackend
+    from agentgym.sandboxes.local import LocalBackend
+
+    return [LocalBackend(), DockerBackend()]
 
 
 @hookimpl

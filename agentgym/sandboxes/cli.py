@@ -66,8 +66,9 @@ def exec_command(backend: str, image: str | None, template: Path | None, timeout
 @click.option("--all", "everything", is_flag=True,
               help="Remove every agentgym sandbox, not only those whose process died.")
 def gc_command(everything: bool) -> None:
-    """Remove sandboxes (processes, cgroups, folders, containers) left by crashed runs."""
-    from agentgym.sandboxes import local
+    """Remove sandboxes (processes, cgroups, folders, containers) left by crashed runs,
+    and cached template copies nobody uses that are stale or idle."""
+    from agentgym.sandboxes import local, templates
 
     removed = {"local": local.gc(everything)}
     try:
@@ -78,6 +79,7 @@ def gc_command(everything: bool) -> None:
         click.echo(f"docker: skipped ({e})", err=True)
     for backend, count in removed.items():
         click.echo(f"{backend}: removed {count} leftover sandbox(es)")
+    click.echo(f"local templates: removed {templates.clean()} unused cached copies")
 
 
 @sandbox_group.command("build-image")

@@ -4,8 +4,9 @@ Implements :class:`agentgym.core.sandbox.Sandbox` (its module docstring is the c
 How each promise is kept:
 
 * **Isolation.** The container runs with network ``none`` (unless ``limits.network``),
-  no capabilities, ``no-new-privileges``, a read-only root (unless ``read_only_root=False``)
-  and no host mounts but the read-only ``mounts`` asked for: the engine's socket is not
+  no capabilities, ``no-new-privileges``, a read-only root (unless the workspace is a
+  directory of the image, or ``DockerBackend(read_only_root=False)``) and no host mounts
+  but the read-only ``mounts`` asked for: the engine's socket is not
   inside. Commands run as uid 1000 (``agent`` in the default image), ``HOME=/home/agent``.
 * **Limits.** ``memory_mb`` is the container's memory with no swap; ``pids`` the processes
   commands may have alive (plus the few the sandbox itself uses); ``cpus`` a CPU quota.
@@ -45,23 +46,27 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from agentgym.core.sandbox import (
+    DEFAULT_WORKDIR,
+    SPEC_FIELDS,
     TIMEOUT_EXIT_CODE,
     BoundedOutput,
     ExecResult,
     Sandbox,
+    SandboxBackend,
     SandboxError,
     SandboxLimits,
+    SandboxSpec,
     track,
     untrack,
 )
-from agentgym.sandboxes import shell
+from agentgym.sandboxes import builds, shell
 from agentgym.sandboxes.image import (
     DEFAULT_IMAGE,
     SANDBOX_HOME,
@@ -69,7 +74,7 @@ from agentgym.sandboxes.image import (
     docker_client,
     ensure_image,
 )
-from agentgym.sandboxes.local import check_env, check_mounts
+from agentgym.sandboxes.mounts import check_mounts, check_workdir
 
 #: Label that marks agentgym's containers, and the labels naming the process that owns one.
 LABEL = "agentgym.sandbox"
@@ -144,21 +149,19 @@ class DockerSandbox(Sandbox):
         self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     @classmethod
-    async def create(cls, template: str | os.PathLike | None = None, image: str | None = None,
-                     limits: SandboxLimits | None = None, read_only_root: bool = True,
-                     mounts: dict[str, str | os.PathLike] | None = None,
-                     workdir: str | None = None, env: dict[str, str] | None = None,
-                     **unused: Any) -> DockerSandbox:
-        """Start a container from ``image`` (default :data:`DEFAULT_IMAGE`, built on first
-        use) with ``template`` copied into ``/workspace``, under ``limits``. ``mounts`` maps
-        a path inside the container to a host file or directory, bound there read-only
-        (see :func:`agentgym.sandboxes.local.check_mounts`).
+    async def create(cls, spec: SandboxSpec | None = None,
+                     read_only_root: bool = True) -> DockerSandbox:
+        """Start a container for ``spec``: from ``spec.image`` (default
+        :data:`DEFAULT_IMAGE`, built on first use), with ``spec.template`` copied into the
+        workspace, under ``spec.limits``. ``mounts`` are bound read-only (see
+        :func:`agentgym.sandboxes.mounts.check_mounts`).
 
-        ``workdir`` makes a directory of the image the workspace instead of the
-        ``/workspace`` tmpfs (SWE-bench images hold their repository, installed in place,
-        at ``/testbed``): it is handed to the sandbox user at start, and the root
-        filesystem is writable, so edits land in the container's own layer (the image never
-        changes; ``disk_mb`` then bounds only ``/tmp`` and the home).
+        A ``workdir`` other than ``/workspace`` makes a directory of the image the
+        workspace instead of the ``/workspace`` tmpfs (SWE-bench images hold their
+        repository, installed in place, at ``/testbed``; it is created if the image lacks
+        it): it is handed to the sandbox user at start, and the root filesystem is
+        writable, so edits land in the container's own layer (the image never changes;
+        ``disk_mb`` then bounds only ``/tmp`` and the home).
 
         ``env`` adds variables to the container's environment (``HOME`` and the image's own
         are there already); nothing of the host's environment is passed on.
@@ -166,20 +169,21 @@ class DockerSandbox(Sandbox):
         Raises :class:`SandboxError` when the docker SDK is missing, no engine is reachable,
         the image does not exist, or the container fails to start.
         """
-        limits = limits or SandboxLimits()
-        if workdir is not None and not workdir.startswith("/"):
-            raise SandboxError(f"workdir {workdir!r} must be an absolute path in the image,"
-                               " e.g. /testbed")
-        reserved = ("/proc", "/dev", "/sys", "/tmp", workdir or cls.workdir, SANDBOX_HOME)
-        checked = check_mounts(mounts, reserved)
-        variables = check_env(env)
-        if template is not None:
-            template = Path(template)
+        spec = spec or SandboxSpec()
+        DockerBackend().check(spec)
+        workdir = spec.workdir
+        reserved = ("/proc", "/dev", "/sys", "/tmp", SANDBOX_HOME)
+        check_workdir(workdir, reserved, "docker")
+        checked = check_mounts(spec.mounts, (*reserved, workdir))
+        template = None
+        if spec.template is not None:
+            template = Path(spec.template)
             if not template.is_dir():
                 raise SandboxError(f"template {str(template)!r} is not a directory: pass the"
                                    " directory whose copy becomes the workspace, or None.")
-        future = _pool.submit(cls._start, template, image or DEFAULT_IMAGE, limits,
-                              read_only_root, checked, workdir, variables)
+        future = _pool.submit(cls._start, template, spec.image or DEFAULT_IMAGE, spec.limits,
+                              read_only_root, checked,
+                              None if workdir == DEFAULT_WORKDIR else workdir, dict(spec.env))
         try:
             box = await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -244,8 +248,8 @@ class DockerSandbox(Sandbox):
             container.start()
             if in_image:
                 code, out, err = _run_in(client.api, container.id,
-                                         ["chown", "-R", "1000:1000", workdir], None, "/",
-                                         user="0:0")
+                                         ["sh", "-c", 'mkdir -p -- "$1" && chown -R 1000:1000'
+                                          ' -- "$1"', "sh", workdir], None, "/", user="0:0")
                 if code != 0:
                     raise SandboxError(f"workdir {workdir!r} of image {image!r} could not be"
                                        f" handed to the sandbox user (exit {code}):"
@@ -512,6 +516,45 @@ class DockerSandbox(Sandbox):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<DockerSandbox {self.id[:12]} {state}>"
+
+
+class DockerBackend(SandboxBackend):
+    """The ``docker`` backend: :class:`DockerSandbox`, a container per sandbox.
+
+    Supports every spec field. Images are never pulled: :meth:`build_image` builds the
+    images tasks need, locally.
+
+    Args:
+        read_only_root: keep the container's root filesystem read-only (the workspace,
+            /tmp and the home are tmpfs); off for a ``workdir`` of the image regardless.
+    """
+
+    name = "docker"
+    description = "A Docker container per sandbox: network none, memory/pids/cpu limits."
+    supports = SPEC_FIELDS
+
+    def __init__(self, read_only_root: bool = True):
+        self.read_only_root = read_only_root
+
+    async def start(self, spec: SandboxSpec) -> DockerSandbox:
+        return await DockerSandbox.create(spec, read_only_root=self.read_only_root)
+
+    def build_image(self, *, base: str | None = None,
+                    files: Mapping[str, str | os.PathLike[str]] | None = None,
+                    context: str | os.PathLike[str] | None = None,
+                    repository: str = builds.REPOSITORY, network: bool = False,
+                    log: Callable[[str], None] | None = None) -> str:
+        """Build an image locally, or find it built, and return its name for
+        ``SandboxSpec(image=...)``: ``base`` (default :data:`DEFAULT_IMAGE`) with ``files``
+        (path in the image -> host file or folder) copied in, or the Dockerfile folder
+        ``context`` as it is. Cached by a content hash of its inputs (base image ids
+        included); nothing is pulled: a base image missing from the engine raises
+        :class:`SandboxError` naming it and how to provide it. Blocking (run it on a
+        thread from async code). See :mod:`agentgym.sandboxes.builds`.
+        """
+        return builds.build_image(base=base, files=files, context=context,
+                                  repository=repository, network=network, log=log,
+                                  client=_client())
 
 
 def gc(everything: bool = False) -> int:

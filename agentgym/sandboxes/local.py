@@ -50,34 +50,33 @@ import asyncio
 import contextlib
 import itertools
 import os
-import re
 import secrets
 import shutil
 import signal
-import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 from agentgym.core.sandbox import (
+    SPEC_FIELDS,
     TIMEOUT_EXIT_CODE,
     BoundedOutput,
     ExecResult,
     Sandbox,
+    SandboxBackend,
     SandboxError,
     SandboxLimits,
+    SandboxSpec,
     track,
     untrack,
 )
-from agentgym.sandboxes import seccomp, shell
+from agentgym.sandboxes import seccomp, shell, templates
 from agentgym.sandboxes.cgroups import ControlGroup, cgroup_version, existing_groups
+from agentgym.sandboxes.mounts import check_mounts, check_workdir
 
 #: Host directory holding one folder per live sandbox (its mount point and bookkeeping).
 SANDBOX_DIR = Path(os.environ.get("AGENTGYM_SANDBOX_DIR", "/tmp/agentgym-sandboxes"))
-#: Host directory of templates copied so that the sandbox user owns them.
-TEMPLATE_DIR = Path(os.environ.get("AGENTGYM_TEMPLATE_DIR", "/var/tmp/agentgym-templates"))
 #: The unprivileged user commands run as (no such user needs to exist on the host).
-SANDBOX_UID = int(os.environ.get("AGENTGYM_SANDBOX_UID", "65000"))
+SANDBOX_UID = templates.SANDBOX_UID
 #: The whole environment of the launcher and bwrap (their /proc/PID/environ): never the
 #: host's, which may hold tokens and keys.
 LAUNCH_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
@@ -168,82 +167,17 @@ def _check_host(network: bool = False) -> None:
         )
 
 
-def prepare_template(template: str | os.PathLike[str]) -> Path:
-    """A read-only lower layer for ``template`` that the sandbox user owns.
-
-    Overlayfs keeps a file's owner when it copies it up for writing, so the lower layer must
-    belong to the sandbox user for the agent to edit its files. A template that does not is
-    copied once into ``TEMPLATE_DIR`` (keyed by path and modification time) and chowned
-    there; the original is never touched. Sandboxes cannot reach either copy.
-    """
-    source = Path(template).resolve()
-    if not source.is_dir():
-        raise SandboxError(f"template {str(source)!r} is not a directory; pass a directory")
-    if re.search(r"[,:\\\s]", str(source)):
-        raise SandboxError(
-            f"template path {str(source)!r} contains a comma, colon, backslash or space,"
-            " which overlayfs options cannot carry; move or link it to a plain path"
-        )
-    stat = source.stat()
-    if stat.st_uid == SANDBOX_UID and str(source).startswith(str(TEMPLATE_DIR)):
-        return source
-    key = f"{abs(hash((str(source), stat.st_mtime_ns))):x}"
-    target = TEMPLATE_DIR / f"{source.name}-{key}"
-    if not target.exists():
-        TEMPLATE_DIR.mkdir(parents=True, exist_ok=True)
-        os.chmod(TEMPLATE_DIR, 0o711)
-        staging = TEMPLATE_DIR / f".{target.name}.{os.getpid()}.{next(_counter)}"
-        shutil.copytree(source, staging, symlinks=True)
-        subprocess.run(["chown", "-R", "--no-dereference", f"{SANDBOX_UID}:{SANDBOX_UID}",
-                        str(staging)], check=True)
-        try:
-            staging.rename(target)
-        except OSError:  # another process made it first
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
-
-
-def check_mounts(mounts: dict[str, str | os.PathLike[str]] | None,
-                 reserved: tuple[str, ...]) -> dict[str, Path]:
-    """Validate read-only ``mounts`` (path inside the sandbox -> host path) for a backend
-    whose own mount points are ``reserved``; returns them normalized, parents first.
-
-    A path inside must be absolute, and neither be nor contain nor lie inside a reserved
-    path (``/`` itself is never allowed); a host path must exist (a file or a directory).
-    Raises :class:`SandboxError` saying which entry is wrong and why.
-    """
-    checked: dict[str, Path] = {}
-    for inside, host in (mounts or {}).items():
-        if not isinstance(inside, str) or not inside.startswith("/"):
-            raise SandboxError(f"mount point {inside!r} must be an absolute path inside the"
-                               " sandbox, e.g. {'/opt/env': '/host/env'}")
-        point = os.path.normpath(inside)
-        point = "/" + point.lstrip("/")  # normpath keeps a leading '//'
-        clash = next((r for r in reserved if point == r or point.startswith(r.rstrip("/") + "/")
-                      or r.startswith(point.rstrip("/") + "/")), None)
-        if point == "/" or clash:
-            raise SandboxError(
-                f"mount point {inside!r} would hide or overlap the sandbox's own {clash or '/'}"
-                f"; pick a path outside {', '.join(sorted(reserved))} (e.g. /opt/NAME)")
-        if point in checked:
-            raise SandboxError(f"mount point {inside!r} is given twice (as {point!r})")
-        source = Path(host).expanduser().resolve()
-        if not source.exists():
-            raise SandboxError(f"cannot mount {str(host)!r} at {inside!r}: no such file or"
-                               " directory on the host")
-        checked[point] = source
-    return dict(sorted(checked.items()))
-
-
 class LocalSandbox(Sandbox):
     """A bubblewrap sandbox on this machine. Make one with :meth:`create`."""
 
-    def __init__(self, limits: SandboxLimits, template: Path | None,
-                 mounts: dict[str, Path] | None = None, env: dict[str, str] | None = None):
+    def __init__(self, limits: SandboxLimits, template: templates.TemplateCopy | None,
+                 mounts: dict[str, Path] | None = None, env: dict[str, str] | None = None,
+                 workdir: str = Sandbox.workdir):
         self.limits = limits
         self.template = template
         self.mounts = mounts or {}
         self.env = {**SANDBOX_ENV, **(env or {})}
+        self.workdir = workdir
         self.id = f"{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
         self.home = SANDBOX_DIR / self.id
         self.cgroup = ControlGroup(self.id)
@@ -263,28 +197,23 @@ class LocalSandbox(Sandbox):
     # ---- lifecycle ----------------------------------------------------------------------
 
     @classmethod
-    async def create(cls, template: str | os.PathLike[str] | None = None,
-                     limits: SandboxLimits | None = None, image: str | None = None,
-                     mounts: dict[str, str | os.PathLike[str]] | None = None,
-                     env: dict[str, str] | None = None, **unused: Any) -> LocalSandbox:
-        """Start a sandbox whose workspace is a copy-on-write view of ``template``.
+    async def create(cls, spec: SandboxSpec | None = None) -> LocalSandbox:
+        """Start a sandbox for ``spec`` (see :class:`LocalBackend` for what it supports).
 
-        ``mounts`` maps a path inside the sandbox to a host file or directory, bound there
-        read-only (e.g. a shared virtual environment); see :func:`check_mounts`. ``env``
-        adds variables to the sandbox's environment (:data:`SANDBOX_ENV`); nothing of the
-        host's environment is ever passed on.
+        The workspace, at ``spec.workdir``, is a copy-on-write view of ``spec.template``'s
+        cached copy (:mod:`agentgym.sandboxes.templates`). ``mounts`` are bound read-only;
+        ``env`` is added to :data:`SANDBOX_ENV`; nothing of the host's environment is ever
+        passed on.
         """
-        if image is not None:
-            raise SandboxError(
-                f"image={image!r} is a docker option; the local backend runs the host's own"
-                " /usr read-only. Use --backend docker for images"
-            )
-        reserved = ("/proc", "/dev", "/tmp", cls.workdir, *SYSTEM_BINDS, *SYSTEM_SYMLINKS)
-        checked = check_mounts(mounts, reserved)
-        limits = limits or SandboxLimits()
-        _check_host(limits.network)
-        lower = await asyncio.to_thread(prepare_template, template) if template else None
-        box = cls(limits, lower, checked, check_env(env))
+        spec = spec or SandboxSpec()
+        LocalBackend().check(spec)
+        reserved = ("/proc", "/dev", "/tmp", *SYSTEM_BINDS, *SYSTEM_SYMLINKS)
+        check_workdir(spec.workdir, reserved, "local")
+        checked = check_mounts(spec.mounts, (*reserved, spec.workdir))
+        _check_host(spec.limits.network)
+        copy = (await asyncio.to_thread(templates.acquire, spec.template)
+                if spec.template else None)
+        box = cls(spec.limits, copy, checked, dict(spec.env), spec.workdir)
         try:
             await box._start()
         except BaseException:
@@ -341,7 +270,7 @@ class LocalSandbox(Sandbox):
         overlay = ""
         if self.template:
             overlay = (f"mkdir {mnt}/ws {mnt}/work && chown {uid}:{uid} {mnt}/ws && "
-                       f"mount -t overlay overlay -o lowerdir={self.template},"
+                       f"mount -t overlay overlay -o lowerdir={self.template.path},"
                        f"upperdir={mnt}/upper,workdir={mnt}/work {mnt}/ws")
         # The launcher keeps the mount namespace alive and restarts the shell if a command
         # ends it; the sandbox's own processes may raise their OOM score, never lower it.
@@ -444,6 +373,8 @@ class LocalSandbox(Sandbox):
             time.sleep(0.005)
         self.cgroup.remove()
         shutil.rmtree(self.home, ignore_errors=True)
+        if self.template is not None:
+            self.template.release()  # after the overlay's processes are gone
         untrack(self)
 
     def _namespace_inits(self) -> set[int]:
@@ -657,24 +588,6 @@ class LocalSandbox(Sandbox):
         return sorted(name for name in result.output.split("\0") if name)
 
 
-def check_env(env: dict[str, str] | None) -> dict[str, str]:
-    """Validate the variables a caller adds to a sandbox's environment; returns a copy.
-
-    Names are shell identifiers, values strings without NUL bytes. Raises
-    :class:`SandboxError` naming the bad entry.
-    """
-    checked: dict[str, str] = {}
-    for name, value in (env or {}).items():
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise SandboxError(f"environment variable name {name!r} is not a shell identifier"
-                               " (letters, digits and '_', not starting with a digit)")
-        if not isinstance(value, str) or "\0" in value:
-            raise SandboxError(f"environment variable {name}={value!r} must be a string"
-                               " without NUL bytes")
-        checked[name] = value
-    return checked
-
-
 def gc(everything: bool = False) -> int:
     """Remove sandboxes left by processes that died without closing them (all of them
     with ``everything``): their processes, cgroups and folders. Returns how many."""
@@ -708,4 +621,22 @@ def _alive(pid: int) -> bool:
     return not Path(f"/proc/{pid}/status").read_text().count("State:\tZ")
 
 
-__all__ = ["LocalSandbox", "check_env", "check_mounts", "gc", "prepare_template"]
+class LocalBackend(SandboxBackend):
+    """The ``local`` backend: :class:`LocalSandbox` (bubblewrap on this machine).
+
+    Supports ``template``, ``workdir`` (any directory outside its own: /proc, /dev, /tmp,
+    /usr, /etc and the system links), ``mounts``, ``env`` and ``limits``. Not ``image``:
+    commands run the host's own /usr, read-only.
+    """
+
+    name = "local"
+    description = "bubblewrap: copy-on-write workspace, no network, cgroup limits (default)."
+    supports = SPEC_FIELDS - {"image"}
+    hints = {"image": "it runs the host's own /usr read-only; images need the docker"
+                      " backend (--backend docker, backend='docker')"}
+
+    async def start(self, spec: SandboxSpec) -> LocalSandbox:
+        return await LocalSandbox.create(spec)
+
+
+__all__ = ["LocalBackend", "LocalSandbox", "gc"]

@@ -42,3 +42,11 @@ def test_missing_bubblewrap_says_how_to_install_it(agentgym_cli, tmp_path):
     out = sandbox(agentgym_cli, "exec", "--", "true", env=env)
     assert out.returncode == 1
     assert "apt-get install bubblewrap" in out.stderr
+
+
+def test_an_image_on_the_local_backend_is_refused_with_the_fix(agentgym_cli):
+    out = sandbox(agentgym_cli, "exec", "--image", "agentgym/sandbox:default", "--", "true")
+    assert out.returncode == 1
+    assert ("the local backend does not support image='agentgym/sandbox:default'"
+            in out.stderr)
+    assert "--backend docker" in out.stderr

@@ -24,6 +24,7 @@ from agentgym.core.sandbox import (
     TIMEOUT_EXIT_CODE,
     SandboxError,
     SandboxLimits,
+    SandboxSpec,
     open_sandbox,
 )
 
@@ -56,7 +57,7 @@ def make(engine):
 
     def make_box(**kwargs) -> DockerSandbox:
         kwargs.setdefault("limits", SandboxLimits(timeout_s=30))
-        box = run(DockerSandbox.create(**kwargs))
+        box = run(DockerSandbox.create(SandboxSpec(**kwargs)))
         boxes.append(box)
         return box
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentgym.core.sandbox import SandboxError, open_sandbox
-from agentgym.sandboxes.local import check_mounts
+from agentgym.core.sandbox import SandboxError, SandboxSpec, open_sandbox
+from agentgym.sandboxes.mounts import check_mounts
 
 
 @pytest.fixture
@@ -58,8 +58,15 @@ def test_a_folder_the_sandbox_user_cannot_traverse_is_still_mounted(make_sandbox
     ("/tmp", "overlap"),
 ])
 def test_unsafe_mount_points_are_refused(inside: str, why: str, shared) -> None:
+    # The spec refuses what no backend allows; check_mounts what clashes with a backend's own.
     with pytest.raises(SandboxError, match=why):
-        check_mounts({inside: str(shared)}, ("/tmp", "/usr", "/workspace"))
+        spec = SandboxSpec(mounts={inside: str(shared)})
+        check_mounts(spec.mounts, ("/tmp", "/usr", "/workspace"))
+
+
+def test_a_mount_may_not_hide_a_workspace_elsewhere(backend, run, shared) -> None:
+    with pytest.raises(SandboxError, match="overlap the sandbox's own /srv/app"):
+        run(open_sandbox(backend, workdir="/srv/app", mounts={"/srv": str(shared)}))
 
 
 def test_a_missing_host_path_is_refused(tmp_path) -> None:

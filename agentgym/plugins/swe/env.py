@@ -14,17 +14,18 @@ swe-synth     synthesized from PyPI sdists, cached        local      the sdist's
 ``tasks=`` points any id at a local file (JSONL, JSON or parquet of SWE-bench instances)
 or another dataset. An episode's workspace is the repository at ``base_commit``:
 
-* docker: the instance's image (``image`` field, else the official harness's name,
-  :func:`~agentgym.plugins.swe.instance.image_name`) with the repository at ``/testbed``,
-  which becomes the workspace.
-* local: instances that name a PyPI ``package``/``package_version`` (what ``agentgym swe
-  synth`` writes) get their repository rebuilt from the sdist once, cached, and used as the
-  copy-on-write template of every episode; the project's dependency env is built once and
-  mounted read-only, so a reset never installs anything.
-* docker, for those same instances (``backend="docker"``): the same repository is copied
-  into the container's workspace, and the image is the default sandbox image with the
-  project's dependency env added, built locally on first use
-  (:func:`~agentgym.plugins.swe.images.project_image`).
+* SWE-bench instances: the instance's image (``image`` field, else the official
+  harness's name, :func:`~agentgym.plugins.swe.instance.image_name`) with the repository
+  at ``/testbed``, which becomes the workspace: ``SandboxSpec(image=..., workdir=
+  "/testbed")``. Only a backend that supports images runs them (``docker``); any other
+  refuses them when the env is made.
+* Instances that name a PyPI ``package``/``package_version`` (what ``agentgym swe synth``
+  writes), on any backend: their repository is rebuilt from the sdist once, cached, and
+  is the template of every episode's workspace; the project's dependency env is built
+  once and mounted read-only (``SandboxSpec(template=repo, mounts=project.mounts)``), so a
+  reset never installs anything. On ``docker`` the container runs the default sandbox
+  image, whose ``python3`` runs the env as the host's does (checked at the first
+  workspace of each project).
 
 The agent has ``bash`` and ``str_replace_editor`` (the shared toolkits,
 :mod:`agentgym.toolkits`), ``search`` (:mod:`agentgym.plugins.swe.search`) and ``submit``,
@@ -53,7 +54,15 @@ from agentgym.core.episode import Episode, Submitted
 from agentgym.core.errors import MissingResourceError
 from agentgym.core.parsers import ToolCall
 from agentgym.core.reward import RewardResult
-from agentgym.core.sandbox import Sandbox, SandboxLimits, open_sandbox
+from agentgym.core.sandbox import (
+    Sandbox,
+    SandboxLimits,
+    SandboxSpec,
+    SandboxSpecError,
+    UnsupportedFieldError,
+    open_sandbox,
+    sandbox_backend,
+)
 from agentgym.core.task import SolutionTurn, Task, TaskList, TaskSource
 from agentgym.core.tools import tool
 from agentgym.plugins.swe.instance import SWEInstance, image_name, load_instances
@@ -120,11 +129,12 @@ class SWEEnv(AgentEnv):
             dataset name (needs network), or a list of :class:`SWEInstance`. ``None``: the
             env id's default (see the module docs).
         split: the dataset split, for hub datasets and dataset folders.
-        backend: ``docker`` (per-instance images; for instances that name a PyPI package,
-            an image of the project built locally) or ``local`` (instances that name a PyPI
-            package; bubblewrap, no daemon needed). ``None``: ``local`` when every instance
-            names a package, else ``docker``.
-        image: a docker image for every instance (overrides the instances' images).
+        backend: a sandbox backend (``agentgym list sandboxes``). Instances that name a
+            PyPI package run on any; SWE-bench instances need one that supports images
+            (``docker``). ``None``: ``local`` when every instance names a package, else
+            ``docker``.
+        image: a docker image for every instance (overrides the instances' images, and
+            makes packaged instances run in it at ``/testbed`` too).
         max_turns: turns before truncation.
         command_timeout_s: wall-time limit of one ``bash`` command.
         test_timeout_s: wall-time limit of the grading test run.
@@ -158,12 +168,6 @@ class SWEEnv(AgentEnv):
         self.instances = {i.instance_id: i for i in instances}
         packaged = all(i.package for i in instances)
         self.backend = backend or ("local" if packaged else "docker")
-        if self.backend == "local" and not packaged:
-            missing = next(i.instance_id for i in instances if not i.package)
-            raise ValueError(
-                f"instance {missing!r} names no PyPI package, so the local backend cannot"
-                " build its repository; use backend='docker' (its image holds the"
-                " repository), or tasks from `agentgym swe synth`")
         self.image = image
         self.command_timeout_s = command_timeout_s
         self.test_timeout_s = test_timeout_s
@@ -172,6 +176,8 @@ class SWEEnv(AgentEnv):
         # Bound to each episode's sandbox in setup_episode; before that, described.
         self.toolsets = tuple(functools.partial(toolset, command_timeout_s=command_timeout_s)
                               for toolset in (BashTools, RepoEditorTools, SearchTools))
+        self._check_backend(instances)
+        self._envs_checked: set[Path] = set()
         self.box: Sandbox | None = None
         super().__init__(task_source(instances), parser=parser, max_turns=max_turns,
                          turn_timeout_s=turn_timeout_s, render_mode=render_mode)
@@ -201,26 +207,53 @@ class SWEEnv(AgentEnv):
         assert task is not None
         return self.instances[task.id]
 
+    def image_spec(self, instance: SWEInstance) -> SandboxSpec | None:
+        """The workspace of an instance that runs in an image (SWE-bench's, or the env's
+        ``image``): the image with its repository at ``/testbed``. None for an instance
+        rebuilt from its PyPI sdist (see :meth:`open_workspace`)."""
+        image = self.image or instance.image
+        if instance.package and not image:
+            return None
+        return SandboxSpec(image=image or image_name(instance.instance_id), workdir=TESTBED,
+                           limits=self.limits)
+
+    def _check_backend(self, instances: Sequence[SWEInstance]) -> None:
+        """Refuse, now rather than at the first reset, instances whose workspace the
+        backend cannot give (an image on a backend without images)."""
+        backend = sandbox_backend(self.backend)
+        for instance in instances:
+            spec = self.image_spec(instance)
+            if spec is None:
+                continue
+            try:
+                backend.check(spec)
+            except UnsupportedFieldError as error:
+                why = ("names no PyPI package, so its repository comes from its docker image"
+                       if not instance.package else "is to run in the image given to the env")
+                raise SandboxSpecError(
+                    f"instance {instance.instance_id!r} {why} ({spec.image!r}, at"
+                    f" {TESTBED}), but {error}; or use tasks from `agentgym swe synth`,"
+                    " which every backend runs") from None
+
     async def open_workspace(self, instance: SWEInstance) -> Sandbox:
         """A sandbox whose workspace is ``instance``'s repository at its base commit."""
         import asyncio
 
-        if instance.package and (self.backend == "local"
-                                 or not (self.image or instance.image)):
-            # Rebuilt from its sdist: the repository is the workspace's template; the test
-            # env is mounted (local) or baked into an image of the project (docker).
-            template, project = await asyncio.to_thread(_task_repository, instance)
-            if self.backend == "local":
-                return await open_sandbox("local", template=template, mounts=project.mounts,
-                                          limits=self.limits)
-            from agentgym.plugins.swe.images import project_image
-
-            image = await asyncio.to_thread(project_image, project)
-            return await open_sandbox(self.backend, image=image, template=template,
-                                      limits=self.limits)
-        image = self.image or instance.image or image_name(instance.instance_id)
-        return await open_sandbox(self.backend, image=image, workdir=TESTBED,
-                                  limits=self.limits)
+        spec = self.image_spec(instance)
+        if spec is not None:
+            return await open_sandbox(self.backend, spec)
+        # Rebuilt from its sdist: the repository is the template, the test env a mount.
+        template, project = await asyncio.to_thread(_task_repository, instance)
+        box = await open_sandbox(self.backend, SandboxSpec(
+            template=str(template), mounts=project.mounts, limits=self.limits))
+        if project.env not in self._envs_checked:
+            try:
+                await _check_env_runs(box, project)
+            except BaseException:
+                await box.close()
+                raise
+            self._envs_checked.add(project.env)
+        return box
 
     async def setup_episode(self, task: Task) -> None:
         self.box = await self.open_workspace(self.instance(task))
@@ -280,6 +313,23 @@ def default_synth_tasks() -> Path:
     write_jsonl(rows, staging)
     staging.replace(path)  # whole or not at all
     return path
+
+
+async def _check_env_runs(box: Sandbox, project: Project) -> None:
+    """The project's dependency env, built on the host, must run inside the sandbox: its
+    interpreter is the host's (:data:`~agentgym.plugins.swe.repo.SANDBOX_PYTHON`), found
+    in the sandbox only when the sandbox's own is the same version."""
+    from agentgym.plugins.swe.repo import ENV_MOUNT, ENV_PYTHON, SANDBOX_PYTHON, RepoError
+
+    result = await box.exec(f"{ENV_PYTHON} -c 'import pytest'", timeout=60)
+    if not result.ok:
+        raise RepoError(
+            f"the test env of {project.package}=={project.version} ({project.env}), mounted"
+            f" at {ENV_MOUNT}, does not run in this sandbox:"
+            f" {result.output.strip()[-500:]!r}. It was built with {SANDBOX_PYTHON}, and"
+            " runs only where the sandbox's python3 is the same version: point"
+            " AGENTGYM_SWE_PYTHON at a matching interpreter and delete the env to rebuild"
+            " it, or use a backend whose python3 matches the host's")
 
 
 def _task_repository(instance: SWEInstance) -> tuple[Path, Project]:

@@ -151,7 +151,7 @@ def test_check_env_passes_for_the_docker_ids(swe_image):
         check_env(gym.make(env_id, tasks=str(tasks)))
 
 
-def test_swe_synth_runs_on_docker_in_an_image_of_the_project(swe_image, toolz_tasks):
+def test_swe_synth_runs_on_docker_with_the_project_env_mounted(swe_image, toolz_tasks):
     # swe_image: only for its engine check and the default image it builds
     env = gym.make("swe-synth", tasks=str(toolz_tasks), backend="docker")
     try:
@@ -159,10 +159,15 @@ def test_swe_synth_runs_on_docker_in_an_image_of_the_project(swe_image, toolz_ta
         task = raw.tasks[0]
         instance = raw.instances[task.id]
         env.reset(options={"task_id": task.id})
+        from agentgym.plugins.swe.repo import ENV_MOUNT
         from agentgym.sandboxes.docker import DockerSandbox
+        from agentgym.sandboxes.image import DEFAULT_IMAGE
 
         assert isinstance(raw.box, DockerSandbox)
-        assert "agentgym/swe-env:toolz-1.2.0" in raw.box.container.image.tags
+        # the default image, with the project's dependency env bound read-only
+        assert DEFAULT_IMAGE in raw.box.container.image.tags
+        mounts = {m["Destination"]: m for m in raw.box.container.attrs["Mounts"]}
+        assert mounts[ENV_MOUNT]["RW"] is False
         # the workspace is the task's repository, at its base commit
         assert raw.box.workdir == "/workspace"
         reward, info = _play_task(env, task.id, list(raw.task.solution))

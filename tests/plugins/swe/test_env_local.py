@@ -68,3 +68,24 @@ def test_eval_cli_scores_the_oracle(toolz_tasks, agentgym_cli):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["mean_reward"] == 1.0
+
+
+def test_swe_bench_instances_on_the_local_backend_are_refused_with_the_fix(tmp_path):
+    row = {"instance_id": "demo__calc-1", "repo": "demo/calc", "base_commit": "0" * 40,
+           "patch": "", "test_patch": "", "problem_statement": "add is wrong",
+           "FAIL_TO_PASS": ["tests/test_calc.py::test_add"], "PASS_TO_PASS": []}
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(row) + "\n")
+    with pytest.raises(ValueError) as error:
+        gym.make("swe-verified", tasks=str(tasks), backend="local")
+    message = str(error.value)
+    assert "instance 'demo__calc-1' names no PyPI package" in message
+    assert ("the local backend does not support"
+            " image='swebench/sweb.eval.x86_64.demo_1776_calc-1:latest'") in message
+    assert "--backend docker" in message and "agentgym swe synth" in message
+
+
+def test_an_image_given_to_swe_synth_on_the_local_backend_is_refused(toolz_tasks):
+    with pytest.raises(ValueError, match="is to run in the image given to the env"
+                                         r" \('agentgym/sandbox:default', at /testbed\)"):
+        gym.make("swe-synth", tasks=str(toolz_tasks), image="agentgym/sandbox:default")

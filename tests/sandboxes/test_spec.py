@@ -1,0 +1,50 @@
+"""Each built-in backend honours the spec fields it supports and refuses the others by
+name, before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentgym.core.sandbox import (
+    SandboxSpec,
+    SandboxSpecError,
+    UnsupportedFieldError,
+    open_sandbox,
+    sandbox_backend,
+)
+
+
+def test_the_local_backend_refuses_an_image_naming_the_field_and_the_fix(run):
+    with pytest.raises(UnsupportedFieldError) as error:
+        run(open_sandbox("local", image="agentgym/sandbox:default"))
+    assert str(error.value).startswith(
+        "the local backend does not support image='agentgym/sandbox:default': ")
+    assert "images need the docker backend (--backend docker" in str(error.value)
+    # Refused by the spec check, before the host is even looked at.
+    with pytest.raises(UnsupportedFieldError):
+        sandbox_backend("local").check(SandboxSpec(image="x"))
+
+
+def test_the_docker_backend_supports_every_field():
+    sandbox_backend("docker").check(SandboxSpec(
+        template="/t", image="i", workdir="/testbed", mounts={"/opt/x": "/h"},
+        env={"A": "1"}))
+
+
+def test_the_workspace_may_live_elsewhere(make_sandbox, run, tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    box = make_sandbox(template=str(tmp_path), workdir="/srv/app")
+    assert box.workdir == "/srv/app"
+    result = run(box.exec("pwd; cat pkg/a.py; echo new > b.txt && cd pkg && pwd"))
+    assert result.output == "/srv/app\nx = 1\n/srv/app/pkg\n", result.output
+    assert run(box.read_file("b.txt")) == b"new\n"
+    run(box.write_file("c.txt", "written"))
+    assert run(box.exec("cat /srv/app/c.txt")).output == "written"
+    assert not (tmp_path / "b.txt").exists()  # the template never changes
+
+
+@pytest.mark.parametrize("workdir", ["/tmp", "/proc/x", "/dev"])
+def test_a_workspace_over_the_sandbox_own_directories_is_refused(backend, run, workdir):
+    with pytest.raises(SandboxSpecError, match=f"workdir {workdir!r} would hide or overlap"):
+        run(open_sandbox(backend, workdir=workdir))
