@@ -75,6 +75,7 @@ from agentgym.sandboxes.image import (
     ensure_image,
 )
 from agentgym.sandboxes.mounts import check_mounts, check_workdir
+from agentgym.sandboxes.processes import process_alive, process_start
 
 #: Label that marks agentgym's containers, and the labels naming the process that owns one.
 LABEL = "agentgym.sandbox"
@@ -572,7 +573,7 @@ def gc(everything: bool = False) -> int:
             if labels.get(OWNER_HOST_LABEL, host) != host:
                 continue  # another machine's process: its liveness is unknown here
             pid = int(labels.get(OWNER_PID_LABEL, "0") or 0)
-            if _process_alive(pid, labels.get(OWNER_START_LABEL)):
+            if process_alive(pid, labels.get(OWNER_START_LABEL)):
                 continue
         try:
             container.remove(force=True)
@@ -817,30 +818,7 @@ class _Runner:
 def _owner_labels() -> dict[str, str]:
     return {LABEL: "1", OWNER_PID_LABEL: str(os.getpid()),
             OWNER_HOST_LABEL: socket.gethostname(),
-            OWNER_START_LABEL: _process_start(os.getpid()) or ""}
-
-
-def _process_start(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks since boot), None if unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _process_alive(pid: int, started: str | None) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # alive, someone else's
-    # A reused pid belongs to a process that started later.
-    now = _process_start(pid)
-    return not (started and now and now != started)
+            OWNER_START_LABEL: process_start(os.getpid()) or ""}
 
 
 def _log(message: str) -> None:

@@ -72,6 +72,7 @@ from agentgym.core.sandbox import (
 from agentgym.sandboxes import seccomp, shell, templates
 from agentgym.sandboxes.cgroups import ControlGroup, cgroup_version, existing_groups
 from agentgym.sandboxes.mounts import check_mounts, check_workdir
+from agentgym.sandboxes.processes import process_alive
 
 #: Host directory holding one folder per live sandbox (its mount point and bookkeeping).
 SANDBOX_DIR = Path(os.environ.get("AGENTGYM_SANDBOX_DIR", "/tmp/agentgym-sandboxes"))
@@ -601,7 +602,7 @@ def gc(everything: bool = False) -> int:
             pid = int(owner.read_text())
         except (OSError, ValueError):
             pid = int(name.split("-", 1)[0]) if name.split("-", 1)[0].isdigit() else 0
-        if not everything and pid and _alive(pid):
+        if not everything and process_alive(pid):
             continue
         with contextlib.suppress(OSError):
             (SANDBOX_DIR / name / "closing").touch()
@@ -609,16 +610,6 @@ def gc(everything: bool = False) -> int:
         shutil.rmtree(SANDBOX_DIR / name, ignore_errors=True)
         removed += 1
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not Path(f"/proc/{pid}/status").read_text().count("State:\tZ")
 
 
 class LocalBackend(SandboxBackend):

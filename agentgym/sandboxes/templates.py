@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgym.core.sandbox import SandboxError
+from agentgym.sandboxes.processes import process_alive
 
 #: Host directory of the copies (mode 0711: sandbox users may traverse, not list it).
 TEMPLATE_DIR = Path(os.environ.get("AGENTGYM_TEMPLATE_DIR", "/var/tmp/agentgym-templates"))
@@ -150,7 +151,7 @@ def clean(keep: str | None = None, source: Path | None = None,
             if entry_name.startswith(_TRASH):
                 shutil.rmtree(entry.path, ignore_errors=True)
             elif staging := _STAGING.match(entry_name):
-                if not _alive(int(staging["pid"])):
+                if not process_alive(int(staging["pid"])):
                     shutil.rmtree(entry.path, ignore_errors=True)
             elif entry_name.endswith(_LOCK):
                 copy = entry_name[:-len(_LOCK)]
@@ -258,13 +259,3 @@ def _overlay_layers() -> set[str]:
         for options in re.findall(r"lowerdir=([^,\s]+)", text):
             layers.update(options.split(":"))
     return layers
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True

@@ -10,7 +10,21 @@ from typing import Any
 
 import pytest
 
-from agentgym.core.sandbox import Sandbox, SandboxLimits, open_sandbox
+from agentgym.core.sandbox import Sandbox, SandboxError, SandboxLimits, open_sandbox
+
+
+@pytest.fixture(scope="module")
+def engine():
+    """The docker client, with the default image built; skips where no engine runs."""
+    pytest.importorskip("docker", reason="the docker SDK is not installed: pip install docker")
+    from agentgym.sandboxes.image import DEFAULT_IMAGE, docker_client, ensure_image
+
+    try:
+        client = docker_client()
+    except SandboxError as error:
+        pytest.skip(f"no Docker engine reachable: {error}")
+    ensure_image(DEFAULT_IMAGE, client)
+    return client
 
 
 @pytest.fixture

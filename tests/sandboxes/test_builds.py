@@ -14,20 +14,12 @@ REPOSITORY = "agentgym-test/build"
 
 
 @pytest.fixture(scope="module")
-def engine():
-    """The docker client, with the default image built; skips where no engine runs."""
-    pytest.importorskip("docker", reason="the docker SDK is not installed: pip install docker")
-    from agentgym.sandboxes.image import DEFAULT_IMAGE, docker_client, ensure_image
-
-    try:
-        client = docker_client()
-    except SandboxError as error:
-        pytest.skip(f"no Docker engine reachable: {error}")
-    ensure_image(DEFAULT_IMAGE, client)
-    yield client
-    for image in client.images.list(name=REPOSITORY):
+def engine(engine):
+    """The engine; the images these tests built are removed after them."""
+    yield engine
+    for image in engine.images.list(name=REPOSITORY):
         for tag in image.tags:
-            client.images.remove(tag, force=True)
+            engine.images.remove(tag, force=True)
 
 
 def output_in(image: str, command: str) -> str:

@@ -34,20 +34,6 @@ def run(coro):
     return asyncio.run(coro)
 
 
-@pytest.fixture(scope="module")
-def engine():
-    """The docker client, with the default image built; skips where no engine runs."""
-    pytest.importorskip("docker", reason="the docker SDK is not installed: pip install docker")
-    from agentgym.sandboxes.image import DEFAULT_IMAGE, docker_client, ensure_image
-
-    try:
-        client = docker_client()
-    except SandboxError as error:
-        pytest.skip(f"no Docker engine reachable: {error}")
-    ensure_image(DEFAULT_IMAGE, client)
-    return client
-
-
 @pytest.fixture
 def make(engine):
     """Open docker sandboxes (``make(**kwargs)``); all are closed after the test."""
