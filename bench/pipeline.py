@@ -53,7 +53,8 @@ from agentgym.core import (
     tool,
 )
 from agentgym.core.policies import Generation, Sampling
-from agentgym.core.sandbox import SandboxLimits, open_sandbox
+from agentgym.core.registry import open_sandbox
+from agentgym.core.sandbox import SandboxLimits
 from agentgym.rollout.evaluate import rollout
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import MODES, PipelineConfig

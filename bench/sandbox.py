@@ -17,7 +17,8 @@ import statistics
 import sys
 import time
 
-from agentgym.core.sandbox import SandboxError, open_sandbox
+from agentgym.core.registry import open_sandbox
+from agentgym.core.sandbox import SandboxError
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from agentgym.core.plugins import set_plugin_host
-from agentgym.core.sandbox import Sandbox, open_sandbox
+from agentgym.core.registry import open_sandbox
+from agentgym.core.sandbox import Sandbox
 from agentgym.core.tools import ToolError
 from agentgym.toolkits import BashTools, EditorTools
 

@@ -26,16 +26,17 @@ from agentgym.core.policies import (
     TokenPolicy,
     build_policy,
 )
-from agentgym.core.registry import EnvRegistration, Spec, build, get, make
-from agentgym.core.reward import Reward, RewardResult, WeightedSum
-from agentgym.core.sandbox import (
-    Sandbox,
-    SandboxBackend,
-    SandboxLimits,
-    SandboxSpec,
+from agentgym.core.registry import (
+    EnvRegistration,
+    Spec,
+    build,
+    get,
+    make,
     open_sandbox,
     sandbox_backend,
 )
+from agentgym.core.reward import Reward, RewardResult, WeightedSum
+from agentgym.core.sandbox import Sandbox, SandboxBackend, SandboxLimits, SandboxSpec
 from agentgym.core.task import GeneratedTasks, SolutionTurn, Task, TaskList, TaskSource, load_tasks
 from agentgym.core.tools import Tool, ToolError, Toolset, submit, tool
 

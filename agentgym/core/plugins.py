@@ -72,7 +72,9 @@ KINDS: dict[str, Kind] = {
     "tools": Kind("agentgym_tools", id_of=lambda t: t.name),
     "rewards": Kind("agentgym_rewards"),
     "task_sources": Kind("agentgym_task_sources"),
-    "sandboxes": Kind("agentgym_sandboxes"),
+    "sandboxes": Kind("agentgym_sandboxes", description_of=lambda backend: (
+        f"{backend.description} Spec fields: {', '.join(sorted(backend.supports))}."
+        if getattr(backend, "supports", None) else backend.description)),
     "policies": Kind("agentgym_policies"),
     "parsers": Kind("agentgym_tool_call_parsers"),
     "commands": Kind(

@@ -4,6 +4,8 @@ Gymnasium.
 Plugins describe contributions with :class:`~agentgym.core.contributions.Spec` and
 :class:`~agentgym.core.contributions.EnvRegistration` (re-exported here); :func:`get`,
 :func:`has` and :func:`build` look them up in the process's plugin host.
+:func:`sandbox_backend` and :func:`open_sandbox` do it for sandbox backends, as
+:func:`make` does for envs.
 
 ``agentgym.make(id, **kwargs)`` is ``gymnasium.make(id, **kwargs)`` with a helpful error
 for unknown ids. Importing ``agentgym`` registers every env with Gymnasium, which is why
@@ -21,6 +23,13 @@ import gymnasium
 
 from agentgym.core.contributions import EnvRegistration, Spec
 from agentgym.core.plugins import plugin_host
+from agentgym.core.sandbox import (
+    Sandbox,
+    SandboxBackend,
+    SandboxError,
+    SandboxSpec,
+    SandboxSpecError,
+)
 
 
 def get(kind: str, item_id: str) -> Any:
@@ -84,5 +93,40 @@ def register_plugin(plugin: Any, name: str | None = None) -> str:
     return registered
 
 
-__all__ = ["EnvRegistration", "Spec", "build", "get", "has", "make", "register_plugin",
-           "register_with_gymnasium"]
+def sandbox_backend(name: str) -> SandboxBackend:
+    """The registered backend ``name`` (an id from ``agentgym list sandboxes``), to open
+    sandboxes with or to ask what it supports (``"image" in backend.supports``).
+
+    Raises :class:`~agentgym.core.errors.UnknownIdError` (with the closest ids) for a name
+    no plugin registers, and :class:`SandboxError` when its plugin registered something
+    that is not a :class:`SandboxBackend`.
+    """
+    backend = get("sandboxes", name)
+    if not isinstance(backend, SandboxBackend):
+        raise SandboxError(
+            f"the sandbox backend {name!r} is registered as {backend!r}, not a"
+            " SandboxBackend; its plugin's agentgym_sandboxes hook must return"
+            " SandboxBackend objects (see docs/hooks.md)")
+    return backend
+
+
+async def open_sandbox(backend: str = "local", spec: SandboxSpec | None = None,
+                       **fields: Any) -> Sandbox:
+    """Start a sandbox of ``backend`` (an id from ``agentgym list sandboxes``) for ``spec``,
+    or for the spec made of ``fields`` (``template=``, ``image=``, ``workdir=``,
+    ``mounts=``, ``env=``, ``limits=``: see :class:`SandboxSpec`) when no spec is given.
+
+    Raises :class:`SandboxSpecError` for a bad field or one the backend does not support
+    (:class:`UnsupportedFieldError`), :class:`SandboxError` when the sandbox cannot start.
+    """
+    if spec is None:
+        spec = SandboxSpec.from_fields(**fields)
+    elif fields:
+        raise SandboxSpecError(
+            f"open_sandbox got both a spec and the fields {', '.join(sorted(fields))}; pass"
+            " one: the spec (dataclasses.replace(spec, ...) changes fields) or the fields")
+    return await sandbox_backend(backend).open(spec)
+
+
+__all__ = ["EnvRegistration", "Spec", "build", "get", "has", "make", "open_sandbox",
+           "register_plugin", "register_with_gymnasium", "sandbox_backend"]

@@ -5,7 +5,10 @@ A :class:`Sandbox` is one isolated machine for one episode: a persistent shell s
 What a sandbox should hold is a :class:`SandboxSpec` (template, image, workdir, mounts, env,
 limits); where it runs is a :class:`SandboxBackend`, contributed by a plugin through the
 ``agentgym_sandboxes`` hook. Built in are ``local`` (bubblewrap, the default) and
-``docker``. Open one with :func:`open_sandbox`::
+``docker``. Open one with :func:`agentgym.core.open_sandbox` (defined with the other
+registry lookups in :mod:`agentgym.core.registry`)::
+
+    from agentgym.core import open_sandbox
 
     async with await open_sandbox("local", template="/path/to/repo") as box:
         result = await box.exec("python -m pytest -q", timeout=60)
@@ -13,8 +16,8 @@ limits); where it runs is a :class:`SandboxBackend`, contributed by a plugin thr
 
 A backend that does not support a field the spec sets refuses the spec
 (:class:`UnsupportedFieldError`, naming the field, the backend and the fix) instead of
-ignoring it; :func:`sandbox_backend` tells plugins what a backend supports without
-importing it.
+ignoring it; :func:`agentgym.core.sandbox_backend` tells plugins what a backend supports
+without importing it.
 
 Every backend gives the same semantics:
 
@@ -426,7 +429,8 @@ class SandboxBackend(ABC):
     A backend says which :class:`SandboxSpec` fields it supports (:attr:`supports`);
     :meth:`open` refuses a spec that sets any other field to a value other than its
     default (:meth:`check`), then starts the sandbox (:meth:`start`). Plugins ask a
-    backend about its capabilities through :func:`sandbox_backend`, never by its name.
+    backend about its capabilities through
+    :func:`~agentgym.core.registry.sandbox_backend`, never by its name.
 
     Subclasses set :attr:`name`, :attr:`description` and :attr:`supports`, may explain in
     :attr:`hints` what to do instead of an unsupported field, and implement :meth:`start`.
@@ -456,8 +460,9 @@ class SandboxBackend(ABC):
         for name in sorted(SPEC_FIELDS - self.supports):
             value = getattr(spec, name)
             if value != getattr(defaults, name):
-                raise UnsupportedFieldError(self.name, name, value,
-                                            self.hints.get(name) or _supported_by(name))
+                raise UnsupportedFieldError(self.name, name, value, self.hints.get(name) or (
+                    f"leave {name} unset, or use a backend that supports it (`agentgym list"
+                    " sandboxes` shows what each supports)"))
 
     async def open(self, spec: SandboxSpec) -> Sandbox:
         """Start a sandbox for ``spec``, after :meth:`check`. Raises
@@ -471,53 +476,3 @@ class SandboxBackend(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
-
-
-def _supported_by(field_name: str) -> str:
-    """The end of an unsupported-field error: the backends that do support it."""
-    from agentgym.core.plugins import plugin_host
-
-    able = sorted(entry.id for entry in plugin_host().entries("sandboxes").values()
-                  if isinstance(entry.item, SandboxBackend)
-                  and field_name in entry.item.supports)
-    if not able:
-        return f"no loaded sandbox backend supports {field_name}; leave it unset"
-    return (f"use a backend that does ({', '.join(able)}: e.g. --backend {able[0]}), or"
-            f" leave {field_name} unset")
-
-
-def sandbox_backend(name: str) -> SandboxBackend:
-    """The registered backend ``name`` (an id from ``agentgym list sandboxes``), to open
-    sandboxes with or to ask what it supports (``"image" in backend.supports``).
-
-    Raises :class:`~agentgym.core.errors.UnknownIdError` (with the closest ids) for a name
-    no plugin registers, and :class:`SandboxError` when its plugin registered something
-    that is not a :class:`SandboxBackend`.
-    """
-    from agentgym.core.registry import get
-
-    backend = get("sandboxes", name)
-    if not isinstance(backend, SandboxBackend):
-        raise SandboxError(
-            f"the sandbox backend {name!r} is registered as {backend!r}, not a"
-            " SandboxBackend; its plugin's agentgym_sandboxes hook must return"
-            " SandboxBackend objects (see docs/hooks.md)")
-    return backend
-
-
-async def open_sandbox(backend: str = "local", spec: SandboxSpec | None = None,
-                       **fields: Any) -> Sandbox:
-    """Start a sandbox of ``backend`` (an id from ``agentgym list sandboxes``) for ``spec``,
-    or for the spec made of ``fields`` (``template=``, ``image=``, ``workdir=``,
-    ``mounts=``, ``env=``, ``limits=``: see :class:`SandboxSpec`) when no spec is given.
-
-    Raises :class:`SandboxSpecError` for a bad field or one the backend does not support
-    (:class:`UnsupportedFieldError`), :class:`SandboxError` when the sandbox cannot start.
-    """
-    if spec is None:
-        spec = SandboxSpec.from_fields(**fields)
-    elif fields:
-        raise SandboxSpecError(
-            f"open_sandbox got both a spec and the fields {', '.join(sorted(fields))}; pass"
-            " one: the spec (dataclasses.replace(spec, ...) changes fields) or the fields")
-    return await sandbox_backend(backend).open(spec)

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import click
 
-from agentgym.core.sandbox import SandboxError, SandboxLimits, open_sandbox
+from agentgym.core.registry import open_sandbox
+from agentgym.core.sandbox import SandboxError, SandboxLimits
 
 
 @click.group("sandbox")

@@ -15,9 +15,10 @@ debootstrap``). Building is idempotent and safe when several processes race (a f
 serializes them). From a shell: ``agentgym sandbox build-image [--force]`` (or
 ``python -m agentgym.sandboxes.image [--force]``).
 
-Images other than the default are the user's to build (``docker build -t NAME ...``,
-``FROM agentgym/sandbox:default`` is a good start); :func:`ensure_image` only checks that
-they exist.
+Images other than the default come from the docker backend's ``build_image``
+(:mod:`agentgym.sandboxes.builds`: a base plus files, or a Dockerfile folder, cached by
+content) or the user (``docker build -t NAME ...``, ``FROM agentgym/sandbox:default`` is a
+good start); :func:`ensure_image` only checks that they exist.
 """
 
 from __future__ import annotations

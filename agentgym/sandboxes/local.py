@@ -5,7 +5,8 @@ One sandbox is one process tree, started as root and dropped to an unprivileged 
     setpriv --pdeathsig KILL            dies with the Python process that made it
       unshare --mount (launcher: sh)    a private mount namespace, joined to the cgroups
         tmpfs (size = disk limit)       holds the workspace's writable layer and /tmp
-        overlayfs                       template (read-only lower) + upper = /workspace
+        overlayfs                       template's cached copy (read-only lower)
+                                        + upper = the workdir (/workspace)
         setpriv --reuid UID             the unprivileged sandbox user
           bwrap                         new user, pid, net (lo only), ipc, uts namespaces;
                                         read-only /usr and /etc, its own /proc, /dev, /tmp;

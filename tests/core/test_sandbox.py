@@ -12,7 +12,7 @@ import pytest
 from agentgym.core import hookimpl
 from agentgym.core.errors import UnknownIdError
 from agentgym.core.plugins import PluginHost, set_plugin_host
-from agentgym.core.registry import Spec
+from agentgym.core.registry import Spec, open_sandbox, sandbox_backend
 from agentgym.core.sandbox import (
     DEFAULT_WORKDIR,
     SPEC_FIELDS,
@@ -24,8 +24,6 @@ from agentgym.core.sandbox import (
     SandboxSpec,
     SandboxSpecError,
     UnsupportedFieldError,
-    open_sandbox,
-    sandbox_backend,
 )
 
 # ---- SandboxSpec ---------------------------------------------------------------------------
@@ -147,10 +145,14 @@ def test_open_sandbox_builds_the_spec_from_fields_or_takes_one(host, tmp_path):
         asyncio.run(open_sandbox("template-only", spec, template=tmp_path))
 
 
+GENERIC_FIX = ("unset, or use a backend that supports it (`agentgym list sandboxes` shows"
+               " what each supports)")
+
+
 @pytest.mark.parametrize("field, value, fix", [
-    ("image", "x:1", "use a backend that does (docker: e.g. --backend docker)"),
-    ("workdir", "/testbed", "use a backend that does (docker, local: e.g. --backend docker)"),
-    ("mounts", {"/opt/x": "/h"}, "use a backend that does (docker, local"),
+    ("image", "x:1", f"leave image {GENERIC_FIX}"),
+    ("workdir", "/testbed", f"leave workdir {GENERIC_FIX}"),
+    ("mounts", {"/opt/x": "/h"}, f"leave mounts {GENERIC_FIX}"),
     ("env", {"A": "1"}, "this backend passes no variables; bake them into the template"),
 ])
 def test_a_field_the_backend_does_not_support_is_refused_naming_field_backend_and_fix(
@@ -184,6 +186,8 @@ def test_every_built_in_backend_is_listed_with_its_description():
 
     entries = plugin_host().entries("sandboxes")
     assert {"local", "docker"} <= set(entries)
-    assert "bubblewrap" in entries["local"].description
+    assert entries["local"].description.startswith("bubblewrap")
+    assert entries["local"].description.endswith(
+        "Spec fields: env, limits, mounts, template, workdir.")
     assert entries["docker"].plugin == "sandboxes"
 

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from agentgym.core import AgentEnv, Reward, RewardResult, Submitted, Task, TaskList, tool
-from agentgym.core.sandbox import SandboxLimits, open_sandbox
+from agentgym.core.registry import open_sandbox
+from agentgym.core.sandbox import SandboxLimits
 from agentgym.rollout.evaluate import rollout
 from agentgym.rollout.trajectory import TrajectoryWriter, read_trajectories
 from agentgym.testing import ScriptedPolicy

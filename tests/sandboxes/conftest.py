@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from agentgym.core.sandbox import Sandbox, SandboxError, SandboxLimits, open_sandbox
+from agentgym.core.registry import open_sandbox
+from agentgym.core.sandbox import Sandbox, SandboxError, SandboxLimits
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ import secrets
 
 import pytest
 
-from agentgym.core.sandbox import SandboxError, open_sandbox, sandbox_backend
+from agentgym.core.registry import open_sandbox, sandbox_backend
+from agentgym.core.sandbox import SandboxError
 
 REPOSITORY = "agentgym-test/build"
 

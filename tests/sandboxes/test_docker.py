@@ -20,13 +20,8 @@ import time
 
 import pytest
 
-from agentgym.core.sandbox import (
-    TIMEOUT_EXIT_CODE,
-    SandboxError,
-    SandboxLimits,
-    SandboxSpec,
-    open_sandbox,
-)
+from agentgym.core.registry import open_sandbox
+from agentgym.core.sandbox import TIMEOUT_EXIT_CODE, SandboxError, SandboxLimits, SandboxSpec
 
 
 def run(coro):

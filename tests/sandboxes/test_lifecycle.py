@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agentgym.core.sandbox import SandboxError, SandboxLimits, open_sandbox
+from agentgym.core.registry import open_sandbox
+from agentgym.core.sandbox import SandboxError, SandboxLimits
 from agentgym.sandboxes import local
 
 
@@ -91,7 +92,7 @@ def test_sandboxes_close_however_the_program_ends(backend, ending):
     }[ending]
     child = python(f"""
         import asyncio
-        from agentgym.core.sandbox import open_sandbox
+        from agentgym.core.registry import open_sandbox
         B = {backend!r}
         async def main():
             {body}
@@ -104,7 +105,7 @@ def test_sandboxes_close_however_the_program_ends(backend, ending):
 def test_a_killed_program_is_cleaned_by_gc(backend, agentgym_cli):
     child = python(f"""
         import asyncio, time
-        from agentgym.core.sandbox import open_sandbox
+        from agentgym.core.registry import open_sandbox
         async def main():
             box = await open_sandbox({backend!r})
             await box.exec('nohup sleep 600 >/dev/null 2>&1 &')

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentgym.core.sandbox import SandboxError, SandboxSpec, open_sandbox
+from agentgym.core.registry import open_sandbox
+from agentgym.core.sandbox import SandboxError, SandboxSpec
 from agentgym.sandboxes.mounts import check_mounts
 
 

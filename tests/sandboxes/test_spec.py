@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentgym.core.sandbox import (
-    SandboxSpec,
-    SandboxSpecError,
-    UnsupportedFieldError,
-    open_sandbox,
-    sandbox_backend,
-)
+from agentgym.core.registry import open_sandbox, sandbox_backend
+from agentgym.core.sandbox import SandboxSpec, SandboxSpecError, UnsupportedFieldError
 
 
 def test_the_local_backend_refuses_an_image_naming_the_field_and_the_fix(run):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym.core.sandbox import open_sandbox
+from agentgym.core.registry import open_sandbox
 from agentgym.sandboxes import templates
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
@@ -68,7 +68,7 @@ def test_two_processes_opening_the_same_template_share_one_copy(tmp_path, templa
     cache = tmp_path / "shared-cache"
     script = textwrap.dedent("""\
         import asyncio, sys
-        from agentgym.core.sandbox import open_sandbox
+        from agentgym.core.registry import open_sandbox
 
         async def main():
             async with await open_sandbox("local", template=sys.argv[1]) as box:

@@ -15,8 +15,9 @@ import functools
 from agentgym.core.env import AgentEnv
 from agentgym.core.episode import Episode, Submitted
 from agentgym.core.parsers import ToolCall
+from agentgym.core.registry import open_sandbox
 from agentgym.core.reward import Reward, RewardResult
-from agentgym.core.sandbox import Sandbox, SandboxLimits, open_sandbox
+from agentgym.core.sandbox import Sandbox, SandboxLimits
 from agentgym.core.task import SolutionTurn, Task, TaskList
 from agentgym.core.tools import tool
 from agentgym.toolkits import BashTools, EditorTools

@@ -305,7 +305,7 @@ def _sandboxed_plugin(workspace: Path) -> Any:
         hookimpl,
         tool,
     )
-    from agentgym.core.sandbox import open_sandbox
+    from agentgym.core.registry import open_sandbox
 
     class Answer(Reward):
         def score(self, episode: Any) -> RewardResult:

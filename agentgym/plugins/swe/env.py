@@ -53,6 +53,7 @@ from agentgym.core.env import AgentEnv
 from agentgym.core.episode import Episode, Submitted
 from agentgym.core.errors import MissingResourceError
 from agentgym.core.parsers import ToolCall
+from agentgym.core.registry import open_sandbox, sandbox_backend
 from agentgym.core.reward import RewardResult
 from agentgym.core.sandbox import (
     Sandbox,
@@ -60,8 +61,6 @@ from agentgym.core.sandbox import (
     SandboxSpec,
     SandboxSpecError,
     UnsupportedFieldError,
-    open_sandbox,
-    sandbox_backend,
 )
 from agentgym.core.task import SolutionTurn, Task, TaskList, TaskSource
 from agentgym.core.tools import tool

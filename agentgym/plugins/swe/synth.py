@@ -399,7 +399,8 @@ class SandboxRunner:
         self.project, self.backend = project, backend
 
     async def run(self, files: dict[str, str], timeout: float) -> SuiteRun:
-        from agentgym.core.sandbox import SandboxLimits, open_sandbox
+        from agentgym.core.registry import open_sandbox
+        from agentgym.core.sandbox import SandboxLimits
 
         limits = SandboxLimits(timeout_s=timeout, output_bytes=16 * 1024 * 1024,
                                memory_mb=2048, disk_mb=1024, pids=256)

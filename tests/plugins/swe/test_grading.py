@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentgym.core.errors import AgentGymError
-from agentgym.core.sandbox import open_sandbox
+from agentgym.core.registry import open_sandbox
 from agentgym.plugins.swe import grading
 from agentgym.plugins.swe.grading import (
     ERROR,

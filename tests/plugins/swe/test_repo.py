@@ -202,7 +202,8 @@ def test_the_env_has_the_tests_dependencies_but_not_the_project(project: repo.Pr
 
 
 def test_the_suite_passes_in_a_sandbox_with_the_env_mounted(project: repo.Project) -> None:
-    from agentgym.core.sandbox import SandboxLimits, open_sandbox
+    from agentgym.core.registry import open_sandbox
+    from agentgym.core.sandbox import SandboxLimits
     from agentgym.plugins.swe.synth import local_sandbox_missing, parse_pytest_report
 
     if local_sandbox_missing():

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from agentgym.core.sandbox import SandboxLimits, open_sandbox
+from agentgym.core.registry import open_sandbox
+from agentgym.core.sandbox import SandboxLimits
 from agentgym.core.tools import ToolError
 from agentgym.plugins.swe.env import SWEEnv
 from agentgym.plugins.swe.instance import SWEInstance
