@@ -303,9 +303,9 @@ def _sandboxed_plugin(workspace: Path) -> Any:
         Task,
         TaskList,
         hookimpl,
+        open_sandbox,
         tool,
     )
-    from agentgym.core.registry import open_sandbox
 
     class Answer(Reward):
         def score(self, episode: Any) -> RewardResult:
