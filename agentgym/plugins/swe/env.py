@@ -255,7 +255,10 @@ class SWEEnv(AgentEnv):
         return box
 
     async def setup_episode(self, task: Task) -> None:
+        episode = self.episode  # this episode's, even if the setup runs overlapped
         self.box = await self.open_workspace(self.instance(task))
+        if episode is not None:
+            episode.resources["sandbox"] = self.box
         self.bind_toolsets(self.box)
 
     async def teardown_episode(self) -> None:
