@@ -44,7 +44,7 @@ class BashTools(Toolset):
         in the middle.
 
         Args:
-            command: The command to run, e.g. "python -m pytest tests/test_core.py -q".
+            command: The command to run, e.g. "python -m pytest -x -q tests/test_core.py".
         """
         if not command.strip():
             raise ToolError("command is empty; give a shell command such as 'ls' or 'git status'")

@@ -22,10 +22,15 @@ or another dataset. An episode's workspace is the repository at ``base_commit``:
 * Instances that name a PyPI ``package``/``package_version`` (what ``agentgym swe synth``
   writes), on any backend: their repository is rebuilt from the sdist once, cached, and
   is the template of every episode's workspace; the project's dependency env is built
-  once and mounted read-only (``SandboxSpec(template=repo, mounts=project.mounts)``), so a
-  reset never installs anything. On ``docker`` the container runs the default sandbox
+  once and mounted read-only (``SandboxSpec(template=repo, mounts=project.mounts,
+  env=project.sandbox_env())``), so a reset never installs anything. The env's ``bin`` is
+  first on PATH: ``python``, ``python3``, ``pip`` and ``pytest`` are the project's, and
+  import the workspace's code. On ``docker`` the container runs the default sandbox
   image, whose ``python3`` runs the env as the host's does (checked at the first
   workspace of each project).
+
+The task's prompt says how to run its tests (:func:`run_tests_hint`): ``python -m
+pytest -x -q`` for a task rebuilt from its sdist, the grader's command for one in an image.
 
 The agent has ``bash`` and ``str_replace_editor`` (the shared toolkits,
 :mod:`agentgym.toolkits`), ``search`` (:mod:`agentgym.plugins.swe.search`) and ``submit``,
@@ -93,12 +98,40 @@ behaviour. You may write and run scripts and tests to check your work; changes t
 test files are ignored when your work is graded. When you are done, call submit."""
 
 
-def instance_prompt(instance: SWEInstance) -> str:
-    """The user message of a task: the issue, and hints when the dataset has them."""
+#: How an agent runs the tests of a task rebuilt from its sdist: the project's env is first
+#: on the workspace's PATH (:meth:`~agentgym.plugins.swe.repo.Project.sandbox_env`).
+PACKAGED_TEST_CMD = "python -m pytest -x -q"
+
+
+def run_tests_hint(instance: SWEInstance, image: str | None = None) -> str:
+    """The sentence of a task's prompt that says how to run its tests.
+
+    A task rebuilt from its sdist (no ``image``) runs pytest from its env
+    (:data:`PACKAGED_TEST_CMD`); a task in an image runs what its grader runs: the
+    instance's ``test_cmd``, else the grader's default, with test ids (or ``{tests}`` /
+    ``{files}``) narrowing it.
+    """
+    if instance.package and not (image or instance.image):
+        return (f"Run the tests with `{PACKAGED_TEST_CMD}` (add a file or a test id such as"
+                " path/to/test_file.py::test_name to run fewer).")
+    from agentgym.plugins.swe.grading import DEFAULT_TEST_CMD
+
+    command = (instance.test_cmd or DEFAULT_TEST_CMD).strip()
+    if "{tests}" in command or "{files}" in command:
+        command = command.replace("{tests}", "TEST_IDS").replace("{files}", "TEST_FILES")
+        return f"Run the tests with `{command}`."
+    return f"Run the tests with `{command}` (followed by test files or ids to run fewer)."
+
+
+def instance_prompt(instance: SWEInstance, image: str | None = None) -> str:
+    """The user message of a task: the issue, hints when the dataset has them, and how to
+    run the tests (:func:`run_tests_hint`; ``image``: the env's, if it overrides the
+    instances')."""
     text = f"<issue>\n{instance.problem_statement.strip()}\n</issue>"
     if instance.hints_text.strip():
         text += f"\n\n<hints>\n{instance.hints_text.strip()}\n</hints>"
-    return text + "\n\nFix the issue in the repository, then call submit."
+    return (f"{text}\n\n{run_tests_hint(instance, image)} Fix the issue in the"
+            " repository, then call submit.")
 
 
 def oracle_turns(instance: SWEInstance) -> list[SolutionTurn]:
@@ -110,14 +143,14 @@ def oracle_turns(instance: SWEInstance) -> list[SolutionTurn]:
             SolutionTurn([ToolCall("submit", {})])]
 
 
-def instance_task(instance: SWEInstance) -> Task:
-    return Task(id=instance.instance_id, prompt=instance_prompt(instance),
+def instance_task(instance: SWEInstance, image: str | None = None) -> Task:
+    return Task(id=instance.instance_id, prompt=instance_prompt(instance, image),
                 metadata={"instance": instance.to_dict()},
                 solution=list(oracle_turns(instance)) if instance.patch else None)
 
 
-def task_source(instances: Sequence[SWEInstance]) -> TaskSource:
-    return TaskList([instance_task(i) for i in instances])
+def task_source(instances: Sequence[SWEInstance], image: str | None = None) -> TaskSource:
+    return TaskList([instance_task(i, image) for i in instances])
 
 
 class SWEEnv(AgentEnv):
@@ -178,7 +211,7 @@ class SWEEnv(AgentEnv):
         self._check_backend(instances)
         self._envs_checked: set[Path] = set()
         self.box: Sandbox | None = None
-        super().__init__(task_source(instances), parser=parser, max_turns=max_turns,
+        super().__init__(task_source(instances, image), parser=parser, max_turns=max_turns,
                          turn_timeout_s=turn_timeout_s, render_mode=render_mode)
 
     @staticmethod
@@ -244,7 +277,8 @@ class SWEEnv(AgentEnv):
         # Rebuilt from its sdist: the repository is the template, the test env a mount.
         template, project = await asyncio.to_thread(_task_repository, instance)
         box = await open_sandbox(self.backend, SandboxSpec(
-            template=str(template), mounts=project.mounts, limits=self.limits))
+            template=str(template), mounts=project.mounts, env=project.sandbox_env(),
+            limits=self.limits))
         if project.env not in self._envs_checked:
             try:
                 await _check_env_runs(box, project)
@@ -320,18 +354,21 @@ def default_synth_tasks() -> Path:
 async def _check_env_runs(box: Sandbox, project: Project) -> None:
     """The project's dependency env, built on the host, must run inside the sandbox: its
     interpreter is the host's (:data:`~agentgym.plugins.swe.repo.SANDBOX_PYTHON`), found
-    in the sandbox only when the sandbox's own is the same version."""
+    in the sandbox only when the sandbox's own is the same version; and its scripts, first
+    on the sandbox's PATH, must start."""
     from agentgym.plugins.swe.repo import ENV_MOUNT, ENV_PYTHON, SANDBOX_PYTHON, RepoError
 
-    result = await box.exec(f"{ENV_PYTHON} -c 'import pytest'", timeout=60)
+    result = await box.exec(f"{ENV_PYTHON} -c 'import pytest' && pytest --version",
+                            timeout=60)
     if not result.ok:
         raise RepoError(
             f"the test env of {project.package}=={project.version} ({project.env}), mounted"
             f" at {ENV_MOUNT}, does not run in this sandbox:"
-            f" {result.output.strip()[-500:]!r}. It was built with {SANDBOX_PYTHON}, and"
-            " runs only where the sandbox's python3 is the same version: point"
-            " AGENTGYM_SWE_PYTHON at a matching interpreter and delete the env to rebuild"
-            " it, or use a backend whose python3 matches the host's")
+            f" {result.output.strip()[-500:]!r}. Its scripts must come first on the"
+            " sandbox's PATH (Project.sandbox_env()), and it was built with"
+            f" {SANDBOX_PYTHON}, so it runs only where the sandbox's python3 is the same"
+            " version: point AGENTGYM_SWE_PYTHON at a matching interpreter and delete the"
+            " env to rebuild it, or use a backend whose python3 matches the host's")
 
 
 def _task_repository(instance: SWEInstance) -> tuple[Path, Project]:

@@ -17,7 +17,12 @@ The contract, for a project named by ``(package, version)``:
   and /etc), holding pytest and the project's runtime and test dependencies but *not* the
   project's code (only its metadata, so ``importlib.metadata.version`` works): tests import
   the workspace's code through ``PYTHONPATH``. Built once under a lock, then shared
-  read-only, mounted at :data:`ENV_MOUNT` in sandboxes (:attr:`Project.mounts`).
+  read-only, mounted at :data:`ENV_MOUNT` in sandboxes (:attr:`Project.mounts`). It is
+  built in the cache, then *relocated* to :data:`ENV_MOUNT` (:func:`relocate_env`): its
+  scripts' shebangs, ``pyvenv.cfg``, activate scripts and bytecode name the mount point,
+  never the host folder, so ``pip``, ``pytest`` and every other script of the env run
+  inside a sandbox. :meth:`Project.sandbox_env` is the environment that puts the env's
+  ``bin`` first on a sandbox's PATH.
 * :func:`find_test_files` finds the test files as pytest's defaults would;
   :meth:`Project.test_cmd` is the shell command, run from the workspace, that runs them
   with ``-rA`` status lines.
@@ -25,7 +30,7 @@ The contract, for a project named by ``(package, version)``:
 :func:`prepare` does all of it and returns a :class:`Project`. The cache lives in
 ``$AGENTGYM_SWE_CACHE`` (default ``swe/`` in the agentgym cache root,
 :func:`agentgym.core.cache.cache_root`): ``sdists/``, ``repos/``,
-``envs/``.
+``envs/`` (one folder per :data:`ENV_LAYOUT`).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from pathlib import Path
 
 from agentgym.core.cache import cache_root, file_lock
 from agentgym.core.errors import AgentGymError
+from agentgym.core.sandbox import DEFAULT_WORKDIR
 from agentgym.plugins.swe.instance import is_test_path
 
 #: Author and committer of every commit made here; with a fixed date and message, a tree
@@ -71,6 +77,13 @@ NORECURSE = re.compile(r"^(\..*|.*\.egg|_darcs|build|CVS|dist|node_modules|venv|
 TEST_FILE = re.compile(r"^(test_.*|.*_test)\.py$")
 #: Written last into a dependency env: its installed packages; the env is complete.
 ENV_READY = ".agentgym-ready.json"
+#: How dependency envs are laid out; their cache folder is ``envs/v<ENV_LAYOUT>/``, so an
+#: env made by an older agentgym is never reused. 2: relocated to :data:`ENV_MOUNT` (layout
+#: 1 envs had shebangs naming the host's cache folder, so their scripts could not run in a
+#: sandbox).
+ENV_LAYOUT = 2
+#: The PATH of a sandbox working on a project, after the env's ``bin``: Debian's default.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class RepoError(AgentGymError):
@@ -411,20 +424,27 @@ def requirements_for_tests(root: Path) -> list[str]:
     return [r for name in TEST_EXTRAS for r in expand(name, frozenset())]
 
 
+def env_dir(package: str, version: str, cache: Path | None = None) -> Path:
+    """The folder of ``package==version``'s dependency env (complete once it holds
+    :data:`ENV_READY`)."""
+    return (cache or cache_dir()) / "envs" / f"v{ENV_LAYOUT}" / f"{canonical(package)}-{version}"
+
+
 def dependency_env(package: str, version: str, cache: Path | None = None,
                    extra_requirements: tuple[str, ...] = (),
                    log: Callable[[str], None] | None = None) -> Path:
     """The virtual environment the tests of ``package==version`` run with (see the module
     docstring); built on first use, under a lock, then reused. Returns its folder."""
     cache = cache or cache_dir()
-    target = cache / "envs" / f"{canonical(package)}-{version}"
+    target = env_dir(package, version, cache)
     if (target / ENV_READY).is_file():
         return target
     if not Path(SANDBOX_PYTHON).exists():
         raise RepoError(f"{SANDBOX_PYTHON} does not exist: the dependency env is made with the"
                         " interpreter sandboxes see. Install python3 and python3-venv, or set"
                         " AGENTGYM_SWE_PYTHON")
-    with file_lock(target.with_suffix(".lock")):
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(target.with_name(target.name + ".lock")):
         if (target / ENV_READY).is_file():
             return target
         shutil.rmtree(target, ignore_errors=True)  # a build that died half-way
@@ -466,9 +486,61 @@ def _build_env(target: Path, repo: Path, archive: Path, package: str, version: s
                                         f"Version: {version}\n")
     (info / "INSTALLER").write_text("agentgym\n")
     frozen = _run([*pip, "freeze", "--all"]).split()
+    relocate_env(target, ENV_MOUNT)
     _run(["chmod", "-R", "a+rX", str(target)])
     (target / ENV_READY).write_text(json.dumps({"package": package, "version": version,
                                              "installed": frozen}, indent=1))
+
+
+def relocate_env(env: Path, mount: str) -> None:
+    """Make the virtual environment at ``env`` name ``mount`` wherever it names its own
+    folder, so that it works where sandboxes mount it (it keeps running on the host with
+    ``env/bin/python -m ...``; only its scripts' shebangs point at ``mount``).
+
+    The bytecode is compiled again as if its sources were under ``mount`` (tracebacks
+    name the sandbox's paths; bytecode that still names the folder is deleted); text files
+    (scripts' shebangs, ``pyvenv.cfg``, activate scripts, ``.pth`` files, metadata) have
+    the folder replaced; absolute symlinks into it are re-aimed. Raises :class:`RepoError`
+    naming any other file that still holds the host folder (a binary file: it cannot be
+    rewritten safely), since nothing inside a sandbox may depend on a host path.
+    """
+    # Both spellings of the folder, when it was reached through a symlink; longest first.
+    hosts = sorted({str(env), str(env.resolve())}, key=len, reverse=True)
+    purelib, platlib = _run([str(env / "bin" / "python"), "-c",
+                             "import sysconfig; print(sysconfig.get_path('purelib'));"
+                             " print(sysconfig.get_path('platlib'))"]).split()
+    # Exit status 1 only says some file did not compile (a package's Python 2 template, say):
+    # pip skipped the same ones, and the scan below catches any stale bytecode.
+    subprocess.run([str(env / "bin" / "python"), "-m", "compileall", "-q", "-f",
+                    "-s", str(env), "-p", mount, *sorted({purelib, platlib})],
+                   capture_output=True, timeout=1800)
+    stuck = []
+    for path in sorted(env.rglob("*")):
+        if path.is_symlink():
+            link = os.readlink(path)
+            host = next((h for h in hosts if link == h or link.startswith(h + "/")), None)
+            if host is not None:
+                path.unlink()
+                path.symlink_to(mount + link[len(host):])
+            continue
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        if not any(h.encode() in data for h in hosts):
+            continue
+        if path.suffix == ".pyc":  # a cache: Python compiles its source again if needed
+            path.unlink()
+            continue
+        if b"\0" in data:
+            stuck.append(path.relative_to(env).as_posix())
+            continue
+        for host in hosts:
+            data = data.replace(host.encode(), mount.encode())
+        path.write_bytes(data)
+    if stuck:
+        raise RepoError(f"the env built in {env} cannot be moved to {mount}: these binary"
+                        f" files name the build folder: {', '.join(stuck[:10])}. A sandbox"
+                        " would not find it; report the package that installs them")
 
 
 # ---- the project, ready to test ---------------------------------------------------------
@@ -505,6 +577,26 @@ class Project:
         """What a sandbox running the tests needs mounted (read-only)."""
         return {ENV_MOUNT: str(self.env)}
 
+    def sandbox_env(self, workdir: str = DEFAULT_WORKDIR) -> dict[str, str]:
+        """The environment of a sandbox working on the project at ``workdir`` with
+        :attr:`mounts` (``SandboxSpec.env``), as an activated venv gives a person:
+
+        * ``PATH``: the env's ``bin`` first, so ``python``, ``python3``, ``pip`` and
+          ``pytest`` are the env's; ``VIRTUAL_ENV`` names it.
+        * ``PYTHONPATH``: the workspace's import root, so every interpreter and ``pytest``
+          (from any folder) import the workspace's code, the agent's edits.
+        * ``PYTHONDONTWRITEBYTECODE``: no ``__pycache__`` in the workspace, whose diff is
+          what gets graded.
+        * pip: no version check, prompts or retries. The env is read-only and sandboxes
+          are offline by default, so ``pip install`` fails at once ("No matching
+          distribution", or "Read-only file system" with the network on; ``--user`` is
+          refused in a venv); ``pip install --target DIR`` works with the network on.
+        """
+        root = workdir if self.import_root == "." else f"{workdir}/{self.import_root}"
+        return {"PATH": f"{ENV_MOUNT}/bin:{SYSTEM_PATH}", "VIRTUAL_ENV": ENV_MOUNT,
+                "PYTHONPATH": root, "PYTHONDONTWRITEBYTECODE": "1",
+                "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_RETRIES": "0"}
+
     def test_cmd(self, python: str = ENV_PYTHON, targets: tuple[str, ...] | None = None) -> str:
         """The shell command, run from the workspace's root, that runs ``targets`` (default:
         the whole suite) against the workspace's code and prints ``-rA`` status lines."""
@@ -529,6 +621,7 @@ def prepare(package: str, version: str, cache: Path | None = None,
 
 
 __all__ = [
+    "ENV_LAYOUT",
     "ENV_MOUNT",
     "ENV_PYTHON",
     "ENV_READY",
@@ -541,11 +634,13 @@ __all__ = [
     "commit_all",
     "dependency_env",
     "download_sdist",
+    "env_dir",
     "find_test_files",
     "head",
     "import_root",
     "prepare",
     "pytest_targets",
+    "relocate_env",
     "requirements_for_tests",
     "source_files",
     "source_repo",

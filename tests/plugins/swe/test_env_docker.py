@@ -123,6 +123,9 @@ def test_swe_verified_runs_a_local_task_file_on_its_image(swe_image):
         assert raw.backend == "docker"
         messages, info = env.reset(seed=0)
         assert "add(2, 3)" in messages[-1]["content"]
+        # the command the grader runs is the one the prompt gives
+        assert ("Run the tests with `python3 -m pytest -rA -p no:cacheprovider`"
+                in messages[-1]["content"])
         assert {t["function"]["name"] for t in info["tools"]} == {
             "bash", "str_replace_editor", "search", "submit"}
         assert raw.box.workdir == "/testbed"

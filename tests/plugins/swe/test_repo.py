@@ -39,7 +39,7 @@ PACKAGE, VERSION = "inflection", "0.5.1"
 
 def offline_reason(package: str = PACKAGE, version: str = VERSION) -> str | None:
     """Why ``package==version`` cannot be fetched now, or None (cached, or PyPI is up)."""
-    cached = repo.cache_dir() / "envs" / f"{package}-{version}" / ".agentgym-ready.json"
+    cached = repo.env_dir(package, version) / repo.ENV_READY
     if cached.is_file():
         return None
     try:
@@ -199,6 +199,44 @@ def test_the_env_has_the_tests_dependencies_but_not_the_project(project: repo.Pr
     assert out == [VERSION, "None"]  # metadata only: the code comes from the workspace
     # Built once: a second call reuses it.
     assert repo.dependency_env(PACKAGE, VERSION) == project.env
+    # Relocated to where sandboxes mount it: no file names the folder it was built in.
+    assert project.env == repo.env_dir(PACKAGE, VERSION)
+    assert project.env.parent.name == f"v{repo.ENV_LAYOUT}"
+    assert (project.env / "bin" / "pytest").read_text().startswith(f"#!{ENV_MOUNT}/bin/python")
+    assert f"-m venv {ENV_MOUNT}\n" in (project.env / "pyvenv.cfg").read_text()
+    named = [p for p in project.env.rglob("*") if p.is_file() and not p.is_symlink()
+             and str(project.env).encode() in p.read_bytes()]
+    assert named == []
+
+
+def test_relocating_an_env_rewrites_every_path_to_the_mount(tmp_path: Path) -> None:
+    # Built through a symlink (as a cache whose envs/ links to another's): both spellings.
+    (tmp_path / "built").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "built")
+    env = tmp_path / "link" / "env"
+    subprocess.run([repo.SANDBOX_PYTHON, "-m", "venv", "--without-pip", str(env)], check=True)
+    site = Path(subprocess.run([str(env / "bin" / "python"), "-c",
+                                "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (env / "bin" / "tool").write_text(f"#!{env}/bin/python\nimport mod\n")
+    (site / "extra.pth").write_text(f"{env}/extra\n{env.resolve()}/more\n")
+    (site / "mod.py").write_text("VALUE = 1\n")
+    subprocess.run([str(env / "bin" / "python"), "-m", "compileall", "-q", str(site)],
+                   check=True)
+    (env / "bin" / "here").symlink_to(env / "bin" / "tool")
+    repo.relocate_env(env, "/opt/x")
+    assert (env / "bin" / "tool").read_text() == "#!/opt/x/bin/python\nimport mod\n"
+    assert (site / "extra.pth").read_text() == "/opt/x/extra\n/opt/x/more\n"
+    assert " /opt/x\n" in (env / "pyvenv.cfg").read_text()
+    assert os.readlink(env / "bin" / "here") == "/opt/x/bin/tool"
+    compiled = next((site / "__pycache__").glob("mod.*.pyc")).read_bytes()
+    assert b"/opt/x/" in compiled and str(env).encode() not in compiled
+    # The env still runs where it was built (python -m); its scripts run at the mount.
+    subprocess.run([str(env / "bin" / "python"), "-c", "import mod"], check=True, cwd=tmp_path)
+    # A binary file naming the build folder cannot be rewritten: the error names it.
+    (env / "lib" / "blob.so").write_bytes(b"\0" + str(env).encode())
+    with pytest.raises(RepoError, match=r"binary files name the build folder: lib/blob\.so"):
+        repo.relocate_env(env, "/opt/x")
 
 
 def test_the_suite_passes_in_a_sandbox_with_the_env_mounted(project: repo.Project) -> None:
