@@ -6,6 +6,7 @@
     agentgym eval ENV_ID --policy POLICY [-e KEY=VALUE ...] [-n N] [--k K] [--json] [--out F]
     agentgym rollout ENV_ID --policy POLICY -n N --out FILE.jsonl [--mode pipeline] [--resume]
     agentgym train CONFIG.yaml [--resume] [--output-dir DIR] [--json]
+    agentgym validate ENV_ID [-e KEY=VALUE ...] [-n N | --all] [--backend B] [--json]
     agentgym plugin new NAME [--dir DIR]
 
 Plugins add subcommands through the ``agentgym_cli_commands`` hook. ``--json`` prints one
@@ -170,6 +171,11 @@ def list_command(kind: str | None, as_json: bool) -> None:
 # ---- eval and rollout ---------------------------------------------------------------
 
 
+env_kwargs_option = click.option(
+    "-e", "--env-kwarg", "env_kwargs", multiple=True, metavar="KEY=VALUE",
+    help="Keyword argument for the env, as in make(ENV_ID, KEY=VALUE).")
+
+
 def rollout_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options ``eval`` and ``rollout`` share."""
     options = [
@@ -177,8 +183,7 @@ def rollout_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--policy", "-p", required=True,
                      help="A policy from `agentgym list policies`: oracle, noop,"
                           " scripted:FILE, hf:PATH, openai:URL, vllm:MODEL."),
-        click.option("-e", "--env-kwarg", "env_kwargs", multiple=True, metavar="KEY=VALUE",
-                     help="Keyword argument for the env, as in make(ENV_ID, KEY=VALUE)."),
+        env_kwargs_option,
         click.option("-n", "episodes", default=10, show_default=True,
                      type=click.IntRange(min=1),
                      help="Tasks to run, from the env's tasks in order (cycling)."),
@@ -228,34 +233,65 @@ def _run(env_id: str, policy: str, env_kwargs: tuple[str, ...], episodes: int,
         except ConnectionError as e:
             raise click.BadParameter(str(e), param_hint="'--ray-address'") from None
     total = episodes * attempts - len(skip or ())
-    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[stages]}"),
-               TextColumn("mean reward {task.fields[mean]:.3f}"), TimeElapsedColumn()]
-    with Progress(*columns, console=stderr, disable=quiet or not stderr.is_terminal,
-                  transient=quiet) as progress:
-        bar = progress.add_task(f"{env_id} / {policy}", total=max(total, 0), stages="",
-                                mean=0.0)
-        rewards: list[float] = []
+    rewards: list[float] = []
 
-        def done(trajectory: Any) -> None:
-            rewards.append(trajectory.reward)
-            if on_done:
-                on_done(trajectory)
-            progress.update(bar, advance=1, mean=sum(rewards) / len(rewards))
+    def done(trajectory: Any) -> None:
+        rewards.append(trajectory.reward)
+        if on_done:
+            on_done(trajectory)
+        progress.advance(f"mean reward {sum(rewards) / len(rewards):.3f}")
 
-        def stages(counts: Any) -> None:
-            text = " ".join(f"{s} {counts[s]}" for s in ("init", "run", "grade")
-                            if counts[s])
-            progress.update(bar, stages=text)
-
-        plan_jobs(["x"], episodes, attempts)  # validates n and k before anything starts
+    plan_jobs(["x"], episodes, attempts)  # validates n and k before anything starts
+    with EpisodeProgress(f"{env_id} / {policy}", total, quiet=quiet,
+                         figure="mean reward 0.000") as progress:
         return asyncio.run(rollout(
             env_id, agent, episodes, k=attempts, env_kwargs=kwargs, policy_name=policy,
             pipeline=PipelineConfig(mode=mode, concurrency=concurrency),
             config=RolloutConfig(Sampling(max_tokens=max_tokens, temperature=temperature),
                                  max_total_tokens=max_total_tokens, seed=seed,
                                  tool_schemas=tool_schemas),
-            skip=skip, make_env=make_env, on_done=done, on_stage=stages))
+            skip=skip, make_env=make_env, on_done=done, on_stage=progress.stages))
+
+
+class EpisodeProgress:
+    """The progress bar of the commands that run episodes (eval, rollout, validate), on
+    stderr: episodes done of those planned, how many are in each pipeline stage (init, run,
+    grade), a figure over the finished ones (eval: the mean reward; validate: the failed
+    checks) and the time elapsed. Hidden when ``quiet`` (``--json``) or when stderr is not
+    a terminal.
+
+    Hand :meth:`stages` to the pipeline's ``on_stage``; call :meth:`advance` as each
+    episode finishes and :meth:`plan` when more episodes are planned."""
+
+    def __init__(self, title: str, total: int = 0, *, quiet: bool, figure: str = ""):
+        columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[stages]}"), TextColumn("{task.fields[figure]}"),
+                   TimeElapsedColumn()]
+        self.progress = Progress(*columns, console=stderr, transient=quiet,
+                                 disable=quiet or not stderr.is_terminal)
+        self.total = max(total, 0)
+        self.bar = self.progress.add_task(escape(title), total=self.total, stages="",
+                                          figure=figure)
+
+    def __enter__(self) -> EpisodeProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def plan(self, episodes: int) -> None:
+        """``episodes`` more are planned."""
+        self.total += episodes
+        self.progress.update(self.bar, total=self.total)
+
+    def advance(self, figure: str) -> None:
+        """One more episode finished; ``figure`` is the new figure over those finished."""
+        self.progress.update(self.bar, advance=1, figure=figure)
+
+    def stages(self, counts: Any) -> None:
+        text = " ".join(f"{s} {counts[s]}" for s in ("init", "run", "grade") if counts[s])
+        self.progress.update(self.bar, stages=text)
 
 
 def _writer(out: Path, resume: bool | None = None) -> Any:
@@ -324,6 +360,77 @@ def rollout_command(out: Path, resume: bool, **options: Any) -> None:
     click.echo(f"wrote {len(trajectories)} trajectories to {out}"
                + (f" (skipped {skipped} already there)" if skipped else "")
                + f"; mean reward {mean:.3f}", err=True)
+
+
+# ---- validate -----------------------------------------------------------------------------
+
+
+@main.command("validate")
+@click.argument("env_id")
+@env_kwargs_option
+@click.option("-n", "tasks", type=click.IntRange(min=1), default=None,
+              help="Check the first N of the env's tasks, in order [default: 10].")
+@click.option("--all", "all_tasks", is_flag=True, help="Check every task of the env.")
+@click.option("--backend", default=None,
+              help="The sandbox backend to run and grade in (`agentgym list sandboxes`),"
+                   " passed as the env's backend argument; only for envs that take one.")
+@click.option("--require-solutions", is_flag=True,
+              help="A task without a reference solution fails (default: its oracle check"
+                   " is skipped and listed).")
+@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(min=1),
+              help="Episodes playing at once.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None,
+                     all_tasks: bool, backend: str | None, require_solutions: bool,
+                     concurrency: int, as_json: bool) -> None:
+    """Check that ENV_ID's grader scores each task's reference solution 1.0 (oracle),
+    doing nothing 0.0 (noop) and each known-wrong solution below 1.0.
+
+    Known-wrong solutions are a task's metadata["wrong_solutions"] (docs/plugins.md).
+    Prints the checks that failed and a summary; exits 0 when every check holds, 1 when
+    one fails, 2 on a usage error.
+    """
+    from agentgym.core.errors import InvalidArgumentError, UnknownIdError
+    from agentgym.rollout.validate import DEFAULT_TASKS, avalidate, env_kwargs_with_backend
+
+    if tasks is not None and all_tasks:
+        raise click.UsageError("give -n N or --all, not both")
+    kwargs = parse_env_kwargs(env_kwargs, env_id)
+    try:
+        kwargs = env_kwargs_with_backend(env_id, kwargs, backend)
+    except (InvalidArgumentError, UnknownIdError) as e:
+        raise InvalidOption("--backend", str(e)) from None
+    failed = 0
+
+    def checked(result: Any) -> None:
+        nonlocal failed
+        failed += not result.passed
+        progress.advance(f"{failed} failed")
+
+    with EpisodeProgress(f"validate {env_id}", quiet=as_json, figure="0 failed") as progress:
+        report = asyncio.run(avalidate(
+            env_id, kwargs, n=None if all_tasks else tasks or DEFAULT_TASKS,
+            require_solutions=require_solutions, concurrency=concurrency,
+            on_result=checked, on_stage=progress.stages, on_planned=progress.plan))
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+    else:
+        console = Console()
+        if report.failed or report.skipped:
+            table = Table(title=f"validate {env_id}", title_justify="left",
+                          caption="oracle must score 1.0, noop 0.0, a wrong solution below"
+                                  " 1.0; reason: the crash, or the grader's metrics",
+                          caption_justify="left")
+            for column in ("task", "check", "reward", "finish", "reason"):
+                table.add_column(column, overflow="fold")
+            for result in [*report.failed, *report.skipped]:
+                reward = "" if result.reward is None else f"{result.reward:g}"
+                status = "" if result.passed else "[red]"
+                table.add_row(escape(result.task_id), status + escape(result.check), reward,
+                              escape(result.finish_reason), escape(result.reason))
+            console.print(table)
+        click.echo(report.summary())
+    sys.exit(0 if report.ok else 1)
 
 
 # ---- train --------------------------------------------------------------------------------

@@ -217,3 +217,69 @@ def agentgym_cli_commands():
     result = CliRunner().invoke(main, ["hello"])
     assert result.exit_code == 0 and result.stdout == "hello from a plugin\n"
     assert "hello" in CliRunner().invoke(main, ["--help"]).stdout
+
+
+# ---- validate -----------------------------------------------------------------------------
+
+
+def calculator_task_file(path, edit):
+    """The calculator's first four tasks as a task file, each row passed to ``edit``."""
+    from agentgym.plugins.calculator.env import make_task
+
+    rows = [make_task(i).to_dict() for i in range(4)]
+    for index, row in enumerate(rows):
+        edit(index, row)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def broken_rows(index, row):
+    if index == 1:
+        row["metadata"]["answer"] = "-1"  # the oracle's true result is now graded 0
+    if index == 2:  # the reference solution filed as a known-wrong one: scores 1.0
+        row["metadata"]["wrong_solutions"] = [row["solution"]]
+
+
+def validate(*args):
+    return CliRunner().invoke(main, ["validate", *args], env={"COLUMNS": "200"})
+
+
+def test_validate_passes_valid_tasks(run):
+    result = run("validate", "calculator", "-n", "5")
+    assert result.exit_code == 0, result.output
+    assert "calculator: 5 tasks checked (10 checks), 0 failed" in result.stdout
+
+
+def test_validate_names_the_failing_tasks_and_checks(tmp_path):
+    tasks = calculator_task_file(tmp_path / "t.jsonl", broken_rows)
+    result = validate("calculator", "-e", f"tasks={tasks}", "--all")
+    assert result.exit_code == 1, result.output
+    rows = [line for line in result.stdout.splitlines() if "calculator-train-" in line]
+    assert len(rows) == 2
+    assert "calculator-train-1" in rows[0] and "oracle" in rows[0]
+    assert "calculator-train-2" in rows[1] and "wrong solution #1" in rows[1]
+    assert "4 tasks checked (9 checks), 2 failed (2 checks)" in result.stdout
+
+
+def test_validate_json_is_one_object_and_names_the_failures(tmp_path, agentgym_cli):
+    tasks = calculator_task_file(tmp_path / "t.jsonl", broken_rows)
+    out = subprocess.run([agentgym_cli, "validate", "calculator", "-e", f"tasks={tasks}",
+                          "--all", "--json"], capture_output=True, text=True)
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)  # the whole of stdout: one object and nothing else
+    assert report["env"] == "calculator" and report["ok"] is False
+    assert (report["tasks"], report["checked"]) == (4, 9)
+    assert [(f["task_id"], f["check"], f["reward"]) for f in report["failed"]] == [
+        ("calculator-train-1", "oracle", 0.0), ("calculator-train-2", "wrong solution #1", 1.0)]
+    assert set(report["failed"][0]) == {"task_id", "check", "reward", "finish_reason", "reason"}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--backend", "local"], "the env 'calculator' takes no backend"),
+    (["-n", "3", "--all"], "give -n N or --all, not both"),
+    (["-n", "0"], "0 is not in the range x>=1"),
+])
+def test_validate_usage_errors(args, message):
+    result = validate("calculator", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output

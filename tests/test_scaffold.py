@@ -37,7 +37,12 @@ def test_generated_plugin_installs_is_discovered_and_passes_its_tests(tmp_path, 
             check=True,
         )
         assert json.loads(evaluated.stdout)["mean_reward"] == 1.0
-        # The package's own test runs check_env on the installed env.
+        validated = subprocess.run([agentgym_cli, "validate", "word-reverse", "--json"],
+                                   capture_output=True, text=True)
+        report = json.loads(validated.stdout)
+        assert validated.returncode == 0 and report["ok"], validated.stdout + validated.stderr
+        assert report["checked"] == 30  # 10 tasks: oracle, noop, one known-wrong solution
+        # The package's own tests run check_env and assert_valid on the installed env.
         tests = subprocess.run(
             [
                 sys.executable,
@@ -53,7 +58,7 @@ def test_generated_plugin_installs_is_discovered_and_passes_its_tests(tmp_path, 
             cwd=tmp_path,
         )
         assert tests.returncode == 0, tests.stdout + tests.stderr
-        assert "2 passed" in tests.stdout
+        assert "3 passed" in tests.stdout
     finally:
         pip("uninstall", "--yes", "--quiet", "agentgym-word-reverse")
 

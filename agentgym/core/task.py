@@ -2,8 +2,18 @@
 
 A :class:`Task` is data: an id, the prompt, metadata the env and reward read, and an
 optional reference solution. A solution is a list of assistant turns; each turn is text
-already in the env's tool-call format, or a :class:`SolutionTurn` (free text plus calls)
-that the env renders in whatever format it was made with. The ``oracle`` policy replays it.
+already in the env's tool-call format, an assistant message, or a :class:`SolutionTurn`
+(free text plus calls; ``{"content", "tool_calls"}`` in a task file) that the env renders
+in whatever format it was made with. The ``oracle`` policy replays it.
+
+**Known-wrong solutions** live in ``task.metadata["wrong_solutions"]``
+(:data:`WRONG_SOLUTIONS`): a list of solutions, each a list of turns in the same forms as
+``solution``, each expected to score *less than* 1.0 (an answer off by one, a patch that
+deletes the failing tests instead of fixing the code). They are optional; any plugin can
+provide them for any task. :meth:`Task.wrong_solutions` reads them, :meth:`Task.rendered`
+writes them in the env's tool-call format as it does the solution, and ``agentgym
+validate`` plays each one through the env's grader next to the oracle (must score 1.0) and
+noop (must score 0.0).
 
 A :class:`TaskSource` is a sized, indexable sequence of tasks that can also be looked up by
 id. Sources here: :class:`TaskList` (in memory), :func:`load_tasks` (a JSONL or JSON file
@@ -25,6 +35,8 @@ if TYPE_CHECKING:
     from agentgym.core.parsers import ToolCallParser
 
 Message = dict[str, Any]
+#: The metadata key of a task's known-wrong solutions (see the module docstring).
+WRONG_SOLUTIONS = "wrong_solutions"
 
 
 @dataclass
@@ -61,23 +73,45 @@ class Task:
             return [{"role": "user", "content": self.prompt}]
         return [dict(m) for m in self.prompt]
 
+    def wrong_solutions(self) -> list[list[str | Message | SolutionTurn]]:
+        """The task's known-wrong solutions (``metadata["wrong_solutions"]``; none when
+        absent), their ``{"content", "tool_calls"}`` turns read as :class:`SolutionTurn`.
+
+        Raises:
+            InvalidArgumentError: the entry is not a list of solutions (lists of turns).
+        """
+        wrong = self.metadata.get(WRONG_SOLUTIONS)
+        if wrong is None:
+            return []
+        if not isinstance(wrong, list) or not all(isinstance(s, list) for s in wrong):
+            raise InvalidArgumentError(
+                f"task {self.id!r}: metadata[{WRONG_SOLUTIONS!r}] must be a list of solutions,"
+                f" each a list of turns like 'solution', got {wrong!r:.200}; e.g."
+                ' [["<tool_call>{...}</tool_call>"], [{"content": "", "tool_calls": [...]}]]')
+        return [_turns_from_data(solution) for solution in wrong]
+
     def rendered(self, parser: ToolCallParser) -> Task:
-        """A copy whose solution turns are written in ``parser``'s format."""
-        if self.solution is None:
+        """A copy whose solution turns, and known-wrong solutions' turns, are written in
+        ``parser``'s format."""
+        wrong = self.wrong_solutions()
+        if self.solution is None and not wrong:
             return self
-        turns = [
-            parser.render(t.content, t.tool_calls) if isinstance(t, SolutionTurn) else t
-            for t in self.solution
-        ]
-        return Task(self.id, self.prompt, self.metadata, turns)
+        metadata = self.metadata
+        if wrong:
+            metadata = {**metadata, WRONG_SOLUTIONS: [_render(s, parser) for s in wrong]}
+        solution = None if self.solution is None else _render(self.solution, parser)
+        return Task(self.id, self.prompt, metadata, solution)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; :meth:`from_dict` reads it back."""
-        data: dict[str, Any] = {"id": self.id, "prompt": self.prompt, "metadata": self.metadata}
+        metadata = self.metadata
+        if isinstance(metadata.get(WRONG_SOLUTIONS), list):
+            metadata = {**metadata, WRONG_SOLUTIONS: [
+                _turns_to_data(s) if isinstance(s, list) else s
+                for s in metadata[WRONG_SOLUTIONS]]}
+        data: dict[str, Any] = {"id": self.id, "prompt": self.prompt, "metadata": metadata}
         if self.solution is not None:
-            data["solution"] = [
-                t.to_dict() if isinstance(t, SolutionTurn) else t for t in self.solution
-            ]
+            data["solution"] = _turns_to_data(self.solution)
         return data
 
     @classmethod
@@ -86,13 +120,27 @@ class Task:
             raise ValueError(f"a task needs an 'id' and a 'prompt'; got the keys {sorted(data)}")
         solution = data.get("solution")
         if solution is not None:
-            solution = [
-                SolutionTurn.from_dict(t)
-                if isinstance(t, dict) and "tool_calls" in t and "role" not in t
-                else t
-                for t in solution
-            ]
+            solution = _turns_from_data(solution)
         return cls(str(data["id"]), data["prompt"], dict(data.get("metadata") or {}), solution)
+
+
+def _turns_from_data(turns: list[Any]) -> list[str | Message | SolutionTurn]:
+    """Solution turns as a task file holds them: ``{"content", "tool_calls"}`` dicts (not
+    assistant messages, which have a role) become :class:`SolutionTurn`."""
+    return [
+        SolutionTurn.from_dict(t) if isinstance(t, dict) and "tool_calls" in t and "role" not in t
+        else t
+        for t in turns
+    ]
+
+
+def _turns_to_data(turns: list[Any]) -> list[Any]:
+    return [t.to_dict() if isinstance(t, SolutionTurn) else t for t in turns]
+
+
+def _render(turns: list[Any], parser: ToolCallParser) -> list[str | Message]:
+    return [parser.render(t.content, t.tool_calls) if isinstance(t, SolutionTurn) else t
+            for t in turns]
 
 
 class TaskSource(Sequence[Task]):

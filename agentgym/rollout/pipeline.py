@@ -86,14 +86,19 @@ class RolloutPipeline:
         on_done: called with each trajectory as soon as it is complete (e.g. a writer).
         on_stage: called with a :class:`collections.Counter` of episodes per stage
             (init, run, grade, done) whenever it changes, for progress displays.
+        policy_for: where jobs play different policies side by side (``agentgym
+            validate`` plays the oracle, noop and known-wrong solutions in one run): the
+            ``(policy, policy_name)`` of a job, used instead of ``policy`` and
+            ``policy_name``.
     """
 
     def __init__(self, make_env: Callable[[], Any], policy: Any, *,
                  config: PipelineConfig | None = None, rollout: RolloutConfig | None = None,
                  env_id: str = "", policy_name: str = "",
                  on_done: Callable[[Trajectory], None] | None = None,
-                 on_stage: Callable[[Counter], None] | None = None):
-        self.make_env, self.policy = make_env, policy
+                 on_stage: Callable[[Counter], None] | None = None,
+                 policy_for: Callable[[Job], tuple[Any, str]] | None = None):
+        self.make_env, self.policy, self.policy_for = make_env, policy, policy_for
         self.config, self.rollout = config or PipelineConfig(), rollout or RolloutConfig()
         self.env_id, self.policy_name = env_id, policy_name
         self.on_done, self.on_stage = on_done, on_stage
@@ -197,8 +202,10 @@ class RolloutPipeline:
             self.on_stage(self.stages)
 
     def _runner(self, env: Any, job: Job) -> EpisodeRunner:
-        return EpisodeRunner(env, self.policy, job[0], job[1], env_id=self.env_id,
-                             policy_name=self.policy_name, config=self.rollout)
+        policy, name = self.policy_for(job) if self.policy_for else (self.policy,
+                                                                      self.policy_name)
+        return EpisodeRunner(env, policy, job[0], job[1], env_id=self.env_id,
+                             policy_name=name, config=self.rollout)
 
     def _finish(self, runner: EpisodeRunner, results: list[Trajectory]) -> None:
         trajectory = runner.trajectory()

@@ -13,6 +13,19 @@ lists are empty.
 interrupted run leaves only complete lines (a line cut by a crash is dropped on resume),
 and ``datasets.load_dataset("json", data_files=path)`` reads the file. ``resume=True``
 skips the ``(task_id, episode)`` pairs already written.
+
+**Metrics** (the grader's free-form dict: the SWE grader's holds per-test results keyed by
+test id) are written as the JSON object they are, so the file reads as it was graded
+(``jq '.metrics.reason'``) and :func:`read_trajectories` gives back the same dict (values
+that are not JSON are written as their ``str``). Their keys vary from row to row, which
+Arrow's struct columns cannot hold: ``datasets`` (5.x) reads such a column as its ``Json``
+type (JSON text in Arrow, decoded back to the dict per row), deciding so from the file's
+first block (10 MB). A file whose first block is uniform and whose later rows differ has
+no inferable schema; :func:`trajectory_features` gives one that reads any trajectory file
+(``load_dataset("json", data_files=path, features=trajectory_features())``). Files written
+before, with metrics as a JSON string, are read as well.
+``tools`` (the tool schemas) stays a JSON string: one schema per row, the same in every
+row of a run, read only to tokenize the conversation again.
 """
 
 from __future__ import annotations
@@ -54,20 +67,42 @@ class Trajectory:
         return (self.task_id, self.episode)
 
     def to_json(self) -> str:
+        """One JSONL line (the module docstring says how metrics and tools are written)."""
         data = asdict(self)
-        # Free-form per-env metrics and tool schemas as JSON strings keep the file's schema
-        # the same for every row (and every env), which `datasets` needs to read it.
-        data["metrics"] = json.dumps(self.metrics, default=str)
         data["tools"] = json.dumps(self.tools, default=str)
         return json.dumps(data, default=str)
 
     @classmethod
     def from_json(cls, line: str) -> Trajectory:
         data = json.loads(line)
-        data["metrics"] = json.loads(data.get("metrics") or "{}")
-        tools = data.get("tools") or "[]"  # files written before the field have none
-        data["tools"] = json.loads(tools) if isinstance(tools, str) else tools
+        data["metrics"] = _decoded(data.get("metrics"), {})  # a JSON string in older files
+        data["tools"] = _decoded(data.get("tools"), [])  # absent from the oldest files
         return cls(**data)
+
+
+def _decoded(value: Any, empty: Any) -> Any:
+    """A field that may be held as JSON text: the value it stands for."""
+    if isinstance(value, str):
+        return json.loads(value) if value else empty
+    return empty if value is None else value
+
+
+def trajectory_features() -> Any:
+    """The ``datasets.Features`` of a trajectory file, for
+    ``load_dataset("json", data_files=path, features=trajectory_features())``: it reads any
+    trajectory file, however its rows' metrics and messages differ (they are ``Json``
+    columns, decoded to dicts per row)."""
+    from datasets import Features, Json, List, Value
+
+    ids = List(Value("int64"))
+    return Features({
+        "env": Value("string"), "task_id": Value("string"), "episode": Value("int64"),
+        "policy": Value("string"), "prompt_ids": ids, "completion_ids": ids,
+        "logprobs": List(Value("float64")), "loss_mask": ids, "reward": Value("float64"),
+        "finish_reason": Value("string"), "turns": Value("int64"),
+        "tool_errors": Value("int64"), "timings": Json(), "messages": List(Json()),
+        "metrics": Json(), "error": Value("string"), "tools": Value("string"),
+    })
 
 
 def read_trajectories(path: str | Path) -> list[Trajectory]:

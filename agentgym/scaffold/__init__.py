@@ -1,9 +1,11 @@
 """``agentgym plugin new NAME``: write a complete third-party plugin package.
 
 The package has a pyproject with the ``agentgym`` entry point, an env registered under the
-id NAME (with its tasks, a tool and a reward), and a test that runs ``check_env``. It does
-not list ``agentgym`` as a dependency: that name on PyPI belongs to an unrelated project,
-so agentgym is installed from its source first, and the plugin on top of it.
+id NAME (with its tasks, each with a reference solution and a known-wrong one, a tool and
+a reward), and tests that run ``check_env`` and ``assert_valid`` (the ``agentgym
+validate`` checks). It does not list ``agentgym`` as a dependency: that name on PyPI
+belongs to an unrelated project, so agentgym is installed from its source first, and the
+plugin on top of it.
 """
 
 from __future__ import annotations

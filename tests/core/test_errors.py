@@ -10,6 +10,7 @@ import pytest
 
 import agentgym
 from agentgym.core.errors import DuplicateIdError, PicklableException, UnknownIdError
+from agentgym.rollout.validate import CheckResult, ValidationReport
 
 #: Every module of the package (``__main__`` runs the command line when imported).
 MODULES = sorted(
@@ -25,6 +26,8 @@ ARGUMENTS = {
     "EnvKwargsError": ("calculator", [("splt", "takes no argument 'splt'")]),
     "Submitted": ("42", "Submitted: 42"),
     "InvalidOption": ("-e", "splt=test: the env 'calculator' takes no argument 'splt'"),
+    "TaskValidityError": (ValidationReport("calculator", ["t1"], [
+        CheckResult("t1", "oracle", False, 0.0, "submitted", "submitted=true")]),),
 }
 
 

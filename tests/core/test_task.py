@@ -65,3 +65,29 @@ def test_sources_validate_their_size():
     assert source.ids() == ["t0", "t1", "t2"]
     with pytest.raises(IndexError):
         source[3]
+
+
+def test_wrong_solutions_round_trip_and_render_in_the_env_format(tmp_path):
+    wrong = [[SolutionTurn([ToolCall("submit", {"answer": "3"})])], ["I give up."]]
+    task = Task("a", "Compute 1 + 1.", {"answer": "2", "wrong_solutions": wrong},
+                [SolutionTurn([ToolCall("submit", {"answer": "2"})])])
+    row = json.loads(json.dumps(task.to_dict()))
+    assert row["metadata"]["wrong_solutions"][0] == [
+        {"content": "", "tool_calls": [{"name": "submit", "arguments": {"answer": "3"}}]}]
+    loaded = Task.from_dict(row)
+    assert loaded.wrong_solutions() == wrong
+    rendered = loaded.rendered(HermesParser())
+    assert rendered.wrong_solutions()[0][0].startswith("<tool_call>")
+    assert '"answer": "3"' in rendered.wrong_solutions()[0][0]
+    assert rendered.wrong_solutions()[1] == ["I give up."]
+    assert task.metadata["wrong_solutions"] is wrong  # rendering copies, never edits
+    # A task with wrong solutions but no reference solution renders them too.
+    bare = Task("b", "?", {"wrong_solutions": wrong}).rendered(HermesParser())
+    assert bare.solution is None and bare.wrong_solutions()[0][0].startswith("<tool_call>")
+
+
+def test_malformed_wrong_solutions_name_the_task_and_the_shape():
+    task = Task("a", "?", {"wrong_solutions": ["not a list of turns"]})
+    with pytest.raises(ValueError, match=r"task 'a': metadata\['wrong_solutions'\] must be a"):
+        task.rendered(HermesParser())
+    assert Task("b", "?").wrong_solutions() == []

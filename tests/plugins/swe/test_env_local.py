@@ -70,6 +70,15 @@ def test_eval_cli_scores_the_oracle(toolz_tasks, agentgym_cli):
     assert json.loads(done.stdout)["mean_reward"] == 1.0
 
 
+def test_validate_cli_holds_for_every_synthesized_task(toolz_tasks, agentgym_cli):
+    done = subprocess.run([agentgym_cli, "validate", "swe-synth", "-e", f"tasks={toolz_tasks}",
+                           "--all", "--backend", "local", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] and (report["tasks"], report["checked"]) == (3, 6), report
+
+
 def test_swe_bench_instances_on_the_local_backend_are_refused_with_the_fix(tmp_path):
     row = {"instance_id": "demo__calc-1", "repo": "demo/calc", "base_commit": "0" * 40,
            "patch": "", "test_patch": "", "problem_statement": "add is wrong",

@@ -1,0 +1,302 @@
+"""Task validity: an env's real grader, in the backend it grades in, scores every task's
+reference solution 1.0, doing nothing 0.0 and each known-wrong solution below 1.0.
+
+:func:`validate` checks that for the selected tasks of any env (``agentgym validate`` and
+:func:`agentgym.testing.assert_valid` call it). Per task it plays, as ordinary episodes
+through the :class:`~agentgym.rollout.pipeline.RolloutPipeline` (so setup, play and grading
+of different episodes overlap, and a crashed episode fails only its own check):
+
+* ``oracle``: the task's reference solution (the ``oracle`` policy); passes at reward 1.0.
+* ``noop``: a turn that calls no tool, every turn (the ``noop`` policy); passes at 0.0.
+* ``wrong solution #k``: the task's k-th known-wrong solution (1-based;
+  ``task.metadata["wrong_solutions"]``, see :mod:`agentgym.core.task`), replayed as the
+  oracle replays the solution; passes below 1.0. These run once the oracle and noop
+  episodes have shown which tasks carry them (the env protocol hands a policy the task
+  only when an episode starts).
+
+A check whose episode crashed (its ``error`` is set) fails whatever its reward: the grader
+never judged it. A task without a reference solution cannot be given its oracle check: it
+is listed in :attr:`ValidationReport.skipped` ("no solution"), or counted as a failure with
+``require_solutions=True``; its other checks still run.
+
+Tasks: ``task_ids`` when given, else the first ``n`` of the env's task ids in order (all
+with ``n=None``). ``backend`` is passed to the env as its ``backend`` keyword argument
+(the sandbox backend it runs and grades in); an env that takes none is an error
+(:class:`NoBackendError`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from agentgym.core.errors import InvalidArgumentError, UnknownIdError
+from agentgym.core.policies import OraclePolicy, build_policy
+from agentgym.core.task import Task
+from agentgym.rollout.loop import RolloutConfig
+from agentgym.rollout.pipeline import PipelineConfig, RolloutPipeline
+from agentgym.rollout.trajectory import Trajectory
+
+__all__ = ["DEFAULT_TASKS", "CheckResult", "NoBackendError", "ValidationReport",
+           "avalidate", "env_kwargs_with_backend", "validate"]
+
+#: Tasks checked when neither ``task_ids`` nor ``n`` says otherwise (``agentgym validate``
+#: without ``-n`` or ``--all``).
+DEFAULT_TASKS = 10
+ORACLE, NOOP, WRONG = "oracle", "noop", "wrong solution #"
+NO_SOLUTION = "no solution"
+#: Characters of a failure's reason kept (an error's traceback line, compact metrics).
+REASON_CHARS = 300
+
+
+class NoBackendError(InvalidArgumentError):
+    """A backend was asked of an env that takes no ``backend`` argument."""
+
+
+@dataclass
+class CheckResult:
+    """One check of one task: which (``oracle``, ``noop``, ``wrong solution #k``), whether it
+    held, the episode's reward and finish reason, and why it failed (empty when it held)."""
+
+    task_id: str
+    check: str
+    passed: bool
+    reward: float | None = None
+    finish_reason: str = ""
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "check": self.check, "reward": self.reward,
+                "finish_reason": self.finish_reason, "reason": self.reason}
+
+
+@dataclass
+class ValidationReport:
+    """The checks of one env's tasks.
+
+    Attributes:
+        env: the env id.
+        task_ids: the tasks checked, in order.
+        results: every check that ran (skipped ones excluded), in task order.
+        skipped: oracle checks of tasks without a solution, when they do not count as
+            failures (``reason`` "no solution").
+        trajectories: the episodes played, for a closer look.
+    """
+
+    env: str
+    task_ids: list[str]
+    results: list[CheckResult]
+    skipped: list[CheckResult] = field(default_factory=list)
+    trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        return [r for r in self.results if not r.passed]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def summary(self) -> str:
+        """One line: tasks and checks, failures, skips."""
+        failed_tasks = len({r.task_id for r in self.failed})
+        line = (f"{self.env}: {_count(len(self.task_ids), 'task')} checked"
+                f" ({_count(len(self.results), 'check')}), {failed_tasks} failed"
+                f" ({_count(len(self.failed), 'check')})")
+        if self.skipped:
+            line += f", {len(self.skipped)} without a solution (oracle check skipped)"
+        return line
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object ``agentgym validate --json`` prints: ``env``, ``tasks`` (how many
+        tasks were checked), ``checked`` (how many checks ran), ``failed`` and ``skipped``
+        (:meth:`CheckResult.to_dict` each) and ``ok``."""
+        return {"env": self.env, "tasks": len(self.task_ids), "checked": len(self.results),
+                "failed": [r.to_dict() for r in self.failed],
+                "skipped": [r.to_dict() for r in self.skipped], "ok": self.ok}
+
+
+def env_kwargs_with_backend(env_id: str, env_kwargs: dict[str, Any] | None,
+                            backend: str | None) -> dict[str, Any]:
+    """``env_kwargs`` with ``backend`` added as the env's ``backend`` argument.
+
+    Raises:
+        NoBackendError: the env takes no ``backend`` argument.
+        InvalidArgumentError: ``env_kwargs`` already names another backend.
+        UnknownIdError: no plugin registers that sandbox backend.
+    """
+    kwargs = dict(env_kwargs or {})
+    if backend is None:
+        return kwargs
+    from agentgym.core.env_kwargs import env_signature
+    from agentgym.core.plugins import plugin_host
+
+    signature = env_signature(env_id)
+    if "backend" not in signature.parameters:
+        raise NoBackendError(f"the env {signature.env_id!r} takes no backend: it runs where it"
+                             " is made; leave the backend out")
+    if kwargs.get("backend", backend) != backend:
+        raise InvalidArgumentError(f"two backends given, {kwargs['backend']!r} in the env's"
+                                   f" arguments and {backend!r}: give one")
+    plugin_host().get("sandboxes", backend)  # an unknown id names the known ones
+    return {**kwargs, "backend": backend}
+
+
+def validate(env_id: str, env_kwargs: dict[str, Any] | None = None,
+             task_ids: Sequence[str] | None = None, **options: Any) -> ValidationReport:
+    """:func:`avalidate` from synchronous code (not from inside a running event loop)."""
+    return asyncio.run(avalidate(env_id, env_kwargs, task_ids, **options))
+
+
+async def avalidate(env_id: str, env_kwargs: dict[str, Any] | None = None,
+                    task_ids: Sequence[str] | None = None, *, n: int | None = DEFAULT_TASKS,
+                    backend: str | None = None, require_solutions: bool = False,
+                    concurrency: int = 4, seed: int = 0,
+                    make_env: Callable[[], Any] | None = None,
+                    on_result: Callable[[CheckResult], None] | None = None,
+                    on_stage: Callable[[Counter], None] | None = None,
+                    on_planned: Callable[[int], None] | None = None) -> ValidationReport:
+    """Check the tasks of ``env_id`` (see the module docstring).
+
+    Args:
+        env_kwargs: keyword arguments of ``agentgym.make(env_id, ...)``.
+        task_ids: the tasks to check; None: the first ``n`` (all with ``n=None``).
+        backend: the sandbox backend, passed as the env's ``backend`` argument.
+        require_solutions: a task without a reference solution fails its oracle check.
+        concurrency: episodes playing at once (the pipeline's concurrency).
+        make_env: builds the env instead of ``agentgym.make(env_id, **env_kwargs)``.
+        on_result: called with each check's result as its episode finishes.
+        on_stage: the pipeline's per-stage episode counts, for progress displays.
+        on_planned: called with the number of episodes each phase adds (for a progress
+            total): oracle and noop first, then the known-wrong solutions.
+    """
+    import agentgym
+
+    if n is not None and n < 1:
+        raise InvalidArgumentError(f"need at least one task to check, got n={n}")
+    kwargs = env_kwargs_with_backend(env_id, env_kwargs, backend)
+    seen: dict[str, Task] = {}  # each task as the env rendered it, from its first episode
+    checks: dict[int, str] = {}  # episode index -> check name
+    oracle, noop = _Seeing(build_policy("oracle"), seen), _Seeing(build_policy("noop"), seen)
+
+    def policy_for(job: tuple[str, int]) -> tuple[Any, str]:
+        check = checks[job[1]]
+        if check == ORACLE:
+            return oracle, check
+        if check == NOOP:
+            return noop, check
+        return _WrongSolution(int(check.removeprefix(WRONG)) - 1), check
+
+    results: dict[int, CheckResult] = {}  # episode index -> its check's result
+
+    def finished(trajectory: Trajectory) -> None:
+        result = _judge(trajectory, seen.get(trajectory.task_id), require_solutions)
+        results[trajectory.episode] = result
+        if on_result:
+            on_result(result)
+
+    def plan(task_id: str, check: str) -> tuple[str, int]:
+        checks[len(checks)] = check
+        return (task_id, len(checks) - 1)
+
+    make = make_env or (lambda: agentgym.make(env_id, **kwargs))
+    pipeline = RolloutPipeline(make, None, config=PipelineConfig(concurrency=concurrency),
+                               rollout=RolloutConfig(seed=seed), env_id=env_id,
+                               policy_for=policy_for, on_done=finished, on_stage=on_stage)
+    try:
+        known = await pipeline.task_ids()
+        ids = known[:n] if task_ids is None else list(task_ids)
+        if not ids:
+            raise InvalidArgumentError(f"the env {env_id!r} has no tasks to check")
+        unknown = sorted(set(ids) - set(known))
+        if unknown:
+            raise UnknownIdError("task", unknown[0], known, "agentgym eval ENV -n N")
+        jobs = [plan(task_id, check) for task_id in ids for check in (ORACLE, NOOP)]
+        if on_planned:
+            on_planned(len(jobs))
+        trajectories = await pipeline.run(jobs)
+        # The tasks as the env rendered them show which carry known-wrong solutions.
+        jobs = [plan(task_id, f"{WRONG}{k + 1}") for task_id in ids
+                for k in range(len(seen[task_id].wrong_solutions()) if task_id in seen else 0)]
+        if jobs:
+            if on_planned:
+                on_planned(len(jobs))
+            trajectories += await pipeline.run(jobs)
+    finally:
+        await pipeline.close()
+    order = {task_id: i for i, task_id in enumerate(ids)}
+    trajectories.sort(key=lambda t: (order[t.task_id], t.episode))
+    ran, skipped = [], []
+    for trajectory in trajectories:
+        result = results[trajectory.episode]
+        (skipped if result.passed and result.reason == NO_SOLUTION else ran).append(result)
+    return ValidationReport(env_id, ids, ran, skipped, trajectories)
+
+
+# ---- policies and verdicts --------------------------------------------------------------------
+
+
+class _Seeing:
+    """A text policy that also keeps each task it is shown (the env's rendered copy)."""
+
+    def __init__(self, policy: Any, seen: dict[str, Task]):
+        self.policy, self.seen = policy, seen
+
+    def act(self, messages: list[dict[str, Any]], task: Task) -> Any:
+        self.seen.setdefault(task.id, task)
+        return self.policy.act(messages, task)
+
+
+class _WrongSolution:
+    """Replays the task's known-wrong solution ``index`` as the oracle replays a solution."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def act(self, messages: list[dict[str, Any]], task: Task) -> Any:
+        solution = task.wrong_solutions()[self.index]
+        return OraclePolicy().act(messages, replace(task, solution=solution))
+
+
+def _judge(trajectory: Trajectory, task: Task | None, require_solutions: bool) -> CheckResult:
+    check, reward = trajectory.policy, trajectory.reward
+    result = CheckResult(trajectory.task_id, check, False, reward, trajectory.finish_reason)
+    if check == ORACLE and task is not None and not task.solution:
+        result.passed = not require_solutions
+        result.reward, result.finish_reason, result.reason = None, "", NO_SOLUTION
+    elif trajectory.error:
+        result.reason = _short(f"crashed before grading: {trajectory.error}")
+    else:
+        result.passed = (reward >= 1.0 if check == ORACLE else reward == 0.0 if check == NOOP
+                         else reward < 1.0)
+        result.reason = "" if result.passed else _short(_metrics_reason(trajectory.metrics))
+    return result
+
+
+def _metrics_reason(metrics: dict[str, Any]) -> str:
+    """The grader's own reason when its metrics hold one, else the metrics in brief."""
+    if isinstance(metrics.get("reason"), str) and metrics["reason"]:
+        return metrics["reason"]
+    if not metrics:
+        return "no metrics"
+    parts = []
+    for key, value in metrics.items():
+        if isinstance(value, dict | list):
+            value = f"<{len(value)} {'keys' if isinstance(value, dict) else 'items'}>"
+        elif not isinstance(value, str):
+            value = json.dumps(value, default=str)
+        parts.append(f"{key}={value}")
+    return " ".join(parts)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + "..."
