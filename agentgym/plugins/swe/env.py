@@ -36,10 +36,10 @@ The agent has ``bash`` and ``str_replace_editor`` (the shared toolkits,
 :mod:`agentgym.toolkits`), ``search`` (:mod:`agentgym.plugins.swe.search`) and ``submit``,
 in that order: the env's :attr:`toolsets`, bound to each episode's sandbox, then its own
 tool. Grading takes the workspace's diff, opens a fresh sandbox at the same base, and runs
-the FAIL_TO_PASS and PASS_TO_PASS tests with the test files restored
-(:func:`agentgym.plugins.swe.grading.grade`): reward 1.0 only if all pass, per-test
-results in the metrics. A task's reference solution (``oracle``) applies the gold patch
-with ``bash`` and submits.
+the files of the FAIL_TO_PASS and PASS_TO_PASS tests with the test files restored
+(:func:`agentgym.plugins.swe.grading.grade`): reward 1.0 only if all pass; per-test
+results, why any is missing, the command and the log's tail in the metrics. A task's
+reference solution (``oracle``) applies the gold patch with ``bash`` and submits.
 """
 
 from __future__ import annotations
@@ -321,6 +321,9 @@ class SWEEnv(AgentEnv):
             "applied": result.applied, "dropped_files": list(result.dropped_files),
             "tests": dict(result.tests), "reason": result.reason,
             "diff_chars": len(diff),
+            # why each MISSING test is missing, and what ran: enough to debug a 0.0
+            "missing": dict(result.missing), "test_command": result.command,
+            "exit_code": result.exit_code, "log_tail": result.log_tail,
         }
         return RewardResult(result.reward, metrics)
 

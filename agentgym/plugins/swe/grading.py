@@ -11,26 +11,31 @@ the agent's diff (from :func:`diff_of` on the agent's own sandbox). It
 2. applies the rest with ``git apply`` (``patch --fuzz`` as a fallback, as the SWE-bench
    harness does); a diff that does not apply scores 0 and the reason says why;
 3. applies ``test_patch``;
-4. runs the ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` tests with ``test_cmd`` (default
-   ``python -m pytest -rA -p no:cacheprovider`` followed by the test ids), the output going
-   to a file in the sandbox so that no output limit cuts it;
-5. parses the log with the repository's parser (:func:`log_parser_for`) and returns a
+4. runs the test *files* of the listed tests, whole and in the project's collection order,
+   as the official SWE-bench harness does (:func:`agentgym.plugins.swe.harness.plan`: the
+   files of the ids and of the ``test_patch``, the repository's harness command, the
+   images' ``testbed`` env activated), never a list of ids that would reorder the suite.
+   The output goes to a file in the sandbox so that no output limit cuts it;
+5. reads every listed test's status from the log with the repository's parser
+   (:func:`~agentgym.plugins.swe.logs.log_parser_for`) and returns a
    :class:`GradeResult`: reward 1.0 iff every ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` test
-   passed (``PASSED``, or ``XFAIL`` as in the official harness), else 0.0.
+   passed (``PASSED``, or ``XFAIL`` as in the official harness), else 0.0. A listed test
+   the log does not name is :data:`MISSING`, and :attr:`GradeResult.missing` says why
+   (:func:`missing_reasons`): the run timed out, its file failed to load (with the error
+   line), the runner died or reported nothing, or its file ran without it.
 
 A diff that changes no non-test file scores 0 without running anything: ``FAIL_TO_PASS``
 tests fail at ``base_commit`` by definition.
 
-Log parsers map a log to ``{test_id: status}`` with statuses :data:`PASSED`,
-:data:`FAILED`, :data:`ERROR`, :data:`SKIPPED`, :data:`XFAIL` and :data:`XPASS`.
-:data:`LOG_PARSERS` holds the parsers of repositories whose runner is not pytest (Django,
-SymPy); every other repository gets :func:`parse_log_pytest`. Plugins add theirs with
-:func:`register_log_parser`.
+The log parsers and their per-repository registry live in :mod:`agentgym.plugins.swe.logs`
+and are re-exported here.
 
 Limits: the tests run the agent's code, and code can do anything its process can,
 including printing lines that look like test results. The pytest parser trusts only the
 last "short test summary info" section when there is one, which defeats a stray print, not
-a determined forger; grading is as trustworthy as the sandbox it runs in is fresh.
+a determined forger; grading is as trustworthy as the sandbox it runs in is fresh. Unlike
+the official harness, a listed test that is skipped (or passes unexpectedly) does not count
+as passed: a change that makes a failing test skip has not fixed it.
 """
 
 from __future__ import annotations
@@ -38,216 +43,39 @@ from __future__ import annotations
 import re
 import secrets
 import shlex
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentgym.core.errors import AgentGymError
 from agentgym.core.sandbox import Sandbox
+from agentgym.plugins.swe.harness import DEFAULT_TEST_CMD, MAX_IDS_CHARS, Runner, TestPlan, plan
 from agentgym.plugins.swe.instance import SWEInstance, is_test_path, patch_files, split_patch
+from agentgym.plugins.swe.logs import (
+    ERROR,
+    FAILED,
+    LOG_PARSERS,
+    PASSED,
+    PASSING,
+    SKIPPED,
+    STATUSES,
+    XFAIL,
+    XPASS,
+    LogParser,
+    log_parser_for,
+    parse_log_django,
+    parse_log_pytest,
+    parse_log_sympy,
+    register_log_parser,
+    split_node_id,
+)
 
-PASSED, FAILED, ERROR, SKIPPED, XFAIL, XPASS = (
-    "PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
-#: Status of a graded test that the log does not mention (not collected, crashed runner).
+#: Status of a listed test that the log does not name; :attr:`GradeResult.missing` says why.
 MISSING = "MISSING"
-STATUSES = (PASSED, FAILED, ERROR, SKIPPED, XFAIL, XPASS)
-#: Statuses that count as passing (the official harness also accepts an expected failure).
-PASSING = frozenset({PASSED, XFAIL})
-
-#: The test command when neither ``grade``'s ``test_cmd`` nor the instance's is set.
-DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider"
-#: Above this many characters of test ids, the default command runs the test files instead
-#: of the ids (a command line must stay under the kernel's argument limit).
-MAX_IDS_CHARS = 500_000
 #: Characters of the end of the test log kept in :attr:`GradeResult.log_tail`.
 LOG_TAIL_CHARS = 4000
-
-LogParser = Callable[[str], dict[str, str]]
 
 
 class GradingError(AgentGymError):
     """The sandbox's workspace cannot be graded or diffed (no git repository, git failed)."""
-
-
-# --- log parsers -------------------------------------------------------------------------
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_SUMMARY_HEADER = re.compile(r"^=+ short test summary info =+\s*$")
-_STATUS_WORDS = "|".join(STATUSES)
-_SUMMARY_LINE = re.compile(rf"^(?:\[gw\d+\] \[\s*\d+%\] )?({_STATUS_WORDS}) (.+)$")
-_VERBOSE_LINE = re.compile(
-    rf"^(\S.*?) ({_STATUS_WORDS})(?: \(.*\))?(?:\s+\[\s*\d+%\])?\s*$")
-_FAILING = frozenset({FAILED, ERROR})
-
-
-def _record(results: dict[str, str], test: str, status: str) -> None:
-    # A test can be reported twice (PASSED, then ERROR at teardown): a failure sticks.
-    if results.get(test) not in _FAILING:
-        results[test] = status
-
-
-def split_node_id(text: str) -> tuple[str, str]:
-    """Split ``"tests/a.py::test_b[x - y] - AssertionError"`` into the pytest node id and
-    what follows it. Parameter ids in brackets may hold spaces, `` - `` and nested
-    brackets; outside brackets, a node id holds no space."""
-    start = text.find("::")
-    if start < 0:  # a module-level ERROR (collection) names a file
-        node, _, rest = text.partition(" - ")
-        node = node.strip()
-        if " " in node:  # pytest 7 XPASS: "XPASS path reason"
-            node, _, more = node.partition(" ")
-            rest = f"{more} - {rest}" if rest else more
-        return node, rest.strip()
-    i = start
-    while text.startswith("::", i):
-        i += 2
-        while i < len(text) and text[i] not in " [" and not text.startswith("::", i):
-            i += 1
-        if i < len(text) and text[i] == "[":
-            depth, j = 0, i
-            while j < len(text):
-                depth += {"[": 1, "]": -1}.get(text[j], 0)
-                j += 1
-                if depth == 0:
-                    break
-            if depth:  # unbalanced brackets: the id ends at the last "]" before a message
-                cut = text.rfind("]", i, text.find(" - ", i) if " - " in text[i:] else None)
-                j = cut + 1 if cut >= 0 else len(text)
-            i = j
-    rest = text[i:].strip()
-    if rest.startswith("- "):
-        rest = rest[2:]
-    return text[:i], rest
-
-
-def parse_log_pytest(log: str) -> dict[str, str]:
-    """Test statuses from a pytest log.
-
-    Reads the ``-rA`` short summary lines (``PASSED tests/a.py::test_b``,
-    ``FAILED tests/a.py::test_c[1 - 2] - assert 1 == 2``, pytest-xdist's ``[gw0] [ 50%]``
-    prefix) and the ``-v`` lines (``tests/a.py::test_b PASSED  [ 50%]``). When the log has
-    a "short test summary info" header, summary lines count only after the last one, and
-    they override verbose lines. ``SKIPPED [1] path:line: reason`` lines name no test and
-    are ignored. ANSI colours are stripped.
-    """
-    lines = [_ANSI.sub("", line).rstrip("\r") for line in log.split("\n")]
-    headers = [i for i, line in enumerate(lines) if _SUMMARY_HEADER.match(line)]
-    summary_from = headers[-1] + 1 if headers else 0
-    verbose: dict[str, str] = {}
-    summary: dict[str, str] = {}
-    for number, line in enumerate(lines):
-        match = _SUMMARY_LINE.match(line)
-        if match and number >= summary_from:
-            status, rest = match.groups()
-            if status == SKIPPED and rest.startswith("["):
-                continue
-            node, _ = split_node_id(rest)
-            if node:
-                _record(summary, node, status)
-            continue
-        match = _VERBOSE_LINE.match(line)
-        if match and "::" in match.group(1):
-            _record(verbose, match.group(1), match.group(2))
-    for node, status in summary.items():
-        verbose.pop(node, None)
-        verbose[node] = status
-    return verbose
-
-
-_DJANGO_STATUS = {
-    "ok": PASSED, "FAIL": FAILED, "ERROR": ERROR, "skipped": SKIPPED,
-    "expected failure": XFAIL, "unexpected success": XPASS,
-}
-_DJANGO_ID = r"(\w+) \(([\w.]+)\)"
-_DJANGO_LINE = re.compile(
-    rf"^{_DJANGO_ID} \.\.\. (ok|FAIL|ERROR|skipped|expected failure|unexpected success)\b")
-_DJANGO_PENDING = re.compile(rf"^{_DJANGO_ID}(?: \.\.\. .*)?$")
-# Not "OK": that is unittest's final summary line, not a test's status.
-_DJANGO_BARE = re.compile(r"^(ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)$")
-
-
-def _django_ids(name: str, where: str) -> list[str]:
-    # Python >= 3.11 writes "test_x (app.tests.Case.test_x)"; SWE-bench ids read
-    # "test_x (app.tests.Case)". Both are recorded.
-    ids = [f"{name} ({where})"]
-    if where.endswith(f".{name}"):
-        ids.append(f"{name} ({where[: -len(name) - 1]})")
-    return ids
-
-
-def parse_log_django(log: str) -> dict[str, str]:
-    """Test statuses from Django's ``runtests.py --verbosity 2`` (unittest) log:
-    ``test_x (app.tests.Case) ... ok``, with the status possibly on a later line (a
-    docstring line, or setup chatter, in between)."""
-    results: dict[str, str] = {}
-    pending: list[str] = []
-    for raw in log.split("\n"):
-        line = _ANSI.sub("", raw).rstrip("\r").rstrip()
-        match = _DJANGO_LINE.match(line)
-        if match:
-            name, where, word = match.groups()
-            for test in _django_ids(name, where):
-                _record(results, test, _DJANGO_STATUS[word])
-            pending = []
-            continue
-        match = _DJANGO_PENDING.match(line)
-        if match:
-            pending = _django_ids(*match.groups())
-            continue
-        if pending:
-            word = line.split(" ... ")[-1].strip() if " ... " in line else line.strip()
-            bare = _DJANGO_BARE.match(word)
-            if bare:
-                status = _DJANGO_STATUS["skipped" if word.startswith("skipped") else word]
-                for test in pending:
-                    _record(results, test, status)
-                pending = []
-    return results
-
-
-_SYMPY_STATUS = {"ok": PASSED, "F": FAILED, "E": ERROR, "f": XFAIL, "X": XPASS, "s": SKIPPED}
-_SYMPY_LINE = re.compile(r"^\s*(test_\w+) (ok|F|E|f|X|s)(?:\s+\[\w+\])?\s*$")
-
-
-def parse_log_sympy(log: str) -> dict[str, str]:
-    """Test statuses from SymPy's ``bin/test --verbose`` log: ``test_name ok``,
-    ``test_name F`` (failed), ``E`` (error), ``f`` (expected failure), ``X`` (unexpected
-    pass), ``s`` (skipped). SWE-bench names SymPy tests by function name alone."""
-    results: dict[str, str] = {}
-    for raw in log.split("\n"):
-        match = _SYMPY_LINE.match(_ANSI.sub("", raw).rstrip("\r"))
-        if match:
-            _record(results, match.group(1), _SYMPY_STATUS[match.group(2)])
-    return results
-
-
-#: Parsers of repositories (``owner/name``, lower case) whose log is not pytest's; the
-#: others get :func:`parse_log_pytest`. Add to it with :func:`register_log_parser`.
-LOG_PARSERS: dict[str, LogParser] = {
-    "django/django": parse_log_django,
-    "sympy/sympy": parse_log_sympy,
-}
-
-
-def log_parser_for(repo: str) -> LogParser:
-    """The log parser of ``repo`` (``owner/name``, any case): its registered one, else
-    :func:`parse_log_pytest`."""
-    return LOG_PARSERS.get(repo.lower(), parse_log_pytest)
-
-
-def register_log_parser(repo: str, parser: LogParser, *, replace: bool = False) -> None:
-    """Make ``parser`` the log parser of ``repo`` (``owner/name``).
-
-    A plugin that brings a dataset of repositories with their own test runners calls this
-    when it is imported. Registering a repository that already has a parser raises unless
-    ``replace`` is true, so two plugins cannot silently fight over one repository.
-    """
-    key = repo.lower()
-    if key in LOG_PARSERS and not replace and LOG_PARSERS[key] is not parser:
-        raise AgentGymError(
-            f"repository {repo!r} already has the log parser"
-            f" {getattr(LOG_PARSERS[key], '__qualname__', LOG_PARSERS[key])!r}; pass"
-            " replace=True to override it")
-    LOG_PARSERS[key] = parser
 
 
 # --- grading -----------------------------------------------------------------------------
@@ -259,13 +87,18 @@ class GradeResult:
 
     Attributes:
         reward: 1.0 iff every FAIL_TO_PASS and PASS_TO_PASS test passed, else 0.0.
-        tests: the status of every graded test (:data:`MISSING` if the log lacks it).
+        tests: every listed test (FAIL_TO_PASS, then PASS_TO_PASS) -> its status in the
+            log, :data:`MISSING` when the log does not name it.
         f2p_passed, f2p_total: FAIL_TO_PASS tests that passed, and how many there are.
         p2p_passed, p2p_total: the same for PASS_TO_PASS.
         applied: the agent's (filtered) diff applied; False also when it was empty.
         dropped_files: test files removed from the agent's diff before applying it.
         log_tail: the end of the test log (or of the failing ``git apply``'s output).
         reason: one sentence on why the reward is what it is.
+        missing: every :data:`MISSING` test -> why (timed out, its file failed to load
+            and the error line, the runner crashed or reported nothing, not collected).
+        command: the test command that ran ("" when none did).
+        exit_code: its exit status (None when it did not run).
     """
 
     reward: float
@@ -278,6 +111,9 @@ class GradeResult:
     dropped_files: list[str] = field(default_factory=list)
     log_tail: str = ""
     reason: str = ""
+    missing: dict[str, str] = field(default_factory=dict)
+    command: str = ""
+    exit_code: int | None = None
 
     @property
     def resolved(self) -> bool:
@@ -310,16 +146,75 @@ def filter_diff(diff: str, protected: set[str]) -> tuple[str, list[str]]:
     return text, dropped
 
 
-def _command(template: str, instance: SWEInstance) -> str:
-    ids = instance.tests
-    files = list(dict.fromkeys(t.split("::", 1)[0] for t in ids))
-    quoted_ids = " ".join(shlex.quote(t) for t in ids)
-    quoted_files = " ".join(shlex.quote(f) for f in files)
-    if "{tests}" in template or "{files}" in template:
-        return template.replace("{tests}", quoted_ids).replace("{files}", quoted_files)
-    if len(quoted_ids) > MAX_IDS_CHARS:
-        return f"{template} {quoted_files}"
-    return f"{template} {quoted_ids}"
+def _exit_note(code: int) -> str:
+    if code > 128:
+        return f"exit status {code}: killed by signal {code - 128}" + (
+            ", out of memory?" if code == 137 else "")
+    return f"exit status {code}"
+
+
+def _last_line(log: str) -> str:
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(the log is empty)"
+
+
+_UNCAUGHT = re.compile(r"^[\w.]+(Error|Exception|Interrupt|Exit)\b")
+
+
+def _crash(log: str, exit_code: int) -> str | None:
+    """How the runner died, when it did: killed by a signal, or an uncaught exception as
+    the log's last line."""
+    if exit_code > 128:
+        return _exit_note(exit_code)
+    last = _last_line(log)
+    if exit_code != 0 and _UNCAUGHT.match(last):
+        return f"{_exit_note(exit_code)}, uncaught {last}"
+    return None
+
+
+def missing_reasons(missing: list[str], statuses: dict[str, str], log: str, *,
+                    test_plan: TestPlan, exit_code: int, timed_out: bool,
+                    timeout: float) -> dict[str, str]:
+    """Why each test of ``missing`` is absent from the parsed ``statuses`` of ``log``.
+
+    In order of precedence: the run timed out; the test's file (module) failed to load,
+    with the error line; the runner reported no test at all (it failed before running
+    any, or crashed, with its exit status and the log's last line); the runner died
+    before reporting the test (a signal, or an uncaught exception ending the log); the
+    file ran but did not name the test (not collected: renamed, removed, or another
+    parametrization).
+    """
+    if not missing:
+        return {}
+    runner: Runner = test_plan.runner
+    errors = runner.load_errors(log)
+    crash = _crash(log, exit_code)
+    reasons: dict[str, str] = {}
+    for test in missing:
+        where = runner.locate(test)
+        if where is None and len(test_plan.arguments) == 1:
+            where = test_plan.arguments[0]  # the only file that ran holds it
+        if timed_out:
+            reasons[test] = (f"timed out: the run passed the {timeout:g}s timeout before"
+                             " reporting it")
+        elif where is not None and where in errors:
+            reasons[test] = f"collection error in {where}: {errors[where] or 'failed to load'}"
+        elif not statuses:
+            reasons[test] = (f"the test runner reported no test ({_exit_note(exit_code)}):"
+                             f" {_last_line(log)}")
+        elif crash:
+            reasons[test] = f"runner crashed ({crash}) before reporting it"
+        elif where is not None and test_plan.arguments and not any(
+                where == a or where.startswith(a + runner.separator)
+                for a in test_plan.arguments):
+            reasons[test] = f"not run: {where} is not among the files the command ran"
+        else:
+            loaded = (f"; files that failed to load: {', '.join(sorted(errors))}"
+                      if errors and where is None else "")
+            reasons[test] = (f"not collected: {where or 'the run'} ran, but the log does not"
+                             f" name this test (renamed, removed, or another"
+                             f" parametrization){loaded}")
+    return reasons
 
 
 def _tail(text: str, chars: int = LOG_TAIL_CHARS) -> str:
@@ -345,6 +240,13 @@ async def _apply(box: Sandbox, root: str, patch_path: str, timeout: float) -> tu
     return fallback.ok, result.output + fallback.output
 
 
+async def _read(box: Sandbox, path: str) -> str | None:
+    try:
+        return (await box.read_file(path)).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+
+
 async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str | None = None,
                 timeout: float = 1800.0) -> GradeResult:
     """Grade ``diff`` for ``instance`` in ``box`` (see the module docstring).
@@ -354,9 +256,10 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
             Grading changes its workspace; use it for nothing else afterwards.
         instance: the task.
         diff: the agent's change, a unified diff against ``base_commit`` (:func:`diff_of`).
-        test_cmd: the command that runs tests; the test ids are appended, or replace
-            ``{tests}`` (and the test files ``{files}``) when it holds them. Default:
-            ``instance.test_cmd``, else :data:`DEFAULT_TEST_CMD`.
+        test_cmd: the command that runs tests; the test files are appended, or fill
+            ``{files}``, and ``{tests}`` takes the listed ids (see
+            :func:`agentgym.plugins.swe.harness.plan`). Default: ``instance.test_cmd``,
+            else the repository's harness command, else :data:`DEFAULT_TEST_CMD`.
         timeout: seconds the test command may run.
 
     Raises:
@@ -399,24 +302,33 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
             base.log_tail = _tail(output)
             return base
 
-    command = _command(test_cmd or instance.test_cmd or DEFAULT_TEST_CMD, instance)
-    log_path = f"{scratch}/test.log"
-    await box.write_file(f"{scratch}/run_tests.sh",
-                         # a group, so "setup; pytest ..." is logged whole
-                         f"cd {shlex.quote(root)}\n{{\n{command}\n}} > {shlex.quote(log_path)}"
-                         " 2>&1\n")
+    test_plan = plan(instance, test_cmd)
+    base.command = test_plan.command
+    log_path, setup_path = f"{scratch}/test.log", f"{scratch}/setup.log"
+    # One shell: the setup's activation and exports hold for the tests; only the tests'
+    # own output is parsed, and each part is a group so "a; b" is logged whole.
+    setup = "\n".join([":", *test_plan.setup])  # ":" so the group is never empty
+    await box.write_file(f"{scratch}/run_tests.sh", (
+        f"cd {shlex.quote(root)}\n{{\n{setup}\n}} > {shlex.quote(setup_path)} 2>&1\n"
+        f"cd {shlex.quote(root)}\n{{\n{test_plan.command}\n}} > {shlex.quote(log_path)}"
+        " 2>&1\n").encode())
     run = await box.exec(f"bash {shlex.quote(scratch + '/run_tests.sh')}", timeout)
-    try:
-        log = (await box.read_file(log_path)).decode("utf-8", "replace")
-    except FileNotFoundError:
-        log = run.output
+    log = await _read(box, log_path)
+    if log is None:  # the script never got to the tests
+        log = (await _read(box, setup_path) or "") + run.output
     statuses = log_parser_for(instance.repo)(log)
 
     tests = {t: statuses.get(t, MISSING) for t in instance.tests}
     base.tests = tests
+    base.exit_code = run.exit_code
+    base.missing = missing_reasons(
+        [t for t in instance.tests if tests[t] == MISSING], statuses, log,
+        test_plan=test_plan, exit_code=run.exit_code, timed_out=run.timed_out,
+        timeout=timeout)
     base.f2p_passed = sum(tests[t] in PASSING for t in f2p)
     base.p2p_passed = sum(tests[t] in PASSING for t in p2p)
-    base.log_tail = _tail(log)
+    base.log_tail = _tail(log) if log.strip() else _tail(
+        await _read(box, setup_path) or run.output)
     if run.timed_out:
         base.reason = f"the tests ran past the {timeout:g}s timeout"
         return base
@@ -427,6 +339,9 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
         base.reason = (f"{len(f2p) - base.f2p_passed}/{len(f2p)} FAIL_TO_PASS and"
                        f" {len(p2p) - base.p2p_passed}/{len(p2p)} PASS_TO_PASS tests did not"
                        f" pass: {shown}")
+        if base.missing:
+            first = next(iter(base.missing.items()))
+            base.reason += f"; {first[0]} is MISSING: {first[1]}"
         return base
     base.reward = 1.0
     base.reason = (f"all {len(f2p)} FAIL_TO_PASS and {len(p2p)} PASS_TO_PASS tests passed")
@@ -472,6 +387,8 @@ __all__ = [
     "ERROR",
     "FAILED",
     "LOG_PARSERS",
+    "LOG_TAIL_CHARS",
+    "MAX_IDS_CHARS",
     "MISSING",
     "PASSED",
     "PASSING",
@@ -486,6 +403,7 @@ __all__ = [
     "filter_diff",
     "grade",
     "log_parser_for",
+    "missing_reasons",
     "parse_log_django",
     "parse_log_pytest",
     "parse_log_sympy",

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from agentgym.plugins.swe.instance import SWEInstance
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +28,22 @@ def toolz_tasks(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("swe-synth") / "tasks.jsonl"
     write_jsonl(rows, path)
     return path
+
+
+@pytest.fixture
+def make_instance() -> Callable[..., SWEInstance]:
+    """Makes an instance of a small calc repository (no repository behind it); keyword
+    arguments override its fields."""
+
+    def make(**overrides: object) -> SWEInstance:
+        data: dict[str, object] = {
+            "instance_id": "calc__calc-1", "repo": "example/calc", "base_commit": "HEAD",
+            "problem_statement": "clamp ignores its upper bound",
+            "FAIL_TO_PASS": ["tests/test_ops.py::test_clamp"],
+            "PASS_TO_PASS": ["tests/test_ops.py::test_add[a b]",
+                             "tests/core/test_a.py::test_x"],
+        }
+        data.update(overrides)
+        return SWEInstance(**data)  # type: ignore[arg-type]
+
+    return make

@@ -1,4 +1,5 @@
-"""Log parsers, diff filtering, and grade / diff_of in real local sandboxes."""
+"""Diff filtering, and grade / diff_of in real local sandboxes: scores, what a result
+reports (missing tests and why), and grading a suite whose tests depend on their order."""
 
 from __future__ import annotations
 
@@ -11,208 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from agentgym.core.errors import AgentGymError
 from agentgym.core.registry import open_sandbox
 from agentgym.plugins.swe import grading
 from agentgym.plugins.swe.grading import (
-    ERROR,
     FAILED,
     MISSING,
     PASSED,
-    XFAIL,
-    XPASS,
     GradeResult,
     diff_of,
     filter_diff,
     grade,
-    log_parser_for,
-    parse_log_django,
     parse_log_pytest,
-    parse_log_sympy,
     protected_files,
-    register_log_parser,
-    split_node_id,
 )
 from agentgym.plugins.swe.instance import SWEInstance
 
-# --- parsers -----------------------------------------------------------------------------
-
-PYTEST_RA_LOG = """\
-============================= test session starts ==============================
-platform linux -- Python 3.11.2, pytest-8.3.3, pluggy-1.5.0
-rootdir: /testbed
-configfile: setup.cfg
-collected 9 items / 1 error
-
-tests/test_core.py ..FEsxX.E                                             [100%]
-
-==================================== ERRORS ====================================
-_____________________ ERROR at setup of test_fixture_err _______________________
-E   RuntimeError: boom
-=================================== FAILURES ===================================
-______________________________ test_parse[a - b] _______________________________
-
-    def test_parse(pair):
->       assert 1 == 2
-E       assert 1 == 2
-
-tests/test_core.py:12: AssertionError
------------------------------ Captured stdout call -----------------------------
-PASSED tests/test_core.py::test_parse[a - b]
-==================================== PASSES ====================================
-___________________________________ test_ok ____________________________________
------------------------------ Captured stdout call -----------------------------
-FAILED tests/test_core.py::test_ok - printed by the test itself
-=========================== short test summary info ============================
-PASSED tests/test_core.py::test_ok
-PASSED tests/test_core.py::TestThing::test_method[x y-[nested]]
-PASSED tests/test_core.py::test_teardown
-FAILED tests/test_core.py::test_parse[a - b] - assert 1 == 2
-ERROR tests/test_core.py::test_fixture_err - RuntimeError: boom
-SKIPPED [1] tests/test_core.py:30: needs network
-XFAIL tests/test_core.py::test_xfail - known bug
-XPASS tests/test_core.py::test_xpass - fixed upstream?
-ERROR tests/test_broken.py - ImportError: cannot import name 'x' from 'pkg'
-ERROR tests/test_core.py::test_teardown - OSError: teardown failed
-===== 1 failed, 3 passed, 1 skipped, 1 xfailed, 1 xpassed, 3 errors in 0.12s =====
-"""
-
-
-def test_pytest_parser_reads_the_ra_summary() -> None:
-    assert parse_log_pytest(PYTEST_RA_LOG) == {
-        "tests/test_core.py::test_ok": PASSED,
-        "tests/test_core.py::TestThing::test_method[x y-[nested]]": PASSED,
-        "tests/test_core.py::test_parse[a - b]": FAILED,
-        "tests/test_core.py::test_fixture_err": ERROR,
-        "tests/test_core.py::test_xfail": XFAIL,
-        "tests/test_core.py::test_xpass": XPASS,
-        "tests/test_broken.py": ERROR,
-        # passed its call, then its teardown failed: the failure sticks
-        "tests/test_core.py::test_teardown": ERROR,
-    }
-
-
-def test_pytest_parser_reads_verbose_xdist_colour_and_pytest7_lines() -> None:
-    verbose = """\
-tests/test_a.py::test_one PASSED                                         [ 25%]
-tests/test_a.py::test_two[1 PASSED 2] FAILED                             [ 50%]
-tests/test_a.py::TestK::test_three SKIPPED (no reason)                   [ 75%]
-tests/test_a.py::test_four XFAIL (flaky)                                 [100%]
-tests/test_a.py ... some other line PASSED here
-"""
-    assert parse_log_pytest(verbose) == {
-        "tests/test_a.py::test_one": PASSED,
-        "tests/test_a.py::test_two[1 PASSED 2]": FAILED,
-        "tests/test_a.py::TestK::test_three": "SKIPPED",
-        "tests/test_a.py::test_four": XFAIL,
-    }
-    xdist = "[gw1] [ 50%] PASSED tests/test_a.py::test_one\n[gw0] [100%] FAILED tests/b.py::t\n"
-    assert parse_log_pytest(xdist) == {"tests/test_a.py::test_one": PASSED,
-                                       "tests/b.py::t": FAILED}
-    colour = "\x1b[32mPASSED\x1b[0m tests/test_a.py::test_one\r\n"
-    assert parse_log_pytest(colour) == {"tests/test_a.py::test_one": PASSED}
-    pytest7 = ("XFAIL tests/a.py::test_x\n  reason: bug 12\n"
-               "XPASS tests/a.py::test_y unexpectedly passing\n")
-    assert parse_log_pytest(pytest7) == {"tests/a.py::test_x": XFAIL, "tests/a.py::test_y": XPASS}
-
-
-def test_pytest_parser_prefers_the_summary_over_earlier_lines() -> None:
-    log = ("tests/a.py::test_f PASSED\nPASSED tests/a.py::test_g\n"
-           "==== short test summary info ====\nFAILED tests/a.py::test_f - boom\n"
-           "FAILED tests/a.py::test_g\n")
-    assert parse_log_pytest(log) == {"tests/a.py::test_f": FAILED, "tests/a.py::test_g": FAILED}
-
-
-@pytest.mark.parametrize(("text", "node", "rest"), [
-    ("tests/a.py::test_b - AssertionError: x", "tests/a.py::test_b", "AssertionError: x"),
-    ("tests/a.py::T::test_b[a - b] - E", "tests/a.py::T::test_b[a - b]", "E"),
-    ("tests/a.py::test_b[x[1]-y] extra", "tests/a.py::test_b[x[1]-y]", "extra"),
-    ("tests/a.py::test_b[unbalanced[] - msg", "tests/a.py::test_b[unbalanced[]", "msg"),
-    ("tests/a.py - ImportError", "tests/a.py", "ImportError"),
-    ("tests/a.py::test_b", "tests/a.py::test_b", ""),
-])
-def test_split_node_id(text: str, node: str, rest: str) -> None:
-    assert split_node_id(text) == (node, rest)
-
-
-def test_django_parser() -> None:
-    log = """\
-Testing against Django installed in '/testbed/django'
-test_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests) ... ok
-test_unicode_validator (auth_tests.test_validators.UsernameValidatorsTests) ... FAIL
-test_help_text (auth_tests.test_validators.UserAttributeSimilarityValidatorTest)
-Validator help text is translated. ... ok
-test_path (model_fields.test_filepathfield.FilePathFieldTests) ... Importing application x
-System check identified no issues (0 silenced).
-ok
-test_skip (x.tests.Y) ... skipped 'Requires PIL'
-test_xf (x.tests.Y) ... expected failure
-test_new (x.tests.Y.test_new) ... ERROR
-test_never_finished (x.tests.Z) ...
-
-======================================================================
-FAIL: test_unicode_validator (auth_tests.test_validators.UsernameValidatorsTests)
-----------------------------------------------------------------------
-Ran 8 tests in 0.011s
-
-OK
-"""
-    assert parse_log_django(log) == {
-        "test_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests)": PASSED,
-        "test_unicode_validator (auth_tests.test_validators.UsernameValidatorsTests)": FAILED,
-        "test_help_text (auth_tests.test_validators.UserAttributeSimilarityValidatorTest)":
-            PASSED,
-        "test_path (model_fields.test_filepathfield.FilePathFieldTests)": PASSED,
-        "test_skip (x.tests.Y)": "SKIPPED",
-        "test_xf (x.tests.Y)": XFAIL,
-        "test_new (x.tests.Y.test_new)": ERROR,
-        "test_new (x.tests.Y)": ERROR,
-    }
-
-
-def test_sympy_parser() -> None:
-    log = """\
-============================= test process starts ==============================
-sympy/printing/tests/test_mathml.py[4]
-test_presentation_symbol ok
-test_mathml_printer F
-test_print_basic E
-test_known_bug f                                                            [OK]
-________________________________ xpassed tests _________________________________
-"""
-    assert parse_log_sympy(log) == {
-        "test_presentation_symbol": PASSED, "test_mathml_printer": FAILED,
-        "test_print_basic": ERROR, "test_known_bug": XFAIL}
-
-
-def test_log_parsers_are_chosen_and_registered_per_repo(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(grading, "LOG_PARSERS", dict(grading.LOG_PARSERS))
-    assert log_parser_for("Django/Django") is parse_log_django
-    assert log_parser_for("psf/requests") is parse_log_pytest
-
-    def parse_mine(log: str) -> dict[str, str]:
-        return {"only": PASSED}
-
-    register_log_parser("me/mine", parse_mine)
-    assert log_parser_for("me/mine") is parse_mine
-    with pytest.raises(AgentGymError, match=r"already has the log parser.*replace=True"):
-        register_log_parser("django/django", parse_mine)
-    register_log_parser("django/django", parse_mine, replace=True)
-    assert log_parser_for("django/django") is parse_mine
-
-
 # --- diff filtering ----------------------------------------------------------------------
-
-
-def _instance(**overrides: object) -> SWEInstance:
-    data: dict[str, object] = {
-        "instance_id": "calc__calc-1", "repo": "example/calc", "base_commit": "HEAD",
-        "problem_statement": "clamp ignores its upper bound",
-        "FAIL_TO_PASS": ["tests/test_ops.py::test_clamp"],
-        "PASS_TO_PASS": ["tests/test_ops.py::test_add", "checks/check_more.py::test_x"],
-    }
-    data.update(overrides)
-    return SWEInstance(**data)  # type: ignore[arg-type]
 
 
 def _file_diff(path: str, old: str = "a\n", new: str = "b\n") -> str:
@@ -220,8 +35,10 @@ def _file_diff(path: str, old: str = "a\n", new: str = "b\n") -> str:
             f"-{old}+{new}")
 
 
-def test_filter_diff_drops_every_kind_of_test_file() -> None:
-    instance = _instance(test_patch=_file_diff("data/expected.json"))
+def test_filter_diff_drops_every_kind_of_test_file(make_instance) -> None:
+    instance = make_instance(
+        test_patch=_file_diff("data/expected.json"),
+        PASS_TO_PASS=["tests/test_ops.py::test_add", "checks/check_more.py::test_x"])
     protected = protected_files(instance)
     assert protected == {"data/expected.json", "tests/test_ops.py", "checks/check_more.py"}
     diff = "".join(_file_diff(p) for p in (
@@ -231,19 +48,6 @@ def test_filter_diff_drops_every_kind_of_test_file() -> None:
     assert dropped == ["tests/test_ops.py", "data/expected.json", "checks/check_more.py",
                        "conftest.py", "calc/helpers_test.py"]
     assert kept == _file_diff("calc/ops.py") + _file_diff("README.md")
-
-
-def test_command_fills_ids_or_files() -> None:
-    instance = _instance(PASS_TO_PASS=["tests/test_ops.py::test_add[a b]"])
-    command = grading._command("python -m pytest -rA", instance)
-    assert command == ("python -m pytest -rA tests/test_ops.py::test_clamp"
-                       " 'tests/test_ops.py::test_add[a b]'")
-    assert grading._command("run {files} --ids {tests}", instance) == (
-        "run tests/test_ops.py --ids tests/test_ops.py::test_clamp"
-        " 'tests/test_ops.py::test_add[a b]'")
-    many = _instance(PASS_TO_PASS=[f"tests/t{i % 3}.py::test_{i}" for i in range(40_000)])
-    assert grading._command("pytest", many) == (
-        "pytest tests/test_ops.py tests/t0.py tests/t1.py tests/t2.py")
 
 
 # --- grade and diff_of in local sandboxes -------------------------------------------------
@@ -287,23 +91,27 @@ def test_clamp():
     assert (clamp(5, 0, 3), clamp(-1, 0, 3), clamp(2, 0, 3)) == (3, 0, 2)
 """
 # A stand-in for `pytest -rA` (pytest is not installed inside sandboxes): runs the named
-# test functions and prints pytest's short summary.
+# test functions, or every test function of a named file in file order, and prints
+# pytest's short summary.
 RUNNER = """\
 import importlib.util, os, sys
 
 sys.path.insert(0, os.getcwd())
 modules, results = {}, []
-for node in sys.argv[1:]:
-    path, _, name = node.partition("::")
-    try:
-        if path not in modules:
-            spec = importlib.util.spec_from_file_location(path[:-3].replace("/", "."), path)
-            modules[path] = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(modules[path])
-        getattr(modules[path], name)()
-        results.append(f"PASSED {node}")
-    except Exception as e:
-        results.append(f"FAILED {node} - {type(e).__name__}: {e}")
+for arg in sys.argv[1:]:
+    path, _, name = arg.partition("::")
+    if path not in modules:
+        spec = importlib.util.spec_from_file_location(path[:-3].replace("/", "."), path)
+        modules[path] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(modules[path])
+    names = [name] if name else [n for n in vars(modules[path]) if n.startswith("test_")]
+    for name in names:
+        node = f"{path}::{name}"
+        try:
+            getattr(modules[path], name)()
+            results.append(f"PASSED {node}")
+        except Exception as e:
+            results.append(f"FAILED {node} - {type(e).__name__}: {e}")
 print("=" * 20, "short test summary info", "=" * 20)
 print("\\n".join(results))
 sys.exit(any(not r.startswith("PASSED") for r in results))
@@ -313,6 +121,17 @@ sys.exit(any(not r.startswith("PASSED") for r in results))
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
                            *args], check=True, capture_output=True, text=True).stdout
+
+
+def _commit(repo: Path, files: dict[str, str]) -> str:
+    """A new git repository at ``repo`` holding ``files`` in one commit; its hash."""
+    for path, content in {**files, ".gitignore": "__pycache__/\n"}.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(content)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    return _git(repo, "rev-parse", "HEAD").strip()
 
 
 def _diff(repo: Path, changes: dict[str, str | None]) -> str:
@@ -334,17 +153,10 @@ def _diff(repo: Path, changes: dict[str, str | None]) -> str:
 def task(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SWEInstance]:
     """A git repository with a bug in ``clamp`` and the instance that fixes it."""
     repo = tmp_path_factory.mktemp("swe-grading") / "repo"
-    for path, content in {"calc/__init__.py": "", "calc/ops.py": OPS,
-                          "tests/test_ops.py": TESTS, "tests/runner.py": RUNNER,
-                          ".gitignore": "__pycache__/\n"}.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(content)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
+    base = _commit(repo, {"calc/__init__.py": "", "calc/ops.py": OPS,
+                          "tests/test_ops.py": TESTS, "tests/runner.py": RUNNER})
     instance = SWEInstance(
-        instance_id="calc__calc-1", repo="example/calc", base_commit=_git(
-            repo, "rev-parse", "HEAD").strip(),
+        instance_id="calc__calc-1", repo="example/calc", base_commit=base,
         problem_statement="clamp(x, lo, hi) ignores hi",
         patch=_diff(repo, {"calc/ops.py": OPS.replace("min(x, lo)", "min(x, hi)")}),
         test_patch=_diff(repo, {"tests/test_ops.py": TESTS + NEW_TEST}),
@@ -441,6 +253,11 @@ def test_missing_tests_are_reported(task: tuple[Path, SWEInstance]) -> None:
     quiet = SWEInstance(**{**instance.__dict__, "test_cmd": "true"})
     result = _grade(repo, quiet, instance.patch)
     assert result.reward == 0.0 and set(result.tests.values()) == {MISSING}
+    assert result.command == "true tests/test_ops.py" and result.exit_code == 0
+    assert set(result.missing) == set(instance.tests)
+    assert all(reason.startswith("the test runner reported no test (exit status 0)")
+               for reason in result.missing.values()), result.missing
+    assert "is MISSING: the test runner reported no test" in result.reason
 
 
 @needs_sandbox
@@ -453,6 +270,8 @@ def test_a_test_run_past_the_timeout_scores_zero(task: tuple[Path, SWEInstance])
 
     result = asyncio.run(main())
     assert result.reward == 0.0 and result.applied and "past the 1s timeout" in result.reason
+    assert result.missing == {t: "timed out: the run passed the 1s timeout before reporting it"
+                              for t in instance.tests}
 
 
 @needs_sandbox
@@ -505,3 +324,134 @@ def test_runner_stand_in_matches_the_pytest_parser() -> None:
         FAILED tests/test_ops.py::test_clamp - AssertionError: \n""")
     assert parse_log_pytest(out) == {"tests/test_ops.py::test_add": PASSED,
                                      "tests/test_ops.py::test_clamp": FAILED}
+
+
+# --- a suite whose tests depend on their order, with the real pytest -----------------------
+
+REGISTRY = """\
+_ITEMS = {}
+
+
+def register(name, value):
+    _ITEMS[name] = value
+
+
+def count():
+    return len(_ITEMS)
+
+
+def lookup(name):
+    return _ITEMS.get(name.strip() + "_")
+"""
+# test B needs state that test A, earlier in the project's order, sets: once from an
+# earlier file, once from earlier in the same file
+SETUP_TESTS = """\
+from pkg import registry
+
+
+def test_register():
+    registry.register("answer", 42)
+    assert registry.count() >= 1
+"""
+USE_TESTS = """\
+from pkg import registry
+
+
+def test_configure():
+    registry.register("mode", "fast")
+
+
+def test_mode_after_configure():
+    assert registry.lookup("mode") == "fast"
+
+
+def test_lookup_registered():
+    assert registry.lookup("answer") == 42
+"""
+
+
+@pytest.fixture(scope="module")
+def pytest_env() -> dict[str, str]:
+    """Mounts that give the local sandbox a real pytest: a swe-synth project's test env
+    (built once and cached; the first run downloads toolz from PyPI)."""
+    from agentgym.plugins.swe import repo
+
+    try:
+        return repo.prepare("toolz", "1.2.0").mounts
+    except Exception as e:
+        pytest.skip(f"cannot build a test env with pytest here (PyPI unreachable?): {e}")
+
+
+@pytest.fixture(scope="module")
+def ordered_task(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SWEInstance]:
+    """A repository whose FAIL_TO_PASS tests pass only after PASS_TO_PASS tests that come
+    earlier in the suite; the instance lists them FAIL_TO_PASS first, as datasets do."""
+    from agentgym.plugins.swe.repo import ENV_PYTHON
+
+    repo = tmp_path_factory.mktemp("swe-ordered") / "repo"
+    base = _commit(repo, {"pkg/__init__.py": "", "pkg/registry.py": REGISTRY,
+                          "tests/test_a_setup.py": SETUP_TESTS,
+                          "tests/test_b_use.py": USE_TESTS})
+    instance = SWEInstance(
+        instance_id="pkg__pkg-2", repo="example/pkg", base_commit=base,
+        problem_statement="lookup never finds a registered name",
+        patch=_diff(repo, {"pkg/registry.py": REGISTRY.replace(
+            'name.strip() + "_"', "name")}),
+        FAIL_TO_PASS=["tests/test_b_use.py::test_lookup_registered",
+                      "tests/test_b_use.py::test_mode_after_configure"],
+        PASS_TO_PASS=["tests/test_a_setup.py::test_register",
+                      "tests/test_b_use.py::test_configure"],
+        # what `agentgym swe synth` writes: the project's env, the checkout importable
+        test_cmd=f'PYTHONPATH="$PWD" {ENV_PYTHON} -m pytest -rA -p no:cacheprovider',
+    )
+    return repo, instance
+
+
+def _grade_with(repo: Path, instance: SWEInstance, diff: str, mounts: dict[str, str],
+                **options: object) -> GradeResult:
+    async def main() -> GradeResult:
+        async with await open_sandbox("local", template=repo, mounts=mounts) as box:
+            return await grade(box, instance, diff, timeout=120, **options)  # type: ignore[arg-type]
+
+    return asyncio.run(main())
+
+
+@needs_sandbox
+def test_order_dependent_suite_grades_in_the_projects_order(
+        ordered_task: tuple[Path, SWEInstance], pytest_env: dict[str, str]) -> None:
+    repo, instance = ordered_task
+    result = _grade_with(repo, instance, instance.patch, pytest_env)
+    assert result.reward == 1.0, (result.reason, result.log_tail)
+    assert result.command.endswith(" tests/test_a_setup.py tests/test_b_use.py")
+    assert result.tests == {t: PASSED for t in instance.tests} and result.missing == {}
+    # Running the listed ids, FAIL_TO_PASS first, fails the very same gold patch: the
+    # suite is order-dependent, so the test above can tell the two ways apart.
+    by_ids = _grade_with(repo, instance, instance.patch, pytest_env,
+                         test_cmd=instance.test_cmd + " {tests}")
+    assert by_ids.reward == 0.0
+    assert by_ids.tests["tests/test_b_use.py::test_lookup_registered"] == FAILED
+    # and doing nothing fails in the project's order too
+    assert _grade_with(repo, instance, "", pytest_env).reward == 0.0
+
+
+@needs_sandbox
+def test_missing_tests_say_why(ordered_task: tuple[Path, SWEInstance],
+                               pytest_env: dict[str, str]) -> None:
+    repo, instance = ordered_task
+    # A change that breaks the import of the tests' module: every test file fails to load.
+    broken = _diff(repo, {"pkg/registry.py": REGISTRY + "\ndef broken(:\n"})
+    result = _grade_with(repo, instance, broken, pytest_env)
+    assert result.reward == 0.0 and set(result.tests.values()) == {MISSING}
+    for test, reason in result.missing.items():
+        file = test.split("::")[0]
+        assert reason.startswith(f"collection error in {file}: "), reason
+        assert "SyntaxError" in reason, reason
+    # A listed test the suite does not have is not collected; the others pass.
+    renamed = SWEInstance(**{**instance.__dict__, "PASS_TO_PASS": [
+        *instance.PASS_TO_PASS, "tests/test_b_use.py::test_renamed_away"]})
+    result = _grade_with(repo, renamed, instance.patch, pytest_env)
+    assert result.reward == 0.0
+    assert result.tests["tests/test_b_use.py::test_renamed_away"] == MISSING
+    assert result.missing == {"tests/test_b_use.py::test_renamed_away": (
+        "not collected: tests/test_b_use.py ran, but the log does not name this test"
+        " (renamed, removed, or another parametrization)")}
