@@ -783,6 +783,7 @@ async def _grow(project: Project, state: _State, n: int, seed: int, runner_name:
     candidates = candidate_order(sites, rng)
     runner = make_runner(project, runner_name)
     validator: validation.TaskValidator | None = None
+    pending: list[asyncio.Task] = []
     scratch = Path(tempfile.mkdtemp(prefix="agentgym-synth-git-"))
     try:
         shutil.copytree(project.repo, scratch / "repo", symlinks=True)
@@ -832,7 +833,6 @@ async def _grow(project: Project, state: _State, n: int, seed: int, runner_name:
             return f"tried {state.tried}" + (f" (rejected: {why})" if why else "")
 
         position = state.tried
-        pending: list[asyncio.Task] = []
         while len(state.tasks) < n and (position < len(candidates) or pending):
             while len(pending) < jobs and position < len(candidates):
                 pending.append(asyncio.create_task(check(candidates[position])))
@@ -847,13 +847,13 @@ async def _grow(project: Project, state: _State, n: int, seed: int, runner_name:
                 state.tasks.append(row)
             bar.update(len(state.tasks), note())
             _save_state(cache_file, state)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
         if len(state.tasks) < n and state.tried >= len(candidates):
             state.exhausted = True
             _save_state(cache_file, state)
     finally:
+        for task in pending:  # past the last task needed, or after an error
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         await runner.close()
         if validator is not None:
             await validator.close()

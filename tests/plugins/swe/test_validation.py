@@ -29,6 +29,7 @@ import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.plugins.swe import repo
+from agentgym.plugins.swe.instance import SWEInstance
 from agentgym.plugins.swe.synth import synthesize_report, write_jsonl
 from agentgym.plugins.swe.validation import (
     GOLD_BELOW_ONE,
@@ -127,6 +128,7 @@ def test_every_task_written_scores_gold_one_and_no_change_zero(spec, backend, fr
     for row in report.tasks:
         assert row["validation"] == {"backend": backend, "gold": 1.0, "empty": 0.0,
                                      "no_op": 0.0, "grader": GRADER_VERSION}
+        assert SWEInstance.from_dict(row).to_dict()["validation"] == row["validation"]
     task_file = tmp_path / "tasks.jsonl"
     write_jsonl(report.tasks, task_file)
     assert assert_graded_correctly(task_file, backend) == 2
