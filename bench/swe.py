@@ -14,8 +14,14 @@ repositories and templates exist, as they do in any training run after its first
   the workspace's diff, opens a fresh sandbox at the same base and runs the FAIL_TO_PASS and
   PASS_TO_PASS tests.
 
+* synthesis: ``validated_fraction``, the tasks kept per candidate (mutant) tried, with
+  ``grader_rejected`` (candidates the mutant checks kept and the real grader rejected) and
+  ``validation_ms_per_candidate`` (the grader's wall time per candidate it validated:
+  gold patch, no change and a no-op change graded at once). These come from the
+  synthesis that made the tasks (the cached one, when the tasks were cached).
+
 Prints a table, or with ``--json`` one object with ``reset_ms_p50``, ``reset_ms_p95``,
-``grade_ms_p50`` (and the counts and constants).
+``grade_ms_p50``, ``validated_fraction`` (and the counts and constants).
 """
 
 from __future__ import annotations
@@ -45,10 +51,11 @@ def main() -> None:
 
     import agentgym
     from agentgym.plugins.swe.repo import split_spec
-    from agentgym.plugins.swe.synth import synthesize, write_jsonl
+    from agentgym.plugins.swe.synth import synthesize_report, write_jsonl
 
     package, version = split_spec(args.package)
-    rows = synthesize(package, version, args.tasks, progress=not args.json)
+    report = synthesize_report(package, version, args.tasks, progress=not args.json)
+    rows = report.tasks
     task_file = Path(tempfile.mkdtemp(prefix="agentgym-bench-swe-")) / "tasks.jsonl"
     write_jsonl(rows, task_file)
     env = agentgym.make("swe-synth", tasks=str(task_file))
@@ -82,6 +89,10 @@ def main() -> None:
         "resets": len(resets), "grades": len(grades),
         "oracle_mean_reward": sum(rewards) / len(rewards),
         "package": args.package, "tasks": len(ids),
+        "validated_fraction": round(report.validated_fraction, 4),
+        "candidates_tried": report.tried, "grader_rejected": report.grader_rejected,
+        "validation_ms_per_candidate": round(
+            1000 * report.grading_seconds / max(1, report.graded), 1),
     }
     if args.json:
         print(json.dumps(result))
@@ -94,6 +105,9 @@ def main() -> None:
           f" {len(grades):>5}")
     print(f"oracle mean reward over the graded episodes: {result['oracle_mean_reward']:.2f}"
           " (must be 1.00)")
+    print(f"synthesis: {len(ids)} tasks from {report.tried} candidates (validated fraction"
+          f" {result['validated_fraction']:.3f}), {report.grader_rejected} rejected by the"
+          f" grader, validation {result['validation_ms_per_candidate']} ms per candidate")
     print("target: reset median < 1000 ms")
 
 

@@ -3,10 +3,14 @@
 ::
 
     agentgym swe synth PACKAGE==VERSION -n N --out tasks.jsonl [--seed S] [--jobs J]
+                       [--backend local|docker]
 
 ``synth`` writes ``N`` validated tasks (SWE-bench instance rows, one JSON object a line) made
-by injecting bugs into the project and checking them against its own tests; see
-:mod:`agentgym.plugins.swe.synth`. Results are cached: the same command again is immediate.
+by injecting bugs into the project, checking them against its own tests, and grading each
+with the real grader in ``--backend`` (gold patch 1.0, no change 0.0); see
+:mod:`agentgym.plugins.swe.synth`. Its last line on stderr counts what was written and what
+was rejected: ``N tasks written; M candidates rejected by the grader (k: gold patch < 1.0,
+j: no change > 0.0), ...``. Results are cached: the same command again is immediate.
 """
 
 from __future__ import annotations
@@ -34,25 +38,33 @@ def swe_group() -> None:
 @click.option("--runner", default="auto", show_default=True,
               type=click.Choice(["auto", "sandbox", "subprocess"]),
               help="Where mutants' tests run: the local sandbox, or a bare subprocess.")
+@click.option("--backend", default="local", show_default=True,
+              help="The sandbox backend the tasks will be graded in; the grader validates"
+                   " each task there (`agentgym list sandboxes`).")
 @click.option("--max-fail-to-pass", default=10, show_default=True, type=click.IntRange(min=1),
               help="Reject mutants that fail more tests than this.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def synth_command(spec: str, count: int, out: Path, seed: int, jobs: int, runner: str,
-                  max_fail_to_pass: int, quiet: bool) -> None:
+                  backend: str, max_fail_to_pass: int, quiet: bool) -> None:
     """Write N bug-fix tasks for PACKAGE==VERSION (e.g. toolz==1.2.0) to --out."""
-    from agentgym.plugins.swe.repo import RepoError, split_spec
-    from agentgym.plugins.swe.synth import synthesize, write_jsonl
+    from agentgym.core.errors import AgentGymError
+    from agentgym.plugins.swe.repo import split_spec
+    from agentgym.plugins.swe.synth import synthesize_report, write_jsonl
 
     started = time.monotonic()
     try:
         package, version = split_spec(spec)
-        tasks = synthesize(package, version, count, seed, progress=not quiet, runner=runner,
-                           jobs=jobs, max_fail_to_pass=max_fail_to_pass)
-    except RepoError as error:
+        report = synthesize_report(package, version, count, seed, progress=not quiet,
+                                   runner=runner, backend=backend, jobs=jobs,
+                                   max_fail_to_pass=max_fail_to_pass)
+    except AgentGymError as error:
         raise click.ClickException(str(error)) from error
+    tasks = report.tasks
     write_jsonl(tasks, out)
     click.echo(f"wrote {len(tasks)} tasks for {package}=={version} to {out}"
                f" in {time.monotonic() - started:.1f} s", err=True)
+    click.echo(report.summary(), err=True)
     if len(tasks) < count:
         raise click.ClickException(f"asked for {count} tasks, but only {len(tasks)} mutants"
-                                   " were caught by the project's tests; try another project")
+                                   " were caught by the project's tests and accepted by the"
+                                   " grader; try another project")

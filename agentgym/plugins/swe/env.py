@@ -74,6 +74,7 @@ from agentgym.plugins.swe.search import RepoEditorTools, SearchTools
 from agentgym.toolkits import BashTools
 
 if TYPE_CHECKING:
+    from agentgym.plugins.swe.grading import GradeResult
     from agentgym.plugins.swe.repo import Project
 
 #: Default task sources per env id (a hub dataset name, with its split).
@@ -174,6 +175,8 @@ class SWEEnv(AgentEnv):
         parser: tool-call format (``hermes``, ``xml``, ``openai`` or a parser object).
         turn_timeout_s: time budget of one turn's tool calls, shared by its commands (see
             ``AgentEnv``).
+        cache: the SWE cache that packaged instances' sdists, repositories and test envs
+            come from (default :func:`agentgym.plugins.swe.repo.cache_dir`).
     """
 
     system_prompt = SYSTEM_PROMPT
@@ -193,8 +196,9 @@ class SWEEnv(AgentEnv):
         turn_timeout_s: float | None = 600.0,
         render_mode: str | None = None,
         env_id: str = "swe-verified",
+        cache: str | os.PathLike | None = None,
     ):
-        instances = self._instances(tasks, split, env_id)
+        instances = self._instances(tasks, split, env_id, backend)
         if not instances:
             raise ValueError(f"{tasks!r} holds no SWE instances; pass a file with at least one")
         self.instances = {i.instance_id: i for i in instances}
@@ -203,6 +207,7 @@ class SWEEnv(AgentEnv):
         self.image = image
         self.command_timeout_s = command_timeout_s
         self.test_timeout_s = test_timeout_s
+        self.cache = Path(cache) if cache is not None else None
         self.limits = limits or SandboxLimits(timeout_s=command_timeout_s, memory_mb=4096,
                                               disk_mb=2048, pids=512)
         # Bound to each episode's sandbox in setup_episode; before that, described.
@@ -215,10 +220,11 @@ class SWEEnv(AgentEnv):
                          turn_timeout_s=turn_timeout_s, render_mode=render_mode)
 
     @staticmethod
-    def _instances(tasks: Any, split: str, env_id: str) -> list[SWEInstance]:
+    def _instances(tasks: Any, split: str, env_id: str, backend: str | None,
+                   ) -> list[SWEInstance]:
         if tasks is None:
             if env_id == "swe-synth":
-                return load_instances(default_synth_tasks())
+                return load_instances(default_synth_tasks(backend or "local"))
             source, split = DATASETS[env_id]
             return load_instances(source, split=split)
         if isinstance(tasks, (str, os.PathLike)):
@@ -275,7 +281,7 @@ class SWEEnv(AgentEnv):
         if spec is not None:
             return await open_sandbox(self.backend, spec)
         # Rebuilt from its sdist: the repository is the template, the test env a mount.
-        template, project = await asyncio.to_thread(_task_repository, instance)
+        template, project = await asyncio.to_thread(_task_repository, instance, self.cache)
         box = await open_sandbox(self.backend, SandboxSpec(
             template=str(template), mounts=project.mounts, env=project.sandbox_env(),
             limits=self.limits))
@@ -302,18 +308,13 @@ class SWEEnv(AgentEnv):
 
     async def grade(self, episode: Episode) -> RewardResult:
         """Run the tests on the agent's diff in a fresh sandbox at the same base."""
-        from agentgym.plugins.swe.grading import diff_of, grade
+        from agentgym.plugins.swe.grading import diff_of
 
         instance = self.instance(episode.task)
         if self.box is None:
             return RewardResult(0.0, {"reason": "the episode's sandbox never started"})
         diff = await diff_of(self.box, base=instance.base_commit)
-        fresh = await self.open_workspace(instance)
-        try:
-            result = await grade(fresh, instance, diff, test_cmd=instance.test_cmd,
-                                 timeout=self.test_timeout_s)
-        finally:
-            await fresh.close()
+        result = await self.grade_diff(instance, diff)
         metrics = {
             "resolved": result.resolved,
             "f2p_passed": result.f2p_passed, "f2p_total": result.f2p_total,
@@ -327,17 +328,36 @@ class SWEEnv(AgentEnv):
         }
         return RewardResult(result.reward, metrics)
 
+    async def grade_diff(self, instance: SWEInstance, diff: str) -> GradeResult:
+        """Grade ``diff`` (against ``instance.base_commit``) as an episode's change is
+        graded: :func:`~agentgym.plugins.swe.grading.grade` in a fresh workspace
+        (:meth:`open_workspace`). ``instance`` need not be one of the env's tasks: task
+        synthesis validates a new task's gold patch and no change through here."""
+        from agentgym.plugins.swe.grading import grade
 
-def default_synth_tasks() -> Path:
-    """The default ``swe-synth`` task file: synthesized on first use from
-    :data:`DEFAULT_SYNTH_PROJECTS` (downloads their sdists and builds their test envs, a few
-    minutes), then cached."""
+        fresh = await self.open_workspace(instance)
+        try:
+            return await grade(fresh, instance, diff, test_cmd=instance.test_cmd,
+                               timeout=self.test_timeout_s)
+        finally:
+            await fresh.close()
+
+
+def default_synth_tasks(backend: str = "local") -> Path:
+    """The default ``swe-synth`` task file for ``backend`` (whose grader validates them):
+    synthesized on first use from :data:`DEFAULT_SYNTH_PROJECTS` (downloads their sdists and
+    builds their test envs, a few minutes), then cached until synthesis or grading
+    changes."""
+    import hashlib
+
     from agentgym.plugins.swe import repo
-    from agentgym.plugins.swe.synth import synthesize, write_jsonl
+    from agentgym.plugins.swe.synth import FORMAT, synthesize, write_jsonl
+    from agentgym.plugins.swe.validation import GRADER_VERSION
 
+    version = hashlib.sha256(f"{FORMAT} {GRADER_VERSION}".encode()).hexdigest()[:8]
     path = repo.cache_dir() / "tasks" / (
         f"swe-synth-default-{DEFAULT_SYNTH_TASKS_PER_PROJECT}x{len(DEFAULT_SYNTH_PROJECTS)}"
-        ".jsonl")
+        f"-{backend}-{version}.jsonl")
     if path.is_file():
         return path
     rows = []
@@ -346,7 +366,8 @@ def default_synth_tasks() -> Path:
         for spec in DEFAULT_SYNTH_PROJECTS:
             package, version = repo.split_spec(spec)
             rows += thread.submit(synthesize, package, version,
-                                  DEFAULT_SYNTH_TASKS_PER_PROJECT).result()
+                                  DEFAULT_SYNTH_TASKS_PER_PROJECT,
+                                  backend=backend).result()
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(f".{path.name}.{os.getpid()}")
     write_jsonl(rows, staging)
@@ -374,15 +395,17 @@ async def _check_env_runs(box: Sandbox, project: Project) -> None:
             " env to rebuild it, or use a backend whose python3 matches the host's")
 
 
-def _task_repository(instance: SWEInstance) -> tuple[Path, Project]:
+def _task_repository(instance: SWEInstance, cache: Path | None = None,
+                     ) -> tuple[Path, Project]:
     """The cached repository of a packaged instance at its base commit, and its project
-    (whose dependency env is built on first use)."""
+    (whose dependency env is built on first use), in ``cache`` (default: the SWE cache)."""
     from agentgym.plugins.swe import repo
 
     if not (instance.package and instance.package_version):
         raise MissingResourceError(f"instance {instance.instance_id!r} names no package")
-    project = repo.prepare(instance.package, instance.package_version)
-    target = repo.cache_dir() / "tasks" / f"{instance.instance_id}-{instance.base_commit[:12]}"
+    project = repo.prepare(instance.package, instance.package_version, cache)
+    target = ((cache or repo.cache_dir()) / "tasks"
+              / f"{instance.instance_id}-{instance.base_commit[:12]}")
     if not (target / ".git").is_dir():
         target.parent.mkdir(parents=True, exist_ok=True)
         with file_lock(target.with_suffix(".lock")):
@@ -391,7 +414,7 @@ def _task_repository(instance: SWEInstance) -> tuple[Path, Project]:
                 shutil.rmtree(staging, ignore_errors=True)
                 try:
                     commit = repo.build_task_repo(instance.package, instance.package_version,
-                                                  instance.patch, staging)
+                                                  instance.patch, staging, cache)
                     if commit != instance.base_commit:
                         raise MissingResourceError(
                             f"rebuilding {instance.instance_id!r} from"

@@ -12,19 +12,34 @@ instance schema, the same rows for the same arguments on every machine:
    shuffled by a generator seeded from ``(package, version, seed)`` and taken one kind after
    another, so that the tasks vary.
 3. Each mutant runs the suite (in a fresh local sandbox with the env mounted read-only, or
-   in a subprocess where no sandbox can run). It is kept when some tests that passed now
-   fail (``FAIL_TO_PASS``, at most ``max_fail_to_pass``) and every other passing test still
+   in a subprocess where no sandbox can run; ``PYTHONHASHSEED=0``, so that set orders in
+   messages are the same everywhere). It is kept when some tests that passed now fail
+   (``FAIL_TO_PASS``, at most ``max_fail_to_pass``) and every other passing test still
    passes (``PASS_TO_PASS``); a mutant that breaks an import or collection, times out, or
    that no test catches is rejected. One task per function at most.
 4. The gold ``patch`` is the reverse diff (mutant -> clean, ``git diff`` format, for
    ``git apply``); ``base_commit`` is the root commit of the mutated tree made by
    :func:`agentgym.plugins.swe.repo.build_task_repo`, which rebuilds it from the task file
-   alone (checked for every task). ``test_patch`` is empty: the project's own tests catch
-   the bug. The problem statement names the failing tests and excerpts their error
-   messages, never the patch or the code's location.
+   alone. ``test_patch`` is empty: the project's own tests catch the bug. The problem
+   statement names the failing tests and excerpts their error messages, never the patch
+   or the code's location.
+5. The real grader has the last word (:mod:`agentgym.plugins.swe.validation`): the row is
+   graded as an episode of ``swe-synth`` on ``backend`` grades it (the workspace rebuilt
+   from the row, which also checks ``base_commit``; the listed tests run in the grader's
+   order, not the suite's). Its gold patch must score 1.0 and no change 0.0, else the
+   candidate is rejected (``gold patch < 1.0``: a suite whose tests depend on one another
+   often gives this; ``no change > 0.0``). The verdict goes into the row's
+   ``validation`` field; :class:`SynthesisReport` counts the rejections and the time the
+   grader took.
 
-Results are cached in ``<cache>/tasks`` and grown on demand: asking for fewer tasks than
-are cached is immediate, asking for more resumes where the last run stopped.
+Rows are reproducible: the same ``(package, version, seed, options)`` gives byte-identical
+rows on every machine, whatever the cache folder, working directory or runner. Test output
+quoted in a statement is normalised (:func:`normalise_output`): no workspace, temporary or
+cache paths, object addresses or durations.
+
+Results are cached in ``<cache>/tasks``, keyed by the arguments, :data:`FORMAT` and the
+grader's version, and grown on demand: asking for fewer tasks than are cached is
+immediate, asking for more resumes where the last run stopped.
 """
 
 from __future__ import annotations
@@ -46,17 +61,27 @@ from typing import Any, Protocol
 
 from agentgym.core.cache import file_lock
 from agentgym.plugins.swe import repo as repos
-from agentgym.plugins.swe.repo import Project, RepoError
+from agentgym.plugins.swe import validation
+from agentgym.plugins.swe.repo import ENV_MOUNT, Project, RepoError
 
 #: Bump when a change here changes which tasks come out (it keys the cache).
-FORMAT = 1
+FORMAT = 2
 MUTATION_KINDS = ("comparison", "operator", "constant", "condition", "statement", "arguments")
+#: Set before every suite run: ``set`` orders (in messages) the same on every machine.
+HASH_SEED = "PYTHONHASHSEED=0"
 #: Statuses of a test that counts as passing.
 PASSING = {"PASSED", "XFAIL"}
 #: ``created_at`` of every synthesized task: the fixed date of its commits.
 CREATED_AT = "2000-01-01T00:00:00Z"
+#: The workspace root as test output in a sandbox shows it; runners elsewhere write their
+#: own root as this before the output is normalised (:func:`normalise_output`).
+WORKSPACE = "/workspace"
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
 _NOISE = re.compile(r"(?i)\buse -v+ to (show|get)\b")
+_WORKSPACE_PATH = re.compile(rf"(?<![\w./-]){re.escape(WORKSPACE)}(/|(?![\w.-]))")
+_PYTEST_TMP = re.compile(r"/tmp/pytest-of-[^/\s'\"]+/pytest-\d+")
+_TEMPFILE_NAME = re.compile(r"(?<=/)tmp[a-z0-9_]{8}(?![\w])")
+_DURATION = re.compile(r"\b\d+\.\d{2,}\s?(?:s|ms|us|µs|ns|sec|secs|seconds)\b")
 
 
 # ---- mutations ----------------------------------------------------------------------------
@@ -327,9 +352,23 @@ def parse_pytest_report(output: str) -> dict[str, str]:
             if status != "SKIPPED" and "::" in node and not any(c.isspace() for c in node)}
 
 
+def normalise_output(text: str) -> str:
+    """``text`` (test output) without what differs between runs, machines and sandboxes:
+    object addresses (``0x...``), the workspace root (:data:`WORKSPACE`: paths inside it
+    become relative), pytest's and :mod:`tempfile`'s temporary folders
+    (``/tmp/pytest/...``, ``/tmp/tmpXXXXXXXX``) and measured durations (``0.12s`` ->
+    ``N.NNs``)."""
+    text = _ADDRESS.sub("0x...", text)
+    text = _WORKSPACE_PATH.sub(lambda m: "" if m.group(1) == "/" else ".", text)
+    text = _PYTEST_TMP.sub("/tmp/pytest", text)
+    text = _TEMPFILE_NAME.sub("tmpXXXXXXXX", text)
+    return _DURATION.sub(lambda m: "N.NN" + m.group(0).lstrip("0123456789."), text)
+
+
 def failure_excerpts(output: str) -> dict[str, list[str]]:
     """The ``E`` lines (assertion and error messages) of each failure section of pytest's
-    output, keyed by the section's title (``test_name`` or ``Class.test_name``)."""
+    output, keyed by the section's title (``test_name`` or ``Class.test_name``), normalised
+    (:func:`normalise_output`): a statement quoting them is the same on every machine."""
     sections: dict[str, list[str]] = {}
     title: str | None = None
     for line in output.splitlines():
@@ -341,8 +380,7 @@ def failure_excerpts(output: str) -> dict[str, list[str]]:
         elif re.match(r"^={5,}", line):
             title = None
         elif title is not None and line.startswith("E ") and not _NOISE.search(line):
-            # Object addresses differ from run to run: the statement must not.
-            sections[title].append(_ADDRESS.sub("0x...", line[1:].strip()))
+            sections[title].append(normalise_output(line[1:].strip()))
     return sections
 
 
@@ -409,9 +447,10 @@ class SandboxRunner:
                                       mounts=self.project.mounts, limits=limits) as box:
             for path, content in files.items():
                 await box.write_file(path, content)
-            result = await box.exec(self.project.test_cmd(), timeout=timeout)
-        return SuiteRun(parse_pytest_report(result.output), result.output, result.timed_out,
-                       time.monotonic() - started)
+            result = await box.exec(f"{HASH_SEED} {self.project.test_cmd()}", timeout=timeout)
+            output = _as_in_sandbox(result.output, {box.workdir: WORKSPACE})
+        return SuiteRun(parse_pytest_report(output), output, result.timed_out,
+                        time.monotonic() - started)
 
     async def close(self) -> None:
         pass
@@ -437,7 +476,7 @@ class SubprocessRunner:
             home = self.scratch / "home"
             home.mkdir(exist_ok=True)
             env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home),
-                   "LANG": "C.UTF-8", "PWD": str(root)}
+                   "LANG": "C.UTF-8", "PWD": str(root), "PYTHONHASHSEED": "0"}
             process = await asyncio.create_subprocess_exec(
                 "bash", "-c", self.project.test_cmd(python=str(self.project.env / "bin/python")),
                 cwd=root, env=env, stdout=asyncio.subprocess.PIPE,
@@ -455,11 +494,22 @@ class SubprocessRunner:
                 for path, data in originals.items():
                     (root / path).write_bytes(data)
                 shutil.rmtree(home, ignore_errors=True)
-        text = output.decode(errors="replace")
+        text = _as_in_sandbox(output.decode(errors="replace"), {
+            str(root): WORKSPACE, str(root.resolve()): WORKSPACE, str(home): "/tmp",
+            str(self.project.env): ENV_MOUNT, str(self.project.env.resolve()): ENV_MOUNT})
         return SuiteRun(parse_pytest_report(text), text, timed_out, time.monotonic() - started)
 
     async def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _as_in_sandbox(output: str, paths: dict[str, str]) -> str:
+    """``output`` with each host path of ``paths`` written as a sandbox would show it
+    (longest first, so that a folder inside another is replaced whole)."""
+    for path in sorted(paths, key=len, reverse=True):
+        if path != paths[path]:
+            output = output.replace(path, paths[path])
+    return output
 
 
 def local_sandbox_missing() -> str | None:
@@ -492,13 +542,94 @@ def make_runner(project: Project, runner: str = "auto") -> SuiteRunner:
 
 @dataclass
 class _State:
-    """What a synthesis has done so far (the cache file's content)."""
+    """What a synthesis has done so far (the cache file's content).
 
-    tried: int = 0
+    ``outcomes`` holds one ``[function, reason, grader seconds or None]`` per candidate
+    tried, in order; ``reason`` is ``"kept"`` for each of ``tasks``, in the same order."""
+
+    outcomes: list[list[Any]] = field(default_factory=list)
     tasks: list[dict[str, Any]] = field(default_factory=list)
-    functions: list[str] = field(default_factory=list)  # functions holding a task
     exhausted: bool = False
-    rejected: dict[str, int] = field(default_factory=dict)  # why, how many
+
+    @property
+    def tried(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def functions(self) -> set[str]:
+        """Functions holding a task."""
+        return {function for function, reason, _ in self.outcomes if reason == "kept"}
+
+
+@dataclass(frozen=True)
+class SynthesisReport:
+    """What a synthesis gave, and what finding it took, counted up to its last task.
+
+    Attributes:
+        package, version, backend: the project, and the backend the grader ran in.
+        tasks: the rows.
+        tried: candidates (mutation sites) tried to find them.
+        rejected: why the others were not kept, and how many: the mutant checks'
+            reasons (``uncaught``, ``too broad``, ...) and the grader's
+            (:data:`~agentgym.plugins.swe.validation.REASONS`).
+        graded: candidates the grader validated (the tasks and the grader's rejections).
+        grading_seconds: the grader's wall time over those, in all.
+        exhausted: every candidate was tried and fewer tasks were found than asked for.
+        outcomes: per candidate tried, in order: ``(path::function, reason)``, the reason
+            ``"kept"`` for each task (in the order of ``tasks``).
+    """
+
+    package: str
+    version: str
+    backend: str
+    tasks: list[dict[str, Any]]
+    tried: int
+    rejected: dict[str, int]
+    graded: int
+    grading_seconds: float
+    exhausted: bool
+    outcomes: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def grader_rejected(self) -> int:
+        """Candidates the mutant checks kept and the grader rejected."""
+        return sum(self.rejected.get(reason, 0) for reason in validation.REASONS)
+
+    @property
+    def validated_fraction(self) -> float:
+        """Tasks kept per candidate tried."""
+        return len(self.tasks) / self.tried if self.tried else 0.0
+
+    def summary(self) -> str:
+        """One line: ``N tasks written; M candidates rejected by the grader (k: gold patch
+        < 1.0, j: no change > 0.0), ...``."""
+        grader = ", ".join(f"{self.rejected.get(reason, 0)}: {reason}"
+                           for reason in validation.REASONS)
+        others = ", ".join(f"{count} {reason}" for reason, count in sorted(
+            self.rejected.items(), key=lambda item: (-item[1], item[0]))
+            if reason not in validation.REASONS)
+        per_task = self.grading_seconds / self.graded if self.graded else 0.0
+        return (f"{len(self.tasks)} tasks written; {self.grader_rejected} candidates rejected"
+                f" by the grader ({grader}), {self.tried} candidates tried"
+                f"{f' ({others})' if others else ''}; grader validation on {self.backend}:"
+                f" {per_task:.1f} s per candidate, {self.grading_seconds:.1f} s in all")
+
+
+def _report(project: Project, backend: str, state: _State, n: int) -> SynthesisReport:
+    """The report of ``state``'s first ``n`` tasks."""
+    kept = [i for i, (_, reason, _) in enumerate(state.outcomes) if reason == "kept"]
+    outcomes = state.outcomes[:kept[n - 1] + 1] if 0 < n <= len(kept) else state.outcomes
+    if n == 0:
+        outcomes = []
+    rejected: dict[str, int] = {}
+    for _, reason, _ in outcomes:
+        if reason != "kept":
+            rejected[reason] = rejected.get(reason, 0) + 1
+    timed = [seconds for _, _, seconds in outcomes if seconds is not None]
+    return SynthesisReport(project.package, project.version, backend, state.tasks[:n],
+                           len(outcomes), rejected, len(timed), sum(timed),
+                           state.exhausted and len(state.tasks) < n,
+                           [(function, reason) for function, reason, _ in outcomes])
 
 
 @dataclass
@@ -542,21 +673,22 @@ class _Progress:
             self._bar.__exit__(*exc)
 
 
-def _cache_file(project: Project, seed: int, max_fail_to_pass: int, cache: Path) -> Path:
+def _cache_file(project: Project, seed: int, max_fail_to_pass: int, backend: str,
+                cache: Path) -> Path:
     key = json.dumps([FORMAT, repos.canonical(project.package), project.version, seed,
-                      max_fail_to_pass, repos.PYTEST_REQUIREMENT])
+                      max_fail_to_pass, backend, validation.GRADER_VERSION,
+                      repos.PYTEST_REQUIREMENT])
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return cache / "tasks" / (f"{repos.canonical(project.package)}-{project.version}"
-                              f"-seed{seed}-{digest}.json")
+                              f"-seed{seed}-{backend}-{digest}.json")
 
 
 def _load_state(path: Path) -> _State:
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return _State(data["outcomes"], data["tasks"], data["exhausted"])
+    except (OSError, ValueError, KeyError):
         return _State()
-    return _State(data["tried"], data["tasks"], data["functions"], data["exhausted"],
-                  data.get("rejected", {}))
 
 
 def _save_state(path: Path, state: _State) -> None:
@@ -567,11 +699,12 @@ def _save_state(path: Path, state: _State) -> None:
 
 
 def synthesize(package: str, version: str, n: int, seed: int = 0, progress: bool = True,
-               *, runner: str = "auto", jobs: int = 1, max_fail_to_pass: int = 10,
-               cache: Path | None = None) -> list[dict[str, Any]]:
+               *, runner: str = "auto", backend: str = "local", jobs: int = 1,
+               max_fail_to_pass: int = 10, cache: Path | None = None) -> list[dict[str, Any]]:
     """``n`` validated bug-fix tasks for ``package==version`` as SWE-bench instance dicts
     (see the module docstring); fewer, with a warning on the progress display, when the
-    project runs out of mutants its tests catch. Same arguments, same tasks.
+    project runs out of mutants its tests catch and the grader accepts. Same arguments,
+    same tasks, byte for byte.
 
     Args:
         package, version: the PyPI project (it must ship its tests in its sdist).
@@ -579,42 +712,65 @@ def synthesize(package: str, version: str, n: int, seed: int = 0, progress: bool
         seed: picks which mutants are tried first.
         progress: show a progress bar on stderr.
         runner: where mutants' tests run: ``auto``, ``sandbox``, ``subprocess``.
-        jobs: mutants validated at once (the order of acceptance stays the same).
+        backend: the sandbox backend the tasks will be graded in; the grader validates
+            every task there (``local``, ``docker``, ...: ``agentgym list sandboxes``).
+        jobs: candidates checked at once, grader validations included (the order of
+            acceptance stays the same).
         max_fail_to_pass: mutants failing more tests are rejected (too easy to locate).
         cache: the cache root (default :func:`agentgym.plugins.swe.repo.cache_dir`).
     """
-    return asyncio.run(asynthesize(package, version, n, seed, progress, runner=runner,
-                                   jobs=jobs, max_fail_to_pass=max_fail_to_pass, cache=cache))
+    return synthesize_report(package, version, n, seed, progress, runner=runner,
+                             backend=backend, jobs=jobs, max_fail_to_pass=max_fail_to_pass,
+                             cache=cache).tasks
+
+
+def synthesize_report(package: str, version: str, n: int, seed: int = 0,
+                      progress: bool = True, **options: Any) -> SynthesisReport:
+    """:func:`synthesize`, with what it took (a :class:`SynthesisReport`)."""
+    return asyncio.run(asynthesize_report(package, version, n, seed, progress, **options))
 
 
 async def asynthesize(package: str, version: str, n: int, seed: int = 0,
-                      progress: bool = True, *, runner: str = "auto", jobs: int = 1,
-                      max_fail_to_pass: int = 10, cache: Path | None = None,
-                      ) -> list[dict[str, Any]]:
+                      progress: bool = True, **options: Any) -> list[dict[str, Any]]:
     """:func:`synthesize`, for callers inside an event loop."""
+    return (await asynthesize_report(package, version, n, seed, progress, **options)).tasks
+
+
+async def asynthesize_report(package: str, version: str, n: int, seed: int = 0,
+                             progress: bool = True, *, runner: str = "auto",
+                             backend: str = "local", jobs: int = 1,
+                             max_fail_to_pass: int = 10, cache: Path | None = None,
+                             ) -> SynthesisReport:
+    """:func:`synthesize_report`, for callers inside an event loop."""
+    from agentgym.core.registry import sandbox_backend
+
     if n < 0 or jobs < 1 or max_fail_to_pass < 1:
         raise ValueError(f"need n >= 0, jobs >= 1 and max_fail_to_pass >= 1; got n={n},"
                          f" jobs={jobs}, max_fail_to_pass={max_fail_to_pass}")
+    sandbox_backend(backend)  # an unknown name fails now, with the list of backends
     cache = cache or repos.cache_dir()
     with _Progress(progress, n, f"{package}=={version}") as bar:
         bar.log(f"[dim]preparing {package}=={version} (sdist, repository, test env)[/]")
         project = await asyncio.to_thread(repos.prepare, package, version, cache, bar.log)
-        cache_file = _cache_file(project, seed, max_fail_to_pass, cache)
+        cache_file = _cache_file(project, seed, max_fail_to_pass, backend, cache)
         with file_lock(cache_file.with_suffix(".lock")):
             state = _load_state(cache_file)
             if len(state.tasks) < n and not state.exhausted:
-                await _grow(project, state, n, seed, runner, jobs, max_fail_to_pass,
-                            cache_file, bar)
-            bar.update(min(n, len(state.tasks)), f"tried {state.tried}")
-            if len(state.tasks) < n:
-                bar.log(f"[yellow]{package}=={version} gave only {len(state.tasks)} tasks"
+                await _grow(project, state, n, seed, runner, backend, jobs,
+                            max_fail_to_pass, cache_file, cache, bar)
+            report = _report(project, backend, state, n)
+            bar.update(len(report.tasks), f"tried {report.tried}")
+            bar.log(f"[dim]{report.summary()}[/]")
+            if len(report.tasks) < n:
+                bar.log(f"[yellow]{package}=={version} gave only {len(report.tasks)} tasks"
                         f" (every mutant was tried)[/]")
-        return state.tasks[:n]
+        return report
 
 
 async def _grow(project: Project, state: _State, n: int, seed: int, runner_name: str,
-                jobs: int, max_fail_to_pass: int, cache_file: Path, bar: _Progress) -> None:
-    """Validate candidates from ``state.tried`` on until ``n`` tasks are in ``state``."""
+                backend: str, jobs: int, max_fail_to_pass: int, cache_file: Path,
+                cache: Path, bar: _Progress) -> None:
+    """Check candidates from ``state.tried`` on until ``n`` tasks are in ``state``."""
     sources = {path: (project.repo / path).read_text()
                for path in repos.source_files(project.repo)}
     sites: list[Site] = []
@@ -626,6 +782,8 @@ async def _grow(project: Project, state: _State, n: int, seed: int, runner_name:
     rng = random.Random(f"{repos.canonical(project.package)}=={project.version}#{seed}")
     candidates = candidate_order(sites, rng)
     runner = make_runner(project, runner_name)
+    validator: validation.TaskValidator | None = None
+    pending: list[asyncio.Task] = []
     scratch = Path(tempfile.mkdtemp(prefix="agentgym-synth-git-"))
     try:
         shutil.copytree(project.repo, scratch / "repo", symlinks=True)
@@ -638,62 +796,68 @@ async def _grow(project: Project, state: _State, n: int, seed: int, runner_name:
                 f"{', timed out' if baseline.timed_out else ''}); its last output:\n"
                 + baseline.output[-3000:])
         timeout = max(30.0, 5 * baseline.seconds + 10)
+        validator = validation.TaskValidator(backend, cache, test_timeout_s=timeout)
         bar.log(f"[dim]{len(passing)} tests pass on the clean repository"
                 f" ({baseline.seconds:.1f} s); {len(candidates)} mutation sites[/]")
 
-        async def validate(site: Site) -> tuple[Site, str | None, SuiteRun | None]:
+        async def check(site: Site) -> tuple[str, dict[str, Any] | None, float | None]:
+            """(reason, row, grader seconds): the candidate's fate, ``"kept"`` with its row
+            when it makes a task. A function already holding a task is not tried again
+            (the set only grows, so the verdict is the one a serial run gives)."""
+            function = f"{site.path}::{site.function}"
+            if function in state.functions:
+                return "function taken", None, None
             try:
                 mutated = apply_mutation(sources[site.path], site)
                 compile(mutated, site.path, "exec")
             except Exception:
-                return site, None, None
-            return site, mutated, await runner.run({site.path: mutated}, timeout)
+                return "invalid", None, None
+            run = await runner.run({site.path: mutated}, timeout)
+            reason, failing, still = judge(run, passing, max_fail_to_pass)
+            if reason != "kept" or function in state.functions:
+                return reason if reason != "kept" else "function taken", None, None
+            row = await asyncio.to_thread(_task, project, site.path, mutated, run, failing,
+                                          still, scratch / "repo")
+            verdict = await validator.validate(row)
+            if verdict.reason is not None:
+                bar.log(f"[yellow]{row['instance_id']} rejected by the grader on {backend}:"
+                        f" {verdict.reason} ({verdict.detail})[/]")
+                return verdict.reason, None, verdict.seconds
+            row["validation"] = verdict.record()
+            return "kept", row, verdict.seconds
 
         def note() -> str:
+            rejected = _report(project, backend, state, len(state.tasks)).rejected
             why = ", ".join(f"{count} {reason}" for reason, count in
-                            sorted(state.rejected.items(), key=lambda item: -item[1]))
+                            sorted(rejected.items(), key=lambda item: -item[1]))
             return f"tried {state.tried}" + (f" (rejected: {why})" if why else "")
 
         position = state.tried
-        pending: list[asyncio.Task] = []
         while len(state.tasks) < n and (position < len(candidates) or pending):
             while len(pending) < jobs and position < len(candidates):
-                site = candidates[position]
+                pending.append(asyncio.create_task(check(candidates[position])))
                 position += 1
-                if f"{site.path}::{site.function}" in state.functions:
-                    pending.append(asyncio.create_task(_skipped(site)))
-                else:
-                    pending.append(asyncio.create_task(validate(site)))
-            site, mutated, run = await pending.pop(0)
-            state.tried += 1
+            site = candidates[state.tried]
+            reason, row, seconds = await pending.pop(0)
             function = f"{site.path}::{site.function}"
-            if function in state.functions:
-                reason = "function taken"
-            elif mutated is None or run is None:
-                reason = "invalid"
-            else:
-                reason, failing, still = judge(run, passing, max_fail_to_pass)
-                if reason == "kept":
-                    state.tasks.append(_task(project, site.path, mutated, run, failing, still,
-                                             scratch / "repo", cache_file.parent.parent))
-                    state.functions.append(function)
-            if reason != "kept":
-                state.rejected[reason] = state.rejected.get(reason, 0) + 1
+            if function in state.functions:  # taken by a candidate checked alongside
+                reason, row = "function taken", None
+            state.outcomes.append([function, reason, seconds])
+            if row is not None:
+                state.tasks.append(row)
             bar.update(len(state.tasks), note())
             _save_state(cache_file, state)
-        for task in pending:
-            task.cancel()
         if len(state.tasks) < n and state.tried >= len(candidates):
             state.exhausted = True
             _save_state(cache_file, state)
-        bar.log(f"[dim]{note()}[/]")
     finally:
+        for task in pending:  # past the last task needed, or after an error
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         await runner.close()
+        if validator is not None:
+            await validator.close()
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-async def _skipped(site: Site) -> tuple[Site, None, None]:
-    return site, None, None
 
 
 def judge(run: SuiteRun, passing: list[str], max_fail_to_pass: int,
@@ -716,8 +880,9 @@ def judge(run: SuiteRun, passing: list[str], max_fail_to_pass: int,
 
 
 def _task(project: Project, path: str, mutated: str, run: SuiteRun, failing: list[str],
-          still: list[str], scratch: Path, cache: Path) -> dict[str, Any]:
-    """The instance row of a kept mutant (``scratch``: a copy of the clean repository)."""
+          still: list[str], scratch: Path) -> dict[str, Any]:
+    """The instance row of a kept mutant (``scratch``: a copy of the clean repository).
+    Not yet validated: the grader's workspace rebuilds it from the row alone."""
     message = repos.commit_message(project.package, project.version)
     base_commit = repos.task_commit(scratch, {path: mutated}, message)
     # The fix: from the mutant's tree back to the clean one (a/ b/ prefixes, for git apply).
@@ -743,7 +908,6 @@ def _task(project: Project, path: str, mutated: str, run: SuiteRun, failing: lis
         "package_version": project.version,
         "test_cmd": project.test_cmd(),
     }
-    check_task(task, cache)  # the task file alone rebuilds its repository
     return task
 
 
@@ -765,6 +929,8 @@ def check_task(task: dict[str, Any], cache: Path | None = None) -> None:
                         f" records base_commit {task['base_commit']}")
 
 
-__all__ = ["MUTATION_KINDS", "Site", "apply_mutation", "asynthesize", "candidate_order",
-           "check_task", "failure_excerpts", "judge", "make_runner", "mutation_sites",
-           "parse_pytest_report", "problem_statement", "synthesize", "write_jsonl"]
+__all__ = ["FORMAT", "MUTATION_KINDS", "Site", "SynthesisReport", "apply_mutation",
+           "asynthesize", "asynthesize_report", "candidate_order", "check_task",
+           "failure_excerpts", "judge", "make_runner", "mutation_sites", "normalise_output",
+           "parse_pytest_report", "problem_statement", "synthesize", "synthesize_report",
+           "write_jsonl"]

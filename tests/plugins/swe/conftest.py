@@ -9,7 +9,26 @@ from pathlib import Path
 
 import pytest
 
+from agentgym.plugins.swe import repo
 from agentgym.plugins.swe.instance import SWEInstance
+
+
+def cache_sharing_builds(root: Path) -> Path:
+    """A cache at ``root`` whose sdists, repositories and envs are the default cache's
+    (built once, shared by every test run), and whose tasks start empty: synthesis there
+    really runs."""
+    shared = repo.cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("sdists", "repos", "envs"):
+        (shared / name).mkdir(parents=True, exist_ok=True)
+        (root / name).symlink_to(shared / name)
+    return root
+
+
+@pytest.fixture(scope="session")
+def fresh_task_cache(tmp_path_factory):
+    """Makes a new :func:`cache_sharing_builds` cache each call."""
+    return lambda: cache_sharing_builds(tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="session")

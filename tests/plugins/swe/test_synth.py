@@ -9,7 +9,9 @@ so that synthesis really runs.
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
 import socket
 import subprocess
 from pathlib import Path
@@ -27,10 +29,12 @@ from agentgym.plugins.swe.synth import (
     failure_excerpts,
     judge,
     mutation_sites,
+    normalise_output,
     parse_pytest_report,
     problem_statement,
     synthesize,
 )
+from agentgym.plugins.swe.validation import GRADER_VERSION
 
 PACKAGE, VERSION = "inflection", "0.5.1"
 
@@ -207,18 +211,8 @@ def test_mutants_are_judged_against_the_clean_run() -> None:
 # ---- synthesis on a real project ----------------------------------------------------------
 
 
-def _cache_sharing_builds(root: Path) -> Path:
-    """A cache whose sdists, repositories and envs are the default cache's (built once),
-    and whose tasks start empty."""
-    shared = repo.cache_dir()
-    for name in ("sdists", "repos", "envs"):
-        (shared / name).mkdir(parents=True, exist_ok=True)
-        (root / name).symlink_to(shared / name)
-    return root
-
-
 @pytest.fixture(scope="module")
-def tasks(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
+def tasks(fresh_task_cache) -> tuple[list[dict], Path]:
     ready = repo.cache_dir() / "envs" / f"{PACKAGE}-{VERSION}" / ".agentgym-ready.json"
     if not ready.is_file():
         try:
@@ -226,7 +220,7 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], Path]:
         except OSError as error:
             pytest.skip(f"PyPI is unreachable ({error}) and {PACKAGE}=={VERSION} is not"
                         " cached")
-    cache = _cache_sharing_builds(tmp_path_factory.mktemp("cache"))
+    cache = fresh_task_cache()
     return synthesize(PACKAGE, VERSION, 2, seed=0, progress=False, cache=cache), cache
 
 
@@ -245,6 +239,8 @@ def test_tasks_have_the_instance_schema_and_are_validated(tasks) -> None:
         assert task["patch"].startswith("diff --git a/inflection/__init__.py"
                                         " b/inflection/__init__.py\n")
         assert task["test_cmd"] == project.test_cmd()
+        assert task["validation"] == {"backend": "local", "gold": 1.0, "empty": 0.0,
+                                      "no_op": 0.0, "grader": GRADER_VERSION}
         # The statement names what fails, never the lines the fix changes.
         changed = [line[1:].strip() for line in task["patch"].splitlines()
                    if line[:1] in "+-" and line[:3] not in ("+++", "---") and line[1:].strip()]
@@ -273,13 +269,46 @@ def test_a_task_is_rebuilt_from_its_file_and_its_patch_fixes_it(tasks, tmp_path)
     assert set(statuses().values()) == {"PASSED"}
 
 
-def test_the_same_arguments_give_the_same_tasks(tasks, tmp_path) -> None:
+def test_the_same_arguments_give_the_same_tasks(tasks, fresh_task_cache) -> None:
     made, cache = tasks
     # From the cache: immediate, and a prefix for fewer tasks.
     assert synthesize(PACKAGE, VERSION, 1, seed=0, progress=False, cache=cache) == made[:1]
     # From scratch in another cache: the same rows.
-    other = _cache_sharing_builds(tmp_path)
+    other = fresh_task_cache()
     assert synthesize(PACKAGE, VERSION, 1, seed=0, progress=False, cache=other) == made[:1]
+
+
+def test_rows_are_byte_identical_whatever_the_cache_folder_working_dir_and_runner(
+        tasks, fresh_task_cache, tmp_path, agentgym_cli) -> None:
+    outputs = []
+    for name, runner in (("one", "sandbox"), ("two", "subprocess")):
+        cache, cwd = fresh_task_cache(), tmp_path / name
+        cwd.mkdir()
+        env = {**os.environ, "AGENTGYM_SWE_CACHE": str(cache)}
+        done = subprocess.run([agentgym_cli, "swe", "synth", f"{PACKAGE}=={VERSION}", "-n", "3",
+                               "--seed", "1", "--runner", runner, "--out", "tasks.jsonl",
+                               "--quiet"], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr
+        outputs.append((cwd / "tasks.jsonl").read_bytes())
+        text = outputs[-1].decode()
+        for leak in (str(cache), str(cwd), str(repo.cache_dir()), "/workspace", "/tmp/",
+                     str(Path.home())):
+            assert leak not in text, f"{leak!r} leaked into a row"
+        assert not re.search(r"0x[0-9a-f]{6,}|\d\.\d\ds\b", text)
+    assert outputs[0] == outputs[1]
+    assert len(outputs[0].splitlines()) == 3
+
+
+def test_test_output_is_normalised_for_problem_statements() -> None:
+    output = ("E   FileNotFoundError: '/workspace/pkg/data.txt' in /workspace\n"
+              "E   at <Thing object at 0x7f225ecbbba0>: /tmp/pytest-of-root/pytest-12/x0/a"
+              " /tmp/tmpab_c9x12/b took 0.123s\n")
+    assert normalise_output(output) == (
+        "E   FileNotFoundError: 'pkg/data.txt' in .\n"
+        "E   at <Thing object at 0x...>: /tmp/pytest/x0/a /tmp/tmpXXXXXXXX/b took N.NNs\n")
+    # Not a workspace path: another folder that starts alike, or a word.
+    assert normalise_output("/workspaces/x /my/workspace/y") == "/workspaces/x /my/workspace/y"
 
 
 def test_the_cli_writes_the_tasks(tasks, tmp_path, monkeypatch) -> None:
@@ -292,5 +321,8 @@ def test_the_cli_writes_the_tasks(tasks, tmp_path, monkeypatch) -> None:
                                        "--out", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
     assert [json.loads(line) for line in out.read_text().splitlines()] == made
+    assert re.fullmatch(r"2 tasks written; 0 candidates rejected by the grader \(0: gold patch"
+                        r" < 1\.0, 0: no change > 0\.0\), \d+ candidates tried .*",
+                        result.output.splitlines()[-1]), result.output
     bad = CliRunner().invoke(main, ["swe", "synth", PACKAGE, "--out", str(out)])
     assert bad.exit_code != 0 and "PACKAGE==VERSION" in bad.output
