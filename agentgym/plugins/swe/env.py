@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shlex
 import shutil
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -67,9 +68,9 @@ from agentgym.core.sandbox import (
     SandboxSpecError,
     UnsupportedFieldError,
 )
-from agentgym.core.task import SolutionTurn, Task, TaskList, TaskSource
+from agentgym.core.task import WRONG_SOLUTIONS, SolutionTurn, Task, TaskList, TaskSource
 from agentgym.core.tools import tool
-from agentgym.plugins.swe.instance import SWEInstance, image_name, load_instances
+from agentgym.plugins.swe.instance import SWEInstance, image_name, load_instances, patch_files
 from agentgym.plugins.swe.search import RepoEditorTools, SearchTools
 from agentgym.toolkits import BashTools
 
@@ -144,9 +145,26 @@ def oracle_turns(instance: SWEInstance) -> list[SolutionTurn]:
             SolutionTurn([ToolCall("submit", {})])]
 
 
+def wrong_turns(instance: SWEInstance) -> list[list[SolutionTurn]]:
+    """Known-wrong solutions (``agentgym validate`` checks they score < 1.0): delete the
+    test files that decide the task (those of the FAIL_TO_PASS ids and of ``test_patch``)
+    instead of fixing the code, then submit. Grading restores them, so this never pays."""
+    files = sorted({test.split("::")[0] for test in instance.FAIL_TO_PASS if "::" in test}
+                   | set(patch_files(instance.test_patch)))
+    if not files:
+        return []
+    command = f"rm -f -- {' '.join(map(shlex.quote, files))} && git status --short"
+    return [[SolutionTurn([ToolCall("bash", {"command": command})]),
+             SolutionTurn([ToolCall("submit", {})])]]
+
+
 def instance_task(instance: SWEInstance, image: str | None = None) -> Task:
+    metadata: dict[str, Any] = {"instance": instance.to_dict()}
+    wrong = wrong_turns(instance)
+    if wrong:
+        metadata[WRONG_SOLUTIONS] = wrong
     return Task(id=instance.instance_id, prompt=instance_prompt(instance, image),
-                metadata={"instance": instance.to_dict()},
+                metadata=metadata,
                 solution=list(oracle_turns(instance)) if instance.patch else None)
 
 

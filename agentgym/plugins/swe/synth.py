@@ -65,7 +65,7 @@ from agentgym.plugins.swe import validation
 from agentgym.plugins.swe.repo import ENV_MOUNT, Project, RepoError
 
 #: Bump when a change here changes which tasks come out (it keys the cache).
-FORMAT = 2
+FORMAT = 3
 MUTATION_KINDS = ("comparison", "operator", "constant", "condition", "statement", "arguments")
 #: Set before every suite run: ``set`` orders (in messages) the same on every machine.
 HASH_SEED = "PYTHONHASHSEED=0"
@@ -906,7 +906,8 @@ def _task(project: Project, path: str, mutated: str, run: SuiteRun, failing: lis
         "environment_setup_commit": project.commit,
         "package": project.package,
         "package_version": project.version,
-        "test_cmd": project.test_cmd(),
+        # The runner alone: grading appends the test files it runs (whole files, in order).
+        "test_cmd": project.test_cmd(targets=()),
     }
     return task
 

@@ -76,7 +76,20 @@ def test_validate_cli_holds_for_every_synthesized_task(toolz_tasks, agentgym_cli
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
-    assert report["ok"] and (report["tasks"], report["checked"]) == (3, 6), report
+    # oracle, noop, and the known-wrong solution (delete the deciding tests) of each task
+    assert report["ok"] and (report["tasks"], report["checked"]) == (3, 9), report
+
+
+def test_deleting_the_deciding_tests_is_a_known_wrong_solution(toolz_tasks):
+    env = gym.make("swe-synth", tasks=str(toolz_tasks))
+    try:
+        task = env.unwrapped.tasks[0].rendered(env.unwrapped.parser)
+        (wrong,) = task.wrong_solutions()
+        assert "rm -f --" in wrong[0] and "submit" in wrong[1]
+        reward, info = play_turns(env, wrong, options={"task_id": task.id})
+        assert reward == 0.0 and info["reward_metrics"]["dropped_files"], info
+    finally:
+        env.close()
 
 
 def test_swe_bench_instances_on_the_local_backend_are_refused_with_the_fix(tmp_path):
