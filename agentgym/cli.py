@@ -449,7 +449,8 @@ def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None
 def train_command(config_file: Path, resume: bool, output_dir: Path | None,
                   as_json: bool) -> None:
     """Train a model with the stages of CONFIG.yaml (sft, rft, grpo), evaluating on held-out
-    tasks before and after. See docs/training.md for the config's fields."""
+    tasks before the first stage and after every stage. See docs/training.md for the config's
+    fields."""
     import contextlib
 
     from agentgym.trainers.config import ConfigError, load_config

@@ -108,7 +108,8 @@ class EnvSection:
 
 @dataclass
 class EvalSection:
-    """``eval``: pass rate on held-out tasks before the first stage and after the last."""
+    """``eval``: pass rate on held-out tasks of the base model and after every stage (the
+    same tasks and settings each time, so each stage's contribution is a number)."""
 
     #: Merged over ``env.kwargs`` (e.g. ``{split: test}``).
     kwargs: dict[str, Any] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""``agentgym train``: run a config's stages in order, with eval before and after.
+"""``agentgym train``: run a config's stages in order, evaluating after each.
 
 :func:`train` takes a :class:`~agentgym.trainers.config.TrainConfig` (or the path of its
 YAML file) and, in ``output_dir``:
@@ -9,12 +9,18 @@ YAML file) and, in ``output_dir``:
 * records the run in ``run.json``; an ``output_dir`` that already holds one is refused
   unless ``resume`` (:class:`RunExistsError`);
 * builds the tiny model into ``base-model/`` when ``model`` is ``{tiny: ...}``;
-* evaluates the base model on held-out tasks (``eval``; greedy unless set) and keeps the
-  result in ``eval.json``;
+* evaluates the base model on held-out tasks (``eval``; greedy unless set);
 * runs stage ``i`` into ``<i:02d>-<kind>/``, from the previous stage's final model
   (``<stage dir>/final``); a finished stage writes ``stage.json`` last. An ``sft`` stage
   with ``demonstrations`` first collects them into ``demonstrations.jsonl`` there;
-* evaluates the final model, prints before / after / change and writes ``eval.json``.
+* evaluates the model after every stage on the same tasks with the same settings, and
+  prints a table of the pass rate by stage with each stage's change.
+
+``eval.json`` is rewritten after each evaluation: ``{"env", "episodes", "stages": [{"stage":
+"base", "kind": "base", ...summary}, {"stage": "00-sft", "kind": "sft", ...}, ...],
+"before": <the base entry>, "after": <the last entry>, "change": <after - before pass
+rate>}``, each summary holding ``model``, ``pass_rate``, ``mean_reward``, ``mean_turns``,
+``finish_reasons`` and the rest of ``agentgym eval --json``'s keys.
 
 Every log of every trainer is appended to ``metrics.jsonl`` as one flushed JSON line
 ``{"stage": "01-grpo", "kind": "grpo", "step": N, ...TRL's and agentgym's keys}``
@@ -347,25 +353,73 @@ def _terminate_as_exit() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _print_eval(before: dict[str, Any], after: dict[str, Any], console: Console) -> None:
-    table = Table(title="held-out eval", title_justify="left")
-    for column in ("", "before", "after", "change"):
-        table.add_column(column, justify="right" if column else "left")
-    for key in ("pass_rate", "mean_reward", "mean_turns"):
-        b, a = before.get(key, 0.0), after.get(key, 0.0)
-        colour = "green" if a > b else "red" if a < b else ""
-        change = f"[{colour}]{a - b:+.3f}[/]" if colour else f"{a - b:+.3f}"
-        table.add_row(key.replace("_", " "), f"{b:.3f}", f"{a:.3f}", change)
+def _print_eval(entries: list[dict[str, Any]], console: Console) -> None:
+    """The held-out results by stage, each with its change over the one before."""
+    table = Table(title="held-out eval by stage", title_justify="left")
+    for column in ("stage", "pass rate", "change", "mean reward", "mean turns"):
+        table.add_column(column, justify="left" if column == "stage" else "right")
+    previous = None
+    for entry in entries:
+        rate = entry.get("pass_rate", 0.0)
+        change = ""
+        if previous is not None:
+            delta = rate - previous
+            colour = "green" if delta > 0 else "red" if delta < 0 else ""
+            change = f"[{colour}]{delta:+.3f}[/]" if colour else f"{delta:+.3f}"
+        table.add_row(entry["stage"], f"{rate:.3f}", change,
+                      f"{entry.get('mean_reward', 0.0):.3f}",
+                      f"{entry.get('mean_turns', 0.0):.2f}")
+        previous = rate
     console.print(table)
+
+
+class _Evals:
+    """``eval.json``: the held-out result of the base model and of each stage, in order."""
+
+    def __init__(self, path: Path, env: str, episodes: int, resume: bool):
+        self.path = path
+        old = _read_json(path) if resume else {}
+        self.entries: list[dict[str, Any]] = list(old.get("stages") or [])
+        if not self.entries and "before" in old:  # a run from before per-stage evals
+            self.entries = [{"stage": "base", "kind": "base", **old["before"]}]
+        self.data: dict[str, Any] = {"env": env, "episodes": episodes}
+
+    def get(self, stage: str) -> dict[str, Any] | None:
+        return next((e for e in self.entries if e["stage"] == stage), None)
+
+    def record(self, stage: str, kind: str, summary: dict[str, Any], order: list[str]) -> None:
+        """Keep ``summary`` for ``stage`` (replacing an older one), entries in ``order``."""
+        self.entries = [e for e in self.entries if e["stage"] != stage]
+        self.entries.append({"stage": stage, "kind": kind, **summary})
+        self.entries.sort(key=lambda e: order.index(e["stage"]) if e["stage"] in order
+                          else len(order))
+        self.write()
+
+    def write(self) -> None:
+        data = {**self.data, "stages": self.entries}
+        if self.entries:
+            before, after = self.entries[0], self.entries[-1]
+            data.update(before=before, after=after,
+                        change=after.get("pass_rate", 0.0) - before.get("pass_rate", 0.0))
+        _write_json(self.path, data)
+
+    @property
+    def before(self) -> dict[str, Any] | None:
+        return self.entries[0] if self.entries else None
+
+    @property
+    def after(self) -> dict[str, Any] | None:
+        return self.entries[-1] if len(self.entries) > 1 else None
 
 
 def train(config: TrainConfig | str | os.PathLike, resume: bool = False,
           console: Console | None = None) -> dict[str, Any]:
     """Run every stage of ``config`` (a TrainConfig or a YAML path), see the module
     docstring. Returns a summary: ``output_dir``, ``base_model``, ``final_model``,
-    ``stages`` (``index``, ``kind``, ``dir``, ``final``, ``skipped``, ``seconds``),
-    ``pass_rate_before`` / ``pass_rate_after`` / ``pass_rate_change`` (None without
-    ``eval``), and the paths of ``eval`` (eval.json), ``metrics`` and ``reward_curve``.
+    ``stages`` (``index``, ``kind``, ``dir``, ``final``, ``skipped``, ``seconds``, and
+    ``pass_rate`` after it when ``eval`` is set), ``pass_rate_before`` /
+    ``pass_rate_after`` / ``pass_rate_change`` (None without ``eval``), and the paths of
+    ``eval`` (eval.json), ``metrics`` and ``reward_curve``.
 
     Raises:
         ConfigError: the config (or the machine) cannot run it; nothing was loaded.
@@ -392,8 +446,9 @@ def _run(config: TrainConfig, resume: bool, console: Console) -> dict[str, Any]:
     """The run itself, once the config is checked and run.json written."""
     out = config.output_dir
     eval_path = out / EVAL_FILE
-    evals = _read_json(eval_path) if resume else {}
     names = [config.stage_dir(i).name for i in range(len(config.stages))]
+    evals = _Evals(eval_path, config.env.id, config.eval.episodes if config.eval else 0,
+                   resume)
     pending = [i for i in range(len(config.stages)) if not _stage_complete(config.stage_dir(i))]
     metrics = MetricsLog(out / METRICS_FILE)
     if resume and pending:
@@ -403,68 +458,75 @@ def _run(config: TrainConfig, resume: bool, console: Console) -> dict[str, Any]:
         metrics.keep(lambda r: r.get("stage") not in later
                      and (r.get("stage") != names[first] or r.get("step", 0) <= step))
     stages: list[dict[str, Any]] = []
+    order = ["base", *names]
 
     def curve() -> None:
         title = ""
-        if "before" in evals and "after" in evals:
-            title = (f"pass rate {evals['before']['pass_rate']:.2f} ->"
-                     f" {evals['after']['pass_rate']:.2f}")
+        if evals.before and evals.after:
+            title = "pass rate " + " -> ".join(f"{e['pass_rate']:.2f}" for e in evals.entries)
         plot_curves(metrics.read(), out / CURVE_FILE, title)
+
+    def evaluate(stage: str, kind: str, model: str, trained: bool) -> dict[str, Any] | None:
+        """The held-out result of ``model`` after ``stage``: kept from an earlier attempt of
+        the run unless this attempt ``trained`` the model."""
+        if config.eval is None:
+            return None
+        kept = evals.get(stage)
+        if kept is not None and not trained:
+            console.print(f"eval {stage}: pass rate {kept['pass_rate']:.3f} (kept from"
+                          f" {eval_path})")
+            return kept
+        evals.record(stage, kind, _evaluate(config, model, stage, console), order)
+        return evals.get(stage)
 
     try:
         model = _base_model(config, console)
         base = model
-        if config.eval is not None and "before" not in evals:
-            evals = {"env": config.env.id, "episodes": config.eval.episodes,
-                     "before": _evaluate(config, model, "before", console)}
-            _write_json(eval_path, evals)
-        elif config.eval is not None:
-            console.print(f"eval before: pass rate {evals['before']['pass_rate']:.3f}"
-                          f" (kept from {eval_path})")
+        evaluate("base", "base", model, trained=False)
         for i, stage in enumerate(config.stages):
             stage_dir = config.stage_dir(i)
             final = str(stage_dir / FINAL_DIR)
             title = f"stage {i + 1}/{len(config.stages)}: {stage.kind} -> {stage_dir}"
+            entry: dict[str, Any] = {"index": i, "kind": stage.kind, "dir": str(stage_dir),
+                                     "final": final}
             if i not in pending:
                 console.rule(f"{title} (done, skipped)")
                 seconds = _read_json(stage_dir / STAGE_FILE).get("seconds", 0.0)
-                stages.append({"index": i, "kind": stage.kind, "dir": str(stage_dir),
-                               "final": final, "skipped": True, "seconds": seconds})
-                model = final
-                continue
-            resuming = resume and i == pending[0]
-            console.rule(title + (" (resuming)" if resuming else ""))
-            evals.pop("after", None)  # a model of a previous attempt, if any
-            stage_started = time.perf_counter()
-            callback = MetricsCallback(metrics, names[i], stage.kind)
-            _run_stage(config, i, model, resuming, [callback], console)
-            _free_memory()
-            seconds = time.perf_counter() - stage_started
-            _write_json(stage_dir / STAGE_FILE, {"kind": stage.kind, "model": model,
-                                                 "final": final, "seconds": seconds})
-            stages.append({"index": i, "kind": stage.kind, "dir": str(stage_dir),
-                           "final": final, "skipped": False, "seconds": seconds})
+                entry.update(skipped=True, seconds=seconds)
+            else:
+                resuming = resume and i == pending[0]
+                console.rule(title + (" (resuming)" if resuming else ""))
+                stage_started = time.perf_counter()
+                callback = MetricsCallback(metrics, names[i], stage.kind)
+                _run_stage(config, i, model, resuming, [callback], console)
+                _free_memory()
+                seconds = time.perf_counter() - stage_started
+                _write_json(stage_dir / STAGE_FILE, {"kind": stage.kind, "model": model,
+                                                     "final": final, "seconds": seconds})
+                entry.update(skipped=False, seconds=seconds)
             model = final
+            result = evaluate(names[i], stage.kind, model, trained=i in pending)
+            if result is not None:
+                entry["pass_rate"] = result["pass_rate"]
+            stages.append(entry)
             curve()
         if config.eval is not None:
-            if "after" not in evals:
-                evals["after"] = _evaluate(config, model, "after", console)
-            evals["change"] = evals["after"]["pass_rate"] - evals["before"]["pass_rate"]
-            _write_json(eval_path, evals)
-            _print_eval(evals["before"], evals["after"], console)
+            _print_eval(evals.entries, console)
     finally:
         try:
             curve()
         finally:
             metrics.close()
+    before, after = evals.before, evals.after
     return {
         "output_dir": str(out),
         "base_model": base,
         "final_model": model,
         "stages": stages,
-        "pass_rate_before": evals["before"]["pass_rate"] if "before" in evals else None,
-        "pass_rate_after": evals["after"]["pass_rate"] if "after" in evals else None,
-        "pass_rate_change": evals.get("change"),
+        "pass_rate_before": before["pass_rate"] if before else None,
+        "pass_rate_after": after["pass_rate"] if after else None,
+        "pass_rate_change": after["pass_rate"] - before["pass_rate"] if before and after
+        else None,
         "eval": str(eval_path) if config.eval is not None else None,
         "metrics": str(out / METRICS_FILE),
         "reward_curve": str(out / CURVE_FILE),

@@ -61,7 +61,7 @@ def first_run(tmp_path_factory: pytest.TempPathFactory, agentgym_cli: str) -> di
             "summary": json.loads(result.stdout)}
 
 
-def test_train_runs_the_stages_and_evaluates_before_and_after(first_run: dict[str, Any]):
+def test_train_runs_the_stages_and_evaluates_after_each(first_run: dict[str, Any]):
     run, summary = first_run["run"], first_run["summary"]
     assert [(s["kind"], s["skipped"]) for s in summary["stages"]] == [("sft", False),
                                                                       ("grpo", False)]
@@ -92,7 +92,16 @@ def test_train_runs_the_stages_and_evaluates_before_and_after(first_run: dict[st
     assert evals["change"] == evals["after"]["pass_rate"] - evals["before"]["pass_rate"]
     assert summary["pass_rate_before"] == evals["before"]["pass_rate"]
     assert summary["pass_rate_after"] == evals["after"]["pass_rate"]
-    assert "pass rate" in first_run["result"].stderr  # the before / after table
+    # One entry per stage, base first, each of the model that stage left.
+    assert [(e["stage"], e["kind"]) for e in evals["stages"]] == [
+        ("base", "base"), ("00-sft", "sft"), ("01-grpo", "grpo")]
+    assert [e["model"] for e in evals["stages"]] == [
+        str(run / "base-model"), str(run / "00-sft" / "final"), summary["final_model"]]
+    assert evals["stages"][0] == evals["before"] and evals["stages"][-1] == evals["after"]
+    assert [s["pass_rate"] for s in summary["stages"]] == [
+        e["pass_rate"] for e in evals["stages"][1:]]
+    assert "held-out eval by stage" in first_run["result"].stderr
+    assert "00-sft" in first_run["result"].stderr.split("held-out eval by stage")[-1]
 
 
 def test_resume_skips_the_finished_stage_and_continues_from_the_checkpoint(
@@ -128,7 +137,9 @@ def test_resume_skips_the_finished_stage_and_continues_from_the_checkpoint(
     evals = json.loads((run / "eval.json").read_text())
     original = json.loads((first_run["run"] / "eval.json").read_text())
     assert evals["before"] == original["before"]  # kept, not evaluated again
-    assert evals["after"]["model"] == str(grpo / "final")
+    assert evals["stages"][1] == original["stages"][1]  # the finished SFT stage's, kept
+    assert evals["after"]["model"] == str(grpo / "final")  # the resumed stage's, new
+    assert len(evals["stages"]) == 3
 
 
 def test_an_interrupted_run_leaves_complete_files(first_run: dict[str, Any], agentgym_cli: str,
