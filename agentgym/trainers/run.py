@@ -18,10 +18,10 @@ YAML file) and, in ``output_dir``:
 
 Every log of every trainer is appended to ``metrics.jsonl`` as one flushed JSON line
 ``{"stage": "01-grpo", "kind": "grpo", "step": N, ...TRL's and agentgym's keys}``
-(:mod:`agentgym.trainers.metrics`), and ``reward_curve.png`` (GRPO reward and pass rate,
-every stage's loss, per step: :mod:`agentgym.trainers.plots`) is rewritten after each stage
-and when the run ends, however it ends (``SIGTERM`` included): an interrupted run leaves
-complete files.
+(:mod:`agentgym.trainers.metrics`), and ``reward_curve.png`` (a panel column per stage, on
+its own steps, and the held-out pass rate by stage: :mod:`agentgym.trainers.plots`) is
+rewritten after each stage and when the run ends, however it ends (``SIGTERM`` included):
+an interrupted run leaves complete files.
 
 ``resume=True`` skips finished stages, resumes the first unfinished one from its last
 checkpoint, reuses the eval-before result and the demonstrations already collected, and
@@ -405,11 +405,7 @@ def _run(config: TrainConfig, resume: bool, console: Console) -> dict[str, Any]:
     stages: list[dict[str, Any]] = []
 
     def curve() -> None:
-        title = ""
-        if "before" in evals and "after" in evals:
-            title = (f"pass rate {evals['before']['pass_rate']:.2f} ->"
-                     f" {evals['after']['pass_rate']:.2f}")
-        plot_curves(metrics.read(), out / CURVE_FILE, title)
+        plot_curves(metrics.read(), out / CURVE_FILE, evals=evals)
 
     try:
         model = _base_model(config, console)
