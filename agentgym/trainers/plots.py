@@ -150,8 +150,8 @@ def build_figure(runs: Sequence[RunCurves], title: str = "") -> CurveFigure:
     stage_names = sorted({name for stages in per_run for name in stages})
     rates = [pass_rates(run.evals, next(reversed(stages), None))
              for run, stages in zip(runs, per_run, strict=True)]
-    rate_labels = _union([stage for stage, _ in r] for r in rates)
-    rate_labels.sort(key=lambda s: (s != "base", s == "after"))  # stable: stages in order
+    rate_labels = sorted({stage for r in rates for stage, _ in r},
+                         key=lambda s: (s != "base", s == "after", s))  # as the columns
 
     widths = [1.0] * len(stage_names)
     if rate_labels:
@@ -244,13 +244,6 @@ def build_figure(runs: Sequence[RunCurves], title: str = "") -> CurveFigure:
                       loc="outside upper center", ncols=min(len(runs), 4), fontsize="medium",
                       title=title or None, title_fontsize=13)
     return built
-
-
-def _union(lists: Iterable[Iterable[str]]) -> list[str]:
-    seen: dict[str, None] = {}
-    for items in lists:
-        seen.update(dict.fromkeys(items))
-    return list(seen)
 
 
 def _line(axes: Any, xs: Sequence[float], ys: Sequence[float], gid: str, **style: Any) -> None:

@@ -174,7 +174,7 @@ def test_runs_with_different_stages_share_the_union_of_stage_columns():
     assert {"sft-run/reward", "rft-run/reward"} <= gids["01-grpo"]
     assert curves.stages["00-rft"][0].get_xlim()[1] < 31  # its own 30 steps
     labels = [t.get_text() for t in curves.pass_rate.get_xticklabels()]
-    assert labels == ["base", "00-sft", "01-grpo", "00-rft"]
+    assert labels == ["base", "00-rft", "00-sft", "01-grpo"]
     legend = [t.get_text() for t in curves.figure.legends[0].get_texts()]
     assert legend == ["sft-run", "rft-run"]
 
