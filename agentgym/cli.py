@@ -6,6 +6,7 @@
     agentgym eval ENV_ID --policy POLICY [-e KEY=VALUE ...] [-n N] [--k K] [--json] [--out F]
     agentgym rollout ENV_ID --policy POLICY -n N --out FILE.jsonl [--mode pipeline] [--resume]
     agentgym train CONFIG.yaml [--resume] [--output-dir DIR] [--json]
+    agentgym plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
     agentgym validate ENV_ID [-e KEY=VALUE ...] [-n N | --all] [--backend B] [--json]
     agentgym plugin new NAME [--dir DIR]
 
@@ -473,6 +474,26 @@ def train_command(config_file: Path, resume: bool, output_dir: Path | None,
     console.print(f"final model: {summary['final_model']}", highlight=False)
     console.print(f"metrics: {summary['metrics']}; reward curve: {summary['reward_curve']}",
                   highlight=False)
+
+
+@main.command("plot")
+@click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True,
+                type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="The PNG to write [default: RUN_DIR/reward_curve.png for one run,"
+                   " reward_curves.png in the current directory for several].")
+def plot_command(run_dirs: tuple[Path, ...], out: Path | None) -> None:
+    """Draw the reward curves of training runs (`agentgym train` output folders) from their
+    metrics.jsonl and eval.json: one panel column per stage on its own steps, and the
+    held-out pass rate by stage. Several runs are overlaid, one colour each."""
+    from agentgym.core.errors import InvalidArgumentError, MissingFileError
+    from agentgym.trainers.plots import plot_runs
+
+    try:
+        path = plot_runs(run_dirs, out)
+    except (MissingFileError, InvalidArgumentError) as e:
+        raise InvalidOption("RUN_DIR", str(e)) from None
+    click.echo(f"wrote {path}")
 
 
 # ---- plugin -------------------------------------------------------------------------------

@@ -24,10 +24,10 @@ rate>}``, each summary holding ``model``, ``pass_rate``, ``mean_reward``, ``mean
 
 Every log of every trainer is appended to ``metrics.jsonl`` as one flushed JSON line
 ``{"stage": "01-grpo", "kind": "grpo", "step": N, ...TRL's and agentgym's keys}``
-(:mod:`agentgym.trainers.metrics`), and ``reward_curve.png`` (GRPO reward and pass rate,
-every stage's loss, per step: :mod:`agentgym.trainers.plots`) is rewritten after each stage
-and when the run ends, however it ends (``SIGTERM`` included): an interrupted run leaves
-complete files.
+(:mod:`agentgym.trainers.metrics`), and ``reward_curve.png`` (a panel column per stage, on
+its own steps, and the held-out pass rate by stage: :mod:`agentgym.trainers.plots`) is
+rewritten after each stage and when the run ends, however it ends (``SIGTERM`` included):
+an interrupted run leaves complete files.
 
 ``resume=True`` skips finished stages, resumes the first unfinished one from its last
 checkpoint, reuses the eval-before result and the demonstrations already collected, and
@@ -395,13 +395,17 @@ class _Evals:
                           else len(order))
         self.write()
 
-    def write(self) -> None:
+    def to_dict(self) -> dict[str, Any]:
+        """What eval.json holds (see the module docstring)."""
         data = {**self.data, "stages": self.entries}
         if self.entries:
             before, after = self.entries[0], self.entries[-1]
             data.update(before=before, after=after,
                         change=after.get("pass_rate", 0.0) - before.get("pass_rate", 0.0))
-        _write_json(self.path, data)
+        return data
+
+    def write(self) -> None:
+        _write_json(self.path, self.to_dict())
 
     @property
     def before(self) -> dict[str, Any] | None:
@@ -461,10 +465,7 @@ def _run(config: TrainConfig, resume: bool, console: Console) -> dict[str, Any]:
     order = ["base", *names]
 
     def curve() -> None:
-        title = ""
-        if evals.before and evals.after:
-            title = "pass rate " + " -> ".join(f"{e['pass_rate']:.2f}" for e in evals.entries)
-        plot_curves(metrics.read(), out / CURVE_FILE, title)
+        plot_curves(metrics.read(), out / CURVE_FILE, evals=evals.to_dict())
 
     def evaluate(stage: str, kind: str, model: str, trained: bool) -> dict[str, Any] | None:
         """The held-out result of ``model`` after ``stage``: kept from an earlier attempt of
