@@ -6,8 +6,9 @@ has scored (:func:`batch_metrics`, logged with TRL's metrics):
 * ``episodes/in_loss``: the share of the batch's episodes with tokens in the loss (the
   rest were masked: dynamic sampling, finish reason, truncation).
 * ``advantage/mean_abs``, ``advantage/max``, ``advantage/min``: TRL's own advantages of
-  those episodes (read from the batch TRL trains on, not recomputed: with agentgym's
-  defaults, ``scale_rewards="group"``, reward minus the group's mean over the group's std).
+  those episodes, read from the batch TRL trains on rather than recomputed (with TRL's
+  default ``scale_rewards="group"``, which agentgym keeps: reward minus the group's mean,
+  over the group's std + 1e-4).
 * ``kl/ref`` (:class:`ReferenceKL`): how far the policy has moved from the stage's
   starting model, measured whatever ``beta`` is.
 
