@@ -36,6 +36,14 @@ the per-stage seconds ``time/{init,generate,tool,grade}_s`` (summed over episode
 ``dynamic_sampling/{replaced,masked}_groups``, ``masked/finish_reason``,
 ``prefetch/hits``, and ``rollout/{episodes,sampled_tokens,tokens_per_s}`` (every episode
 played in the call, replacement groups included, and the model tokens it sampled).
+
+Learning health (see :mod:`agentgym.trainers.health`): the rollout logs, per call, the
+shares of groups ``dynamic_sampling/flat_fraction`` (first-played groups without reward
+variance among their scorable episodes, before any replacement), ``groups/with_variance``
+(groups finally trained on that have it) and ``groups/identical`` (first-played groups
+whose episodes all sampled the same tokens); the trainer adds ``episodes/in_loss``,
+``advantage/{mean_abs,max,min}`` and ``kl/ref`` from the batch TRL scored, and warns when
+no group carries signal or the policy looks collapsed for ``warn_after_steps`` steps.
 """
 
 from __future__ import annotations
@@ -58,8 +66,11 @@ from agentgym.rollout.models import load_model_and_tokenizer
 from agentgym.rollout.pipeline import Job, PipelineConfig, RolloutPipeline
 from agentgym.rollout.policies.batching import BatchedPolicy
 from agentgym.rollout.trajectory import Trajectory
+from agentgym.trainers.health import LearningHealth, ReferenceKL, batch_metrics
 from agentgym.trainers.sft import FINAL_DIR
 from agentgym.trainers.trl_adapter import (
+    ScoredBatch,
+    ScoredBatchHook,
     TrainSamplerHook,
     log_metrics,
     quiet_expected_warnings,
@@ -98,6 +109,14 @@ class GRPOOptions:
         mask_finish_reasons: finish reasons whose episodes carry no gradient.
         prefetch: prepare the next call's episodes during the optimizer step.
         success_threshold: the reward that counts as a pass in ``env/pass_rate``.
+        measure_kl: log ``kl/ref``, the KL from the stage's starting model, even with
+            ``beta=0``. Costs a forward pass of the reference per step (and one of the
+            policy unless TRL scored the batch, as it does with vLLM), and a copy of the
+            weights in memory unless LoRA (adapters off) or ``beta != 0`` (TRL's reference).
+        warn_after_steps: logged steps in a row without learning signal, or with a
+            collapsed policy, before a warning (0: never warn).
+        min_entropy: mean token entropy (nats, TRL's ``entropy``) below which the policy
+            counts as collapsed.
     """
 
     dynamic_sampling: bool = True
@@ -106,10 +125,19 @@ class GRPOOptions:
         "error", "sandbox_error", "context_limit", "wall_time", "max_turns")
     prefetch: bool = True
     success_threshold: float = 1.0
+    measure_kl: bool = True
+    warn_after_steps: int = 3
+    min_entropy: float = 0.02
 
     def __post_init__(self) -> None:
         if self.max_resample_rounds < 0:
             raise ValueError(f"max_resample_rounds must be >= 0, got {self.max_resample_rounds}")
+        if self.warn_after_steps < 0:
+            raise ValueError(f"warn_after_steps must be >= 0 (0: never warn), got"
+                             f" {self.warn_after_steps}")
+        if self.min_entropy < 0:
+            raise ValueError(f"min_entropy must be >= 0 (0: no entropy warning), got"
+                             f" {self.min_entropy}")
         self.mask_finish_reasons = tuple(self.mask_finish_reasons)
 
 
@@ -194,6 +222,8 @@ class _Episodes:
 
     groups: list[list[Trajectory]]
     masked: set[int] = field(default_factory=set)  # groups masked by dynamic sampling
+    flat_fraction: float = 0.0  # of the first-played groups, before replacement
+    identical_fraction: float = 0.0  # likewise
 
 
 class EnvRollout:
@@ -278,7 +308,10 @@ class EnvRollout:
     async def _play_call(self, jobs: list[Job], size: int, step: int) -> _Episodes:
         played = await self._play(jobs)
         groups = [played[i:i + size] for i in range(0, len(played), size)]
-        episodes = _Episodes(groups)
+        episodes = _Episodes(
+            groups,
+            flat_fraction=sum(not self._has_signal(g) for g in groups) / len(groups),
+            identical_fraction=sum(_identical(g) for g in groups) / len(groups))
         if not self.options.dynamic_sampling:
             return episodes
         rng = random.Random(f"{self.rollout.seed}:{step}")
@@ -356,6 +389,11 @@ class EnvRollout:
             "rollout/tokens_per_s": self.sampled_tokens / max(seconds, 1e-9),
             "dynamic_sampling/replaced_groups": float(self.replaced),
             "dynamic_sampling/masked_groups": float(len(episodes.masked)),
+            "dynamic_sampling/flat_fraction": episodes.flat_fraction,
+            # Masked groups have no variance (that is why they are masked).
+            "groups/with_variance": sum(self._has_signal(g) for g in episodes.groups)
+            / len(episodes.groups),
+            "groups/identical": episodes.identical_fraction,
             "masked/finish_reason": sum(self._masked(t) for t in played) / n,
             "prefetch/hits": float(self._pipeline.prepared_hits if self._pipeline else 0),
         }
@@ -399,6 +437,14 @@ def _task_id(prompt: Any) -> str:
 
 def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+def _identical(group: list[Trajectory]) -> bool:
+    """Whether every episode of ``group`` sampled the same, nonempty, tokens (what the env
+    wrote between turns is left out: a stochastic env does not hide a collapsed policy)."""
+    sampled = {tuple(token for token, own in zip(t.completion_ids, t.loss_mask, strict=False)
+                     if own) for t in group}
+    return len(sampled) == 1 and sampled != {()}
 
 
 class RecordingSampler:
@@ -451,9 +497,24 @@ def task_dataset(task_ids: Iterable[str]) -> Any:
 def _trainer_class() -> type:
     from trl import GRPOTrainer
 
-    class AgentGRPOTrainer(TrainSamplerHook, GRPOTrainer):
-        """``GRPOTrainer`` whose sampler tells the rollout what comes next (prefetch) and
-        whose envs close when training ends."""
+    class AgentGRPOTrainer(ScoredBatchHook, TrainSamplerHook, GRPOTrainer):
+        """``GRPOTrainer`` whose sampler tells the rollout what comes next (prefetch),
+        whose envs close when training ends, and, with an :class:`EnvRollout`, which logs
+        and watches learning health (:mod:`agentgym.trainers.health`) per its options."""
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self.reference_kl: ReferenceKL | None = None
+            if isinstance(self.rollout_func, EnvRollout):
+                options = self.rollout_func.options
+                if options.measure_kl:  # before any update (and before resume loads weights)
+                    self.reference_kl = ReferenceKL(self)
+                self.add_callback(LearningHealth(options.warn_after_steps, options.min_entropy,
+                                                 options.dynamic_sampling))
+
+        def on_scored_batch(self, batch: ScoredBatch) -> None:
+            if isinstance(self.rollout_func, EnvRollout):
+                log_metrics(self, batch_metrics(self, batch, self.reference_kl))
 
         def wrap_train_sampler(self, sampler: Any, dataset: Any) -> Any:
             if isinstance(self.rollout_func, EnvRollout):

@@ -12,16 +12,27 @@ minor versions these were checked against (``trl>=1.16,<1.17``); widen the pin o
 * :func:`repeat_sampler_layout`: how that sampler repeats and batches prompts.
 * :func:`vllm_generate`, :func:`stop_token_ids`: sample with TRL's vLLM engine.
 * :func:`quiet_expected_warnings`: silence what TRL says about agentgym's intended use.
+* :class:`ScoredBatchHook`, :class:`ScoredBatch`: see each generation batch TRL has scored
+  (its advantages, its loss mask) before it trains on it.
+* :func:`completion_logps`, :func:`is_peft_trainer`, :func:`adapters_disabled`,
+  :func:`frozen_copy`: score a batch's completion tokens as TRL does, under the trained
+  model, its base (LoRA) or a copy.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import logging
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TrainSamplerHook", "log_metrics", "quiet_expected_warnings",
-           "repeat_sampler_layout", "stop_token_ids", "vllm_generate"]
+__all__ = ["ScoredBatch", "ScoredBatchHook", "TrainSamplerHook", "adapters_disabled",
+           "completion_logps", "frozen_copy", "is_peft_trainer", "log_metrics",
+           "quiet_expected_warnings", "repeat_sampler_layout", "stop_token_ids",
+           "vllm_generate"]
 
 
 def log_metrics(trainer: Any, metrics: dict[str, float]) -> None:
@@ -102,3 +113,116 @@ def quiet_expected_warnings() -> None:
     logger = logging.getLogger("trl.trainer.grpo_trainer")
     if _expected_reward_warning not in logger.filters:
         logger.addFilter(_expected_reward_warning)
+
+
+@dataclass
+class ScoredBatch:
+    """One generation batch as TRL trains on it (this process's rows, ``B`` episodes).
+
+    Args:
+        input_ids, attention_mask: ``(B, P + C)``: the left-padded prompts, then the
+            right-padded completions (``C`` = ``logits_to_keep`` positions).
+        logits_to_keep: ``C``, the completion positions TRL scores.
+        loss_mask: ``(B, C)``, 1 for the tokens in the loss: model tokens (``env_mask``) of
+            completions TRL did not mask (truncated ones are, with
+            ``mask_truncated_completions``).
+        advantages: ``(B,)``, TRL's advantage of each episode.
+        policy_logps: ``(B, C)`` log-probs of the completion tokens under the weights that
+            sampled them, when TRL computed them (importance sampling: vLLM), else None.
+        reference_logps: ``(B, C)``, under TRL's reference model when it keeps one
+            (``beta != 0``), else None.
+    """
+
+    input_ids: Any
+    attention_mask: Any
+    logits_to_keep: int
+    loss_mask: Any
+    advantages: Any
+    policy_logps: Any = None
+    reference_logps: Any = None
+
+
+class ScoredBatchHook:
+    """Mixin for a ``GRPOTrainer`` subclass: every generation batch TRL has scored
+    (rewards, advantages) passes through ``self.on_scored_batch(batch)``, a
+    :class:`ScoredBatch`, before the optimizer steps that train on it (list it before the
+    trainer class, as :class:`TrainSamplerHook`)."""
+
+    def on_scored_batch(self, batch: ScoredBatch) -> None:
+        pass
+
+    # Relies on: GRPOTrainer._generate_and_score_completions(inputs), called once per
+    # generation batch (from _prepare_inputs) before training on it, returning a dict with
+    # prompt_ids / prompt_mask (B, P, left-padded), completion_ids / completion_mask (B, C,
+    # right-padded; completion_mask zeroed for truncated completions when
+    # mask_truncated_completions), tool_mask (B, C; present when rollout_func returned
+    # env_mask), advantages (B,) and, when TRL computed them, old_per_token_logps (the
+    # sampling weights' log-probs: importance sampling) and ref_per_token_logps (beta != 0).
+    def _generate_and_score_completions(self, inputs: Any) -> Any:
+        import torch
+
+        output = super()._generate_and_score_completions(inputs)  # type: ignore[misc]
+        loss_mask = output["completion_mask"]
+        if output.get("tool_mask") is not None:
+            loss_mask = loss_mask * output["tool_mask"]
+        self.on_scored_batch(ScoredBatch(
+            input_ids=torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1),
+            attention_mask=torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1),
+            logits_to_keep=output["completion_ids"].size(1), loss_mask=loss_mask,
+            advantages=output["advantages"], policy_logps=output.get("old_per_token_logps"),
+            reference_logps=output.get("ref_per_token_logps")))
+        return output
+
+
+def completion_logps(trainer: Any, batch: ScoredBatch, rows: Any, model: Any = None) -> Any:
+    """``(len(rows), C)`` log-probs of ``batch``'s completion tokens in ``rows`` (a bool
+    mask or indices) under ``model`` (default: the trained model), at the trainer's
+    temperature, as TRL scores them for its loss; no gradient."""
+    import torch
+    from trl.models.utils import disable_gradient_checkpointing
+
+    # Relies on: GRPOTrainer._get_per_token_logps_and_entropies(model, input_ids,
+    # attention_mask, logits_to_keep, batch_size=...) -> (logps, entropies, aux_loss), which
+    # calls model(..., fused_lm_head=True): the model must carry TRL's fused LM head
+    # (trl.trainer.utils.add_fused_lm_head, added to trainer.model in GRPOTrainer.__init__;
+    # a copy.deepcopy of that model keeps it, bound to the copy). TRL wraps its own no-grad
+    # passes in trl.models.utils.disable_gradient_checkpointing(model, kwargs).
+    model = trainer.model if model is None else model
+    with torch.no_grad(), disable_gradient_checkpointing(
+            trainer.model, trainer.args.gradient_checkpointing_kwargs):
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(
+            model, batch.input_ids[rows], batch.attention_mask[rows], batch.logits_to_keep,
+            batch_size=trainer.args.per_device_train_batch_size)
+    return logps
+
+
+def is_peft_trainer(trainer: Any) -> bool:
+    """Whether ``trainer`` trains LoRA (peft) adapters over a frozen model."""
+    from accelerate.utils import is_peft_model
+
+    return is_peft_model(trainer.model)
+
+
+@contextlib.contextmanager
+def adapters_disabled(trainer: Any) -> Iterator[None]:
+    """Inside, ``trainer.model`` (a peft model) computes as the model its adapters were
+    added to."""
+    from trl.trainer.utils import use_adapter
+
+    # Relies on: trl.trainer.utils.use_adapter(model, adapter_name=None), which disables every
+    # adapter (GRPOTrainer's own reference for a new adapter when beta != 0).
+    with use_adapter(trainer.accelerator.unwrap_model(trainer.model), adapter_name=None):
+        yield
+
+
+def frozen_copy(trainer: Any) -> Any:
+    """A frozen copy of ``trainer.model`` as it is now, that :func:`completion_logps` can
+    score with; None when training is sharded (DeepSpeed, FSDP), where a plain copy would
+    copy shards."""
+    # Relies on: Trainer.is_deepspeed_enabled / is_fsdp_enabled, set in Trainer.__init__
+    # (before the model is wrapped, so trainer.model is the whole model here).
+    if trainer.is_deepspeed_enabled or trainer.is_fsdp_enabled:
+        return None
+    reference = copy.deepcopy(trainer.model)
+    reference.requires_grad_(False)
+    return reference.eval()

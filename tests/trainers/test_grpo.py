@@ -4,6 +4,7 @@ dynamic sampling and finish-reason masking have their effect, resume continues."
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections import Counter
 from pathlib import Path
@@ -18,16 +19,19 @@ from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig
 from agentgym.trainers.grpo import EnvRollout, GRPOOptions, grpo_config, train_grpo
+from agentgym.trainers.metrics import MetricsCallback, MetricsLog, read_metrics
 
 ROLLOUT = RolloutConfig(Sampling(max_tokens=48, temperature=1.0), max_total_tokens=1024)
 
 
 class CalculatorScript:
     """A token-level policy that plays calculator tasks by the rules a test sets:
-    ``outcome(expression, attempt)`` is "right", "wrong" or "stall" (never submits)."""
+    ``outcome(expression, attempt)`` is "right", "wrong" or "stall" (never submits).
+    ``numbered=False``: episodes do not write their attempt number (it is 0), so every
+    attempt at a task samples the same tokens (a collapsed policy)."""
 
-    def __init__(self, tokenizer: Any, outcome: Any):
-        self.tokenizer, self.outcome = tokenizer, outcome
+    def __init__(self, tokenizer: Any, outcome: Any, numbered: bool = True):
+        self.tokenizer, self.outcome, self.numbered = tokenizer, outcome, numbered
         self.attempts: Counter = Counter()
 
     async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
@@ -37,10 +41,10 @@ class CalculatorScript:
         note = ""
         if turn == 1:  # episodes play concurrently: each carries its attempt number
             self.attempts[expression] += 1
-            note = f"attempt {self.attempts[expression]} "
+            note = f"attempt {self.attempts[expression]} " if self.numbered else ""
             call = {"name": "calculator", "arguments": {"expression": expression}}
         else:
-            attempt = int(re.findall(r"attempt (\d+) ", text)[-1])
+            attempt = int(re.findall(r"attempt (\d+) ", text)[-1]) if self.numbered else 0
             verdict = self.outcome(expression, attempt)
             if verdict == "stall":
                 call = {"name": "calculator", "arguments": {"expression": "1 + 1"}}
@@ -179,6 +183,9 @@ def test_dynamic_sampling_replaces_flat_groups(tiny_model_dir: Path, tmp_path: P
         assert all(sum(mask) == 0 for mask in out["env_mask"])
         assert trainer.logged("dynamic_sampling/masked_groups") == 2
         assert trainer.logged("dynamic_sampling/replaced_groups") == 0
+        assert trainer.logged("dynamic_sampling/flat_fraction") == 1.0
+        assert trainer.logged("groups/with_variance") == 0.0
+        assert trainer.logged("groups/identical") == 0.0  # attempts are numbered
         # Now the other tasks vary: both flat groups are replaced by groups of other tasks.
         from agentgym.plugins.calculator.env import make_task
 
@@ -193,6 +200,9 @@ def test_dynamic_sampling_replaces_flat_groups(tiny_model_dir: Path, tmp_path: P
     assert all(sum(mask) > 0 for mask in out["env_mask"])
     assert trainer.logged("dynamic_sampling/replaced_groups") == 2
     assert trainer.logged("dynamic_sampling/masked_groups") == 0
+    # Flat as first played, with variance as trained on.
+    assert trainer.logged("dynamic_sampling/flat_fraction") == 1.0
+    assert trainer.logged("groups/with_variance") == 1.0
 
 
 def test_finish_reason_masking(tiny_model_dir: Path) -> None:
@@ -215,6 +225,9 @@ def test_finish_reason_masking(tiny_model_dir: Path) -> None:
         else:
             assert sum(mask) > 0 and reward in (0.0, 1.0)
     assert trainer.logged("masked/finish_reason") == pytest.approx(0.5)
+    # The two scorable episodes (one right, one wrong) carry the group's signal.
+    assert trainer.logged("dynamic_sampling/flat_fraction") == 0.0
+    assert trainer.logged("groups/with_variance") == 1.0
     # Without the masking the same episodes would train (reward 0, mask kept).
     unmasked = EnvRollout("calculator", {"num_tasks": 16}, rollout=ROLLOUT, policy=policy,
                           options=GRPOOptions(prefetch=False, mask_finish_reasons=()))
@@ -237,8 +250,126 @@ def test_resume_continues_from_the_checkpoint_step(tiny_model_dir: Path,
     trainer = _train(str(tiny_model_dir), out, policy, 3, tokenizer=tokenizer, resume=True,
                      callbacks=[logs.callback])
     assert trainer.state.global_step == 3
-    trained = [log["step"] for log in logs.logs if "env/pass_rate" in log]
-    assert trained == [3], "resume replayed steps the checkpoint already had"
+    trained = [log for log in logs.logs if "env/pass_rate" in log]
+    assert [log["step"] for log in trained] == [3], "resume replayed steps the checkpoint had"
+    # kl/ref still measures from the stage's start, not from the checkpoint resumed.
+    assert trained[0]["kl/ref"] > 1e-5
+
+
+# ---- learning health (agentgym.trainers.health) ---------------------------------------------
+
+HEALTH_LOGGER = "agentgym.trainers.health"
+
+
+def _health_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == HEALTH_LOGGER and r.levelno == logging.WARNING]
+
+
+def _grpo_logs(path: Path) -> list[dict[str, Any]]:
+    return [r for r in read_metrics(path) if "env/pass_rate" in r]
+
+
+def test_a_healthy_run_logs_learning_health_and_warns_of_nothing(
+        tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=HEALTH_LOGGER)
+    tokenizer = _tokenizer(tiny_model_dir)
+    # every third attempt succeeds: each group of 4 has 1 or 2 successes, never flat
+    policy = CalculatorScript(tokenizer, lambda expr, attempt: ("wrong", "right")[attempt % 3 == 0])
+    metrics = MetricsLog(tmp_path / "metrics.jsonl")
+    trainer = _train(str(tiny_model_dir), tmp_path / "run", policy, 3, tokenizer=tokenizer,
+                     callbacks=[MetricsCallback(metrics, "01-grpo", "grpo")],
+                     args={"save_strategy": "no"})
+    metrics.close()
+    steps = _grpo_logs(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in steps] == [1, 2, 3]
+    for record in steps:
+        assert record["dynamic_sampling/flat_fraction"] == 0.0
+        assert record["groups/with_variance"] == 1.0
+        assert record["groups/identical"] == 0.0
+        assert record["episodes/in_loss"] == 1.0
+        assert record["entropy"] > 1.0  # a random model is far from collapse
+        assert all(f"clip_ratio/{k}" in record for k in ("low_mean", "high_mean", "region_mean"))
+        assert record["rollout/tokens_per_s"] > 0
+    # The reference is the starting model: no distance before the first update, some after.
+    kl = [r["kl/ref"] for r in steps]
+    assert kl[0] == pytest.approx(0.0, abs=1e-6)
+    assert all(value > 1e-4 for value in kl[1:]), kl
+    # TRL's advantages, recomputed from the last step's episodes (TRL's scale_rewards="group":
+    # reward minus the group mean, over the group's unbiased std + 1e-4).
+    rewards = torch.tensor([t.reward for t in trainer.rollout_func.last]).view(-1, 4)
+    assert {int(g.sum()) for g in rewards} <= {1, 2} and len(rewards) == 2
+    advantages = (rewards - rewards.mean(1, keepdim=True)) / (rewards.std(1, keepdim=True) + 1e-4)
+    last = steps[-1]
+    assert last["advantage/mean_abs"] == pytest.approx(float(advantages.abs().mean()), rel=1e-4)
+    assert last["advantage/max"] == pytest.approx(float(advantages.max()), rel=1e-4)
+    assert last["advantage/min"] == pytest.approx(float(advantages.min()), rel=1e-4)
+    assert _health_warnings(caplog) == []
+
+
+@pytest.mark.parametrize("reference", ["lora", "trl-reference"])
+def test_kl_to_the_reference_needs_no_copy_with_lora_or_beta(
+        reference: str, tiny_model_dir: Path, tmp_path: Path) -> None:
+    tokenizer = _tokenizer(tiny_model_dir)
+    policy = CalculatorScript(tokenizer, lambda expr, attempt: ("right", "wrong")[attempt % 2])
+    logs = _Logs()
+    extra: dict[str, Any] = (
+        {"lora": {"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}}
+        if reference == "lora" else {"args": {"beta": 0.04}})
+    trainer = _train(str(tiny_model_dir), tmp_path / "run", policy, 3, tokenizer=tokenizer,
+                     callbacks=[logs.callback], **extra)
+    assert trainer.reference_kl.copy is None  # the adapters are switched off / TRL's reference
+    steps = [log for log in logs.logs if "kl/ref" in log]
+    assert len(steps) == 3
+    assert steps[0]["kl/ref"] == pytest.approx(0.0, abs=1e-6)
+    assert all(log["kl/ref"] > 1e-5 for log in steps[1:])
+    if reference == "trl-reference":  # the same k3 estimate TRL's loss uses for `kl`
+        for log in steps:
+            assert log["kl/ref"] == pytest.approx(log["kl"], rel=1e-5, abs=1e-7)
+
+
+def test_a_run_without_signal_warns_what_to_change(
+        tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=HEALTH_LOGGER)
+    tokenizer = _tokenizer(tiny_model_dir)
+    policy = CalculatorScript(tokenizer, lambda expr, attempt: "wrong")  # reward always 0
+    logs = _Logs()
+    _train(str(tiny_model_dir), tmp_path / "run", policy, 2, tokenizer=tokenizer,
+           callbacks=[logs.callback], options=GRPOOptions(warn_after_steps=2, measure_kl=False),
+           args={"save_strategy": "no"})
+    steps = [log for log in logs.logs if "env/pass_rate" in log]
+    for log in steps:
+        assert log["dynamic_sampling/flat_fraction"] == 1.0
+        assert log["groups/with_variance"] == 0.0
+        assert log["episodes/in_loss"] == 0.0  # every group masked
+        assert "advantage/mean_abs" not in log and "kl/ref" not in log
+    warnings = _health_warnings(caplog)
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("GRPO step 2: no learning signal for 2 steps")
+    assert "Every episode failed" in warnings[0] and "rollout.temperature" in warnings[0]
+    assert "num_generations" in warnings[0] and "max_resample_rounds" in warnings[0]
+
+
+def test_a_collapsed_policy_is_warned_of(tiny_model_dir: Path, tmp_path: Path,
+                                         caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=HEALTH_LOGGER)
+    tokenizer = _tokenizer(tiny_model_dir)
+    # Near-zero temperature: every attempt at a task is the same tokens, and TRL scores them
+    # at that temperature (the entropy collapses too). Without dynamic sampling they train.
+    policy = CalculatorScript(tokenizer, lambda expr, attempt: "right", numbered=False)
+    cold = RolloutConfig(Sampling(max_tokens=48, temperature=0.01), max_total_tokens=1024)
+    logs = _Logs()
+    train_grpo(str(tiny_model_dir), "calculator", env_kwargs={"num_tasks": 16},
+               output_dir=tmp_path / "run", tokenizer=tokenizer, rollout=cold, policy=policy,
+               args={"max_steps": 2, "learning_rate": 1e-2, "save_strategy": "no"},
+               options=GRPOOptions(dynamic_sampling=False, warn_after_steps=2),
+               callbacks=[logs.callback])
+    steps = [log for log in logs.logs if "env/pass_rate" in log]
+    assert all(log["groups/identical"] == 1.0 and log["entropy"] < 0.02 for log in steps)
+    collapse = [w for w in _health_warnings(caplog) if "collapsed" in w]
+    assert len(collapse) == 1, _health_warnings(caplog)
+    assert "every group's episodes were identical" in collapse[0]
+    assert "mean token entropy" in collapse[0] and "< min_entropy 0.02" in collapse[0]
 
 
 def test_bad_grpo_args_name_the_field(tmp_path: Path) -> None:

@@ -14,7 +14,12 @@ pytest.importorskip("trl")
 
 from agentgym.trainers.grpo import grpo_config, task_dataset
 from agentgym.trainers.trl_adapter import (
+    ScoredBatch,
     TrainSamplerHook,
+    adapters_disabled,
+    completion_logps,
+    frozen_copy,
+    is_peft_trainer,
     log_metrics,
     quiet_expected_warnings,
     repeat_sampler_layout,
@@ -104,3 +109,78 @@ def test_the_unscorable_row_warning_is_silenced():
     kept = logger.makeRecord(logger.name, logging.WARNING, __file__, 0, "other", (), None)
     assert not logger.filter(silenced) and logger.filter(kept)
     assert grpo_trainer.logger.logger is logger  # accelerate's adapter over this logger
+
+
+def _batch(trainer: Any) -> ScoredBatch:
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    vocab = trainer.model.config.vocab_size
+    prompts = torch.randint(3, vocab, (3, 5), generator=generator)
+    completions = torch.randint(3, vocab, (3, 4), generator=generator)
+    prompt_mask = torch.ones_like(prompts)
+    prompt_mask[0, :2] = 0  # left padding
+    completion_mask = torch.ones_like(completions)
+    completion_mask[1, 3:] = 0  # right padding
+    return ScoredBatch(torch.cat([prompts, completions], 1),
+                       torch.cat([prompt_mask, completion_mask], 1), 4, completion_mask,
+                       advantages=torch.zeros(3))
+
+
+def test_completion_logps_are_the_models_log_softmax_of_the_sampled_tokens(trainer: Any):
+    import torch
+
+    batch = _batch(trainer)
+    rows = torch.tensor([True, True, False])
+    logps = completion_logps(trainer, batch, rows)
+    assert logps.shape == (2, 4) and not logps.requires_grad
+    with torch.no_grad():  # TRL's fused head leaves the plain forward (logits) as it was
+        logits = trainer.model(input_ids=batch.input_ids[rows],
+                               attention_mask=batch.attention_mask[rows]).logits
+    expected = torch.log_softmax(logits[:, -5:-1].float() / trainer.temperature, dim=-1)
+    expected = expected.gather(-1, batch.input_ids[rows][:, -4:, None]).squeeze(-1)
+    real = batch.loss_mask[rows].bool()
+    torch.testing.assert_close(logps[real], expected[real], rtol=1e-4, atol=1e-4)
+    # A frozen copy scores the same, and is its own model.
+    reference = frozen_copy(trainer)
+    assert not any(p.requires_grad for p in reference.parameters())
+    assert next(reference.parameters()).data_ptr() != next(trainer.model.parameters()).data_ptr()
+    torch.testing.assert_close(completion_logps(trainer, batch, rows, model=reference), logps)
+    assert not is_peft_trainer(trainer)
+
+
+def test_adapters_disabled_scores_the_base_model(tiny_model_dir: Path, tmp_path: Path):
+    import torch
+    from peft import LoraConfig
+    from trl import GRPOTrainer
+
+    from agentgym.rollout.models import load_model_and_tokenizer
+
+    model, tokenizer = load_model_and_tokenizer(tiny_model_dir, padding_side="left")
+    args = grpo_config(tmp_path, {"max_steps": 1, "per_device_train_batch_size": 4,
+                                  "num_generations": 2})
+    adapters = LoraConfig(r=4, target_modules=["q_proj"], task_type="CAUSAL_LM")
+    lora = GRPOTrainer(model=model, reward_funcs=[_zero_reward], args=args,
+                       train_dataset=task_dataset([f"t{i}" for i in range(8)]),
+                       processing_class=tokenizer, peft_config=adapters)
+    assert is_peft_trainer(lora)
+    batch, rows = _batch(lora), torch.ones(3, dtype=torch.bool)
+    base = completion_logps(lora, batch, rows)
+    with torch.no_grad():  # move the adapters away from their no-op start
+        for name, parameter in lora.model.named_parameters():
+            if "lora_B" in name:
+                parameter.fill_(0.5)
+    assert not torch.allclose(completion_logps(lora, batch, rows), base)
+    with adapters_disabled(lora):
+        torch.testing.assert_close(completion_logps(lora, batch, rows), base)
+
+
+def test_the_scored_batch_is_what_the_hook_expects():
+    from trl import GRPOTrainer
+
+    source = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "tool_mask",
+                "advantages", "old_per_token_logps", "ref_per_token_logps"):
+        assert f'output["{key}"]' in source or f'"{key}":' in source, key
+    assert list(inspect.signature(GRPOTrainer._generate_and_score_completions).parameters) == [
+        "self", "inputs"]
