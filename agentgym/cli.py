@@ -17,9 +17,10 @@ JSON object on stdout and nothing else; progress and diagnostics go to stderr.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -452,7 +453,6 @@ def train_command(config_file: Path, resume: bool, output_dir: Path | None,
     """Train a model with the stages of CONFIG.yaml (sft, rft, grpo), evaluating on held-out
     tasks before the first stage and after every stage. See docs/training.md for the config's
     fields."""
-    import contextlib
 
     from agentgym.trainers.config import ConfigError, load_config
     from agentgym.trainers.run import RunExistsError, train
@@ -463,7 +463,7 @@ def train_command(config_file: Path, resume: bool, output_dir: Path | None,
     quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
     try:
         config = load_config(config_file, output_dir=output_dir)
-        with quiet:
+        with quiet, _training_warnings():
             summary = train(config, resume=resume, console=console)
     except (ConfigError, RunExistsError) as e:
         click.echo(f"error: {e}", err=True)
@@ -474,6 +474,25 @@ def train_command(config_file: Path, resume: bool, output_dir: Path | None,
     console.print(f"final model: {summary['final_model']}", highlight=False)
     console.print(f"metrics: {summary['metrics']}; reward curve: {summary['reward_curve']}",
                   highlight=False)
+
+
+@contextlib.contextmanager
+def _training_warnings() -> Iterator[None]:
+    """Warnings of agentgym's loggers (learning health, dynamic sampling) on stderr as
+    ``warning: ...`` lines, written through tqdm so that they never break a progress bar."""
+    import logging
+
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    package = logging.getLogger("agentgym")
+    package.addHandler(handler)
+    try:
+        with logging_redirect_tqdm([package]):
+            yield
+    finally:
+        package.removeHandler(handler)
 
 
 @main.command("plot")
