@@ -327,6 +327,14 @@ def test_medium_tasks_hold_two_mutations_that_both_matter(scales_standin, fresh_
         (work / mutation["file"]).write_text(mutant)
 
 
+def test_medium_rows_are_the_same_whatever_the_jobs(scales_standin, fresh_task_cache) -> None:
+    package, version = scales_standin
+    rows = [json.dumps(synthesize(package, version, 2, progress=False, jobs=jobs,
+                                  difficulty="medium", cache=fresh_task_cache()))
+            for jobs in (1, 3)]
+    assert rows[0] == rows[1] and len(json.loads(rows[0])) == 2
+
+
 def with_function_of(source: str, other: str, function: str) -> str:
     """``source`` with the top-level ``function`` as ``other`` defines it."""
     import ast
