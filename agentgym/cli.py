@@ -2,7 +2,8 @@
 
 ::
 
-    agentgym list [envs|tools|rewards|plugins|sandboxes|policies|parsers] [--json]
+    agentgym list [envs|tools|rewards|plugins|sandboxes|policies|parsers|task_sources|
+                   statement_writers] [--json]
     agentgym eval ENV_ID --policy POLICY [-e KEY=VALUE ...] [-n N] [--k K] [--json] [--out F]
     agentgym rollout ENV_ID --policy POLICY -n N --out FILE.jsonl [--mode pipeline] [--resume]
     agentgym train CONFIG.yaml [--resume] [--output-dir DIR] [--json]
@@ -47,6 +48,7 @@ LIST_KINDS = [
     "policies",
     "parsers",
     "task_sources",
+    "statement_writers",
 ]
 stderr = Console(stderr=True)
 

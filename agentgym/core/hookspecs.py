@@ -113,6 +113,19 @@ def agentgym_tool_call_parsers() -> list[Spec]:
 
 
 @hookspec
+def agentgym_statement_writers() -> list[Spec]:
+    """Problem-statement writers for synthesized tasks (``agentgym swe synth --statement``).
+
+    Returns:
+        A list of :class:`~agentgym.core.contributions.Spec`. A writer named ``ID`` or
+        ``ID:ARG`` is built by ``factory(ARG)`` (``ARG`` is ``None`` when absent) and returns
+        an object with a ``name`` (recorded in each row's ``statement_writer``) and ``async
+        write(evidence, rejected) -> str``; see :mod:`agentgym.plugins.swe.statements` for
+        the evidence it gets and the leak checks its text must pass.
+    """
+
+
+@hookspec
 def agentgym_cli_commands() -> list[click.Command]:
     """Subcommands this plugin adds to the ``agentgym`` command line.
 

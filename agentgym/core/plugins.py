@@ -77,6 +77,7 @@ KINDS: dict[str, Kind] = {
         if getattr(backend, "supports", None) else backend.description)),
     "policies": Kind("agentgym_policies"),
     "parsers": Kind("agentgym_tool_call_parsers"),
+    "statement_writers": Kind("agentgym_statement_writers"),
     "commands": Kind(
         "agentgym_cli_commands",
         id_of=lambda c: c.name,

@@ -1,14 +1,15 @@
 """The ``swe`` plugin: software-engineering repair tasks in sandboxed repositories.
 
 Contributes the envs ``swe-verified``, ``swe-lite``, ``swe-gym`` and ``swe-synth`` (see
-:mod:`agentgym.plugins.swe.env`) and the ``agentgym swe`` commands (``swe synth``: tasks
-from PyPI projects).
+:mod:`agentgym.plugins.swe.env`), the ``agentgym swe`` commands (``swe synth``: tasks
+from PyPI projects) and the statement writers ``template`` and ``policy`` that
+``swe synth --statement`` uses (:mod:`agentgym.plugins.swe.statements`).
 """
 
 from __future__ import annotations
 
 from agentgym.core.hookspecs import hookimpl
-from agentgym.core.registry import EnvRegistration
+from agentgym.core.registry import EnvRegistration, Spec
 
 _ENVS = {
     "swe-verified": "SWE-bench Verified: 500 human-validated GitHub issues (docker images).",
@@ -24,6 +25,18 @@ def agentgym_envs() -> list[EnvRegistration]:
                     f"Make failing tests pass in a real repository. {about}",
                     kwargs={"env_id": env_id})
             for env_id, about in _ENVS.items()]
+
+
+@hookimpl
+def agentgym_statement_writers() -> list[Spec]:
+    return [
+        Spec("template", "agentgym.plugins.swe.statements:template_writer",
+             "The failing tests and the errors they report (template:no-test-ids leaves the"
+             " ids out); deterministic."),
+        Spec("policy", "agentgym.plugins.swe.statements:policy_writer",
+             "policy:POLICY asks a policy (openai:URL, hf:PATH, ...) for a bug report,"
+             " checked for leaks; the template when every attempt leaks."),
+    ]
 
 
 @hookimpl

@@ -42,13 +42,15 @@ from agentgym.core.errors import AgentGymError, MissingFileError, MissingResourc
 #: Fields of the SWE-bench schema a row must have.
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "FAIL_TO_PASS")
 #: Fields some SWE-bench style datasets add; kept in ``extra`` without a typo check.
-#: ``validation``: the grader's verdict that ``agentgym swe synth`` records in each row
-#: (:mod:`agentgym.plugins.swe.validation`).
+#: ``agentgym swe synth`` records in each row ``validation`` (the grader's verdict,
+#: :mod:`agentgym.plugins.swe.validation`), ``difficulty``, ``mutations`` (kind, file and
+#: function of each), ``failure_types`` (error type -> failing tests) and
+#: ``statement_writer`` (:mod:`agentgym.plugins.swe.synth`).
 KNOWN_EXTRA_FIELDS = frozenset({
     "difficulty", "image_assets", "FAIL_TO_FAIL", "PASS_TO_FAIL", "__index_level_0__",
     "license", "license_name", "meta", "install_config", "requirements", "environment",
     "image_name", "docker_image", "language", "model_patch", "model_name_or_path",
-    "validation",
+    "validation", "mutations", "failure_types", "statement_writer",
 })
 #: File suffixes :func:`load_instances` reads.
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")

@@ -242,7 +242,7 @@ def test_relocating_an_env_rewrites_every_path_to_the_mount(tmp_path: Path) -> N
 def test_the_suite_passes_in_a_sandbox_with_the_env_mounted(project: repo.Project) -> None:
     from agentgym.core.registry import open_sandbox
     from agentgym.core.sandbox import SandboxLimits
-    from agentgym.plugins.swe.synth import local_sandbox_missing, parse_pytest_report
+    from agentgym.plugins.swe.suite import local_sandbox_missing, parse_pytest_report
 
     if local_sandbox_missing():
         pytest.skip(f"local sandbox unavailable: {local_sandbox_missing()}")

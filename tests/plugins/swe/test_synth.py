@@ -1,7 +1,9 @@
-"""Bug injection: libcst mutations, reading pytest's report, judging mutants, and whole
-synthesis runs on a real project (inflection 0.5.1: one module, a 1-second suite).
+"""Synthesis: judging mutants, grouping them (medium, hard), and whole synthesis runs on
+real projects (inflection 0.5.1: one module, a 1-second suite; toolz 1.2.0 for hard
+tasks) and on a three-function stand-in built here (easy past one task per function,
+medium).
 
-The synthesis tests skip when the project is not cached and PyPI cannot be reached. They
+The synthesis tests skip when a project is not cached and PyPI cannot be reached. They
 share the default cache's sdists, repositories and envs, but write tasks to a fresh cache,
 so that synthesis really runs.
 """
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import socket
 import subprocess
@@ -20,174 +21,23 @@ import pytest
 from click.testing import CliRunner
 
 from agentgym.plugins.swe import repo
+from agentgym.plugins.swe.instance import SWEInstance
+from agentgym.plugins.swe.mutations import MULTI_LINE_KINDS, Site
+from agentgym.plugins.swe.suite import SuiteRun, parse_pytest_report
 from agentgym.plugins.swe.synth import (
-    MUTATION_KINDS,
-    SuiteRun,
-    apply_mutation,
-    candidate_order,
     check_task,
-    failure_excerpts,
+    every_mutation_matters,
     judge,
-    mutation_sites,
-    normalise_output,
-    parse_pytest_report,
-    problem_statement,
+    next_group,
     synthesize,
+    synthesize_report,
 )
 from agentgym.plugins.swe.validation import GRADER_VERSION
+from agentgym.testing import assert_valid
 
 PACKAGE, VERSION = "inflection", "0.5.1"
-
-SOURCE = '''\
-"""A module."""
-LIMIT = 10
-
-
-def clamp(values: list[int], low: int = 0) -> list[int]:
-    """Docstrings are never dropped."""
-    out = []
-    for value in values:
-        # keep the small ones
-        if value < LIMIT and value >= low:
-            out.append(value)
-    total = sum(out) + 1
-    return sorted(out, key=abs) if total else out
-
-
-class Box:
-    def ready(self, flag=True):
-        return not flag or self.check(3, 2)
-'''
-
-
-def sites_by_change(source: str = SOURCE) -> dict[str, object]:
-    sites = {f"{s.kind}: {s.change}": s for s in mutation_sites(source, "mod.py")}
-    assert len(sites) == len(mutation_sites(source, "mod.py")), "two sites read the same"
-    return sites
-
-
-def mutated_line(site) -> tuple[str, str]:
-    before, after = SOURCE.splitlines(), apply_mutation(SOURCE, site).splitlines()
-    removed = [line for line in before if line not in after]
-    added = [line for line in after if line not in before]
-    return "|".join(removed).strip(), "|".join(added).strip()
-
-
-# ---- mutations -----------------------------------------------------------------------------
-
-
-def test_every_kind_of_mutation_is_offered_inside_functions_only() -> None:
-    sites = mutation_sites(SOURCE, "mod.py")
-    assert {s.kind for s in sites} == set(MUTATION_KINDS)
-    assert {s.function for s in sites} == {"clamp", "Box.ready"}
-    changes = sites_by_change()
-    # The module-level constant and the annotations are left alone.
-    assert "constant: 10 -> 11" not in changes
-    assert not any("int" in change for change in changes)
-    assert not any("Docstrings" in change for change in changes)
-
-
-@pytest.mark.parametrize("change, removed, added", [
-    ("comparison: < -> >=", "if value < LIMIT and value >= low:",
-     "if value >= LIMIT and value >= low:"),
-    ("comparison: < -> <=", "if value < LIMIT and value >= low:",
-     "if value <= LIMIT and value >= low:"),
-    ("operator: and -> or", "if value < LIMIT and value >= low:",
-     "if value < LIMIT or value >= low:"),
-    ("operator: + -> -", "total = sum(out) + 1", "total = sum(out) - 1"),
-    ("constant: 1 -> 0", "total = sum(out) + 1", "total = sum(out) + 0"),
-    ("constant: True -> False", "def ready(self, flag=True):", "def ready(self, flag=False):"),
-    ("condition: if c -> if not c", "if value < LIMIT and value >= low:",
-     "if not (value < LIMIT and value >= low):"),
-    ("condition: x if c else y -> x if not c else y",
-     "return sorted(out, key=abs) if total else out",
-     "return sorted(out, key=abs) if not total else out"),
-    ("statement: drop 'out.append(value)'", "out.append(value)", "pass"),
-    ("arguments: f(3, 2) swapped", "return not flag or self.check(3, 2)",
-     "return not flag or self.check(2, 3)"),
-])
-def test_each_mutation_changes_one_line_as_described(change: str, removed: str,
-                                                     added: str) -> None:
-    site = sites_by_change()[change]
-    assert mutated_line(site) == (removed, added)
-    compile(apply_mutation(SOURCE, site), "mod.py", "exec")
-
-
-def test_dropping_a_statement_keeps_the_comment_above_it() -> None:
-    site = sites_by_change()["statement: drop 'total = sum(out) + 1'"]
-    mutated = apply_mutation(SOURCE, site)
-    assert "total = sum(out) + 1" not in mutated
-    assert "# keep the small ones" in mutated and '"""Docstrings' in mutated
-
-
-def test_the_candidate_order_depends_only_on_the_seed() -> None:
-    sites = mutation_sites(SOURCE, "mod.py")
-    first = candidate_order(sites, random.Random("pkg==1#0"))
-    assert first == candidate_order(sites, random.Random("pkg==1#0"))
-    assert first != candidate_order(sites, random.Random("pkg==1#1"))
-    assert sorted(first, key=lambda s: s.index) == sorted(sites, key=lambda s: s.index)
-    # Kinds take turns, so that the first tasks are not all of one kind.
-    assert len({s.kind for s in first[:len(MUTATION_KINDS)]}) == len(MUTATION_KINDS)
-
-
-def test_a_site_that_moved_is_refused() -> None:
-    site = mutation_sites(SOURCE, "mod.py")[0]
-    with pytest.raises(ValueError, match=r"not in mod\.py"):
-        apply_mutation("def f():\n    return 0\n", site)
-
-
-# ---- pytest's report ----------------------------------------------------------------------
-
-REPORT = """\
-============================= test session starts ==============================
-collected 5 items
-
-tests/test_a.py .F.E                                                     [100%]
-
-==================================== ERRORS ====================================
-___________________________ ERROR at setup of test_d ___________________________
-E   RuntimeError: fixture broke
-=================================== FAILURES ===================================
-______________________________ TestB.test_b[x-1] _______________________________
-tests/test_a.py:12: in test_b
-    assert f(1) == 2
-E   assert 3 == 2
-E    +  where 3 = <function f at 0x7f225ecbbba0>(1)
-E   Use -v to get more diff
-=========================== short test summary info ============================
-PASSED tests/test_a.py::test_a
-PASSED tests/test_a.py::test_c[a b]
-FAILED tests/test_a.py::TestB::test_b[x-1] - assert 3 == 2
-ERROR tests/test_a.py::test_d - RuntimeError: fixture broke
-ERROR tests/test_broken.py - ImportError: cannot import name 'g'
-SKIPPED [1] tests/test_a.py:30: no network
-XFAIL tests/test_a.py::test_e - known
-==================== 1 failed, 2 passed, 1 error in 0.12s =====================
-"""
-
-
-def test_status_lines_are_read_by_node_id() -> None:
-    assert parse_pytest_report(REPORT) == {
-        "tests/test_a.py::test_a": "PASSED",
-        "tests/test_a.py::TestB::test_b[x-1]": "FAILED",
-        "tests/test_a.py::test_d": "ERROR",
-        "tests/test_a.py::test_e": "XFAIL",
-    }  # ids with spaces and file-level collection errors are left out
-
-
-def test_failure_messages_are_excerpted_without_addresses_or_noise() -> None:
-    assert failure_excerpts(REPORT) == {
-        "test_d": ["RuntimeError: fixture broke"],
-        "TestB.test_b[x-1]": ["assert 3 == 2", "+  where 3 = <function f at 0x...>(1)"],
-    }
-
-
-def test_the_problem_statement_names_tests_and_messages_not_the_fix() -> None:
-    failing = ["tests/test_a.py::TestB::test_b[x-1]", "tests/test_a.py::test_d"]
-    text = problem_statement("pkg", "1.0", failing, failure_excerpts(REPORT))
-    assert "2 tests" in text and all(f"`{t}`" in text for t in failing)
-    assert "assert 3 == 2" in text and "RuntimeError: fixture broke" in text
-    assert "assert f(1) == 2" not in text  # source lines of tracebacks stay out
+#: What synthesis records in each row beside the SWE-bench schema.
+RECORDED = ("validation", "difficulty", "mutations", "failure_types", "statement_writer")
 
 
 def test_mutants_are_judged_against_the_clean_run() -> None:
@@ -206,6 +56,61 @@ def test_mutants_are_judged_against_the_clean_run() -> None:
     assert judge(run({"t::a": "FAILED", "t::b": "SKIPPED", "t::c": "PASSED"}), passing,
                  10)[0] == "broke collection"
     assert judge(run({}, timed_out=True), passing, 10)[0] == "timed out"
+
+
+# ---- groups of mutations (medium, hard) ----------------------------------------------------
+
+
+def single(position: int, function: str, kind: str = "operator", path: str = "m.py",
+           crashes: bool = False) -> tuple[int, Site, bool]:
+    return position, Site(path, position, kind, function, "change"), crashes
+
+
+def test_groups_take_the_first_fitting_singles_in_the_site_order() -> None:
+    pool = [single(0, "f"), single(1, "f"), single(2, "g", crashes=True), single(3, "g"),
+            single(4, "h"), single(5, "f.inner"), single(6, "k", path="other.py")]
+    free = {"used": set(), "taken": set(), "allow_crash": False, "multi_line": False}
+    assert next_group(pool, 2, **free) == [0, 3]  # one per function, no crash
+    assert next_group(pool, 2, **{**free, "allow_crash": True}) == [0, 2]
+    assert next_group(pool, 3, **free) == [0, 3, 4]
+    # Used singles and functions holding a task are skipped; a nested function is not
+    # grouped with the function around it.
+    assert next_group(pool, 2, **{**free, "used": {0}}) == [1, 3]
+    assert next_group(pool, 2, **{**free, "taken": {"m.py::f", "m.py::g"}}) == [4, 5]
+    assert next_group(pool, 2, **{**free, "used": {1, 2, 3, 4, 6}}) is None  # f, f.inner
+    # Hard: the last place waits for a multi-line kind.
+    lines = [*pool[:5], single(7, "z", kind=MULTI_LINE_KINDS[0])]
+    assert next_group(lines, 3, **{**free, "multi_line": True}) == [0, 3, 7]
+    assert next_group(pool, 3, **{**free, "multi_line": True}) is None
+
+
+def test_a_group_is_the_same_however_many_more_singles_are_screened() -> None:
+    pool = [single(i, f"f{i % 4}", kind="block" if i % 5 == 4 else "operator",
+                   crashes=i % 3 == 0) for i in range(30)]
+    options = {"used": {1}, "taken": {"m.py::f2"}, "allow_crash": False, "multi_line": True}
+    chosen = next_group(pool, 3, **options)
+    assert chosen is not None
+    for end in range(max(chosen) + 1, len(pool) + 1):
+        assert next_group(pool[:end], 3, **options) == chosen
+    assert next_group(pool[:max(chosen)], 3, **options) != chosen
+
+
+def test_every_mutation_must_matter() -> None:
+    def run(failing: list[str]) -> SuiteRun:
+        return SuiteRun({t: "FAILED" if t in failing else "PASSED"
+                         for t in ("t::a", "t::b", "t::c")}, "", False, 1.0)
+
+    failing = ["t::a", "t::b"]
+    assert every_mutation_matters(failing, [["t::a"], ["t::b"]], [])
+    # One mutation fails only tests that the mutant as a whole passes: it does not matter.
+    assert not every_mutation_matters(failing, [["t::a"], ["t::c"]], [])
+    # Three: the mutant less any one must still fail one of its FAIL_TO_PASS tests.
+    alone = [["t::a"], ["t::b"], ["t::a", "t::b"]]
+    assert every_mutation_matters(failing, alone, [run(["t::b"]), run(["t::a"]), run(["t::a"])])
+    assert not every_mutation_matters(failing, alone,
+                                      [run(["t::b"]), run(["t::c"]), run(["t::a"])])
+    with pytest.raises(ValueError, match="3 runs"):
+        every_mutation_matters(failing, alone, [])
 
 
 # ---- synthesis on a real project ----------------------------------------------------------
@@ -241,6 +146,12 @@ def test_tasks_have_the_instance_schema_and_are_validated(tasks) -> None:
         assert task["test_cmd"] == project.test_cmd(targets=())
         assert task["validation"] == {"backend": "local", "gold": 1.0, "empty": 0.0,
                                       "no_op": 0.0, "grader": GRADER_VERSION}
+        assert task["difficulty"] == "easy" and task["statement_writer"] == "template"
+        [mutation] = task["mutations"]
+        assert mutation["file"] == "inflection/__init__.py" and mutation["function"]
+        assert sum(task["failure_types"].values()) == len(task["FAIL_TO_PASS"])
+        kept = SWEInstance.from_dict(task).to_dict()  # known fields: no typo error, kept
+        assert {k: kept[k] for k in RECORDED} == {k: task[k] for k in RECORDED}
         # The statement names what fails, never the lines the fix changes.
         changed = [line[1:].strip() for line in task["patch"].splitlines()
                    if line[:1] in "+-" and line[:3] not in ("+++", "---") and line[1:].strip()]
@@ -300,17 +211,6 @@ def test_rows_are_byte_identical_whatever_the_cache_folder_working_dir_and_runne
     assert len(outputs[0].splitlines()) == 3
 
 
-def test_test_output_is_normalised_for_problem_statements() -> None:
-    output = ("E   FileNotFoundError: '/workspace/pkg/data.txt' in /workspace\n"
-              "E   at <Thing object at 0x7f225ecbbba0>: /tmp/pytest-of-root/pytest-12/x0/a"
-              " /tmp/tmpab_c9x12/b took 0.123s\n")
-    assert normalise_output(output) == (
-        "E   FileNotFoundError: 'pkg/data.txt' in .\n"
-        "E   at <Thing object at 0x...>: /tmp/pytest/x0/a /tmp/tmpXXXXXXXX/b took N.NNs\n")
-    # Not a workspace path: another folder that starts alike, or a word.
-    assert normalise_output("/workspaces/x /my/workspace/y") == "/workspaces/x /my/workspace/y"
-
-
 def test_the_cli_writes_the_tasks(tasks, tmp_path, monkeypatch) -> None:
     from agentgym.cli import main
 
@@ -326,3 +226,151 @@ def test_the_cli_writes_the_tasks(tasks, tmp_path, monkeypatch) -> None:
                         result.output.splitlines()[-1]), result.output
     bad = CliRunner().invoke(main, ["swe", "synth", PACKAGE, "--out", str(out)])
     assert bad.exit_code != 0 and "PACKAGE==VERSION" in bad.output
+
+
+# ---- past one task per function; medium; hard ----------------------------------------------
+
+
+def functions_changed(task: dict) -> set[str]:
+    """The functions (``path::qualified name``) whose lines the gold patch changes, read
+    from the patch and the clean repository, not from the row's own account."""
+    import ast
+
+    project = repo.prepare(task["package"], task["package_version"])
+    changed: dict[str, set[int]] = {}
+    path = None
+    for line in task["patch"].splitlines():
+        if line.startswith("+++ b/"):
+            path, number = line[6:], 0
+        elif line.startswith("@@"):
+            number = int(re.match(r"@@ -\d+(?:,\d+)? \+(\d+)", line).group(1))
+        elif path and line[:1] in " +-" and not line.startswith(("---", "+++")):
+            if line[:1] != " ":
+                changed.setdefault(path, set()).add(number)
+            if line[:1] != "-":
+                number += 1
+    found = set()
+    for path, numbers in changed.items():
+        tree = ast.parse((project.repo / path).read_text())
+        spans = []  # (first line, last line, qualified name) of every function
+        scopes = [(node, "") for node in tree.body]
+        while scopes:
+            node, scope = scopes.pop()
+            name = scope
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{scope}.{node.name}" if scope else node.name
+                if not isinstance(node, ast.ClassDef):
+                    spans.append((node.lineno, node.end_lineno + 1, name))
+            scopes += [(child, name) for child in ast.iter_child_nodes(node)]
+        for number in numbers:  # the innermost function around each changed line
+            around = [span for span in spans if span[0] <= number <= span[1]]
+            if around:
+                found.add(f"{path}::{max(around, key=lambda span: span[0])[2]}")
+    return found
+
+
+def touched_as_recorded(task: dict) -> set[str]:
+    """The row's mutated functions that the patch really changes (in them, or in a function
+    nested in them), after checking that it changes nothing else."""
+    recorded = {f"{m['file']}::{m['function']}" for m in task["mutations"]}
+    touched = functions_changed(task)
+
+    def owner(function: str) -> str | None:
+        return next((r for r in recorded if function == r or function.startswith(r + ".")),
+                    None)
+
+    assert all(owner(function) for function in touched), (touched, recorded)
+    return {owner(function) for function in touched}
+
+
+def test_more_tasks_than_functions_reuse_functions_with_other_sites(scales_standin,
+                                                                    fresh_task_cache) -> None:
+    package, version = scales_standin
+    report = synthesize_report(package, version, 5, progress=False, jobs=2,
+                               cache=fresh_task_cache())
+    assert len(report.tasks) == 5, report.summary()
+    functions = [task["mutations"][0]["function"] for task in report.tasks]
+    assert set(functions) <= {"scale", "clamp", "mean"} and len(set(functions)) < 5
+    assert len({task["instance_id"] for task in report.tasks}) == 5
+    # The first pass took one task per function and skipped the rest of their sites.
+    assert "function taken" in report.rejected
+    assert len(set(functions[:len(set(functions))])) == len(set(functions))
+
+
+def test_medium_tasks_hold_two_mutations_that_both_matter(scales_standin, fresh_task_cache,
+                                                          tmp_path) -> None:
+    package, version = scales_standin
+    report = synthesize_report(package, version, 1, progress=False, difficulty="medium",
+                               cache=fresh_task_cache())
+    [task] = report.tasks
+    assert task["difficulty"] == "medium" and report.screened >= 2
+    assert len({m["function"] for m in task["mutations"]}) == 2
+    assert touched_as_recorded(task) == {f"{m['file']}::{m['function']}"
+                                         for m in task["mutations"]}
+    assert task["validation"]["gold"] == 1.0 and task["validation"]["empty"] == 0.0
+    assert set(task["failure_types"]) == {"AssertionError"}  # no crash where none is needed
+    # Reverting either mutation alone leaves some FAIL_TO_PASS test failing.
+    work = tmp_path / "repo"
+    repo.build_task_repo(package, version, task["patch"], work)
+    project = repo.prepare(package, version)
+    command = project.test_cmd(python=str(project.env / "bin" / "python"),
+                               targets=tuple(task["FAIL_TO_PASS"]))
+    for mutation in task["mutations"]:
+        mutant = (work / mutation["file"]).read_text()
+        (work / mutation["file"]).write_text(with_function_of(
+            mutant, (project.repo / mutation["file"]).read_text(), mutation["function"]))
+        out = subprocess.run(["bash", "-c", command], cwd=work, capture_output=True,
+                             text=True, timeout=120)
+        statuses = parse_pytest_report(out.stdout)
+        assert set(statuses) == set(task["FAIL_TO_PASS"])
+        assert "FAILED" in statuses.values(), (mutation, statuses)
+        (work / mutation["file"]).write_text(mutant)
+
+
+def test_medium_rows_are_the_same_whatever_the_jobs(scales_standin, fresh_task_cache) -> None:
+    package, version = scales_standin
+    rows = [json.dumps(synthesize(package, version, 2, progress=False, jobs=jobs,
+                                  difficulty="medium", cache=fresh_task_cache()))
+            for jobs in (1, 3)]
+    assert rows[0] == rows[1] and len(json.loads(rows[0])) == 2
+
+
+def with_function_of(source: str, other: str, function: str) -> str:
+    """``source`` with the top-level ``function`` as ``other`` defines it."""
+    import ast
+
+    def span(text: str) -> tuple[int, int]:
+        node = next(n for n in ast.parse(text).body
+                    if isinstance(n, ast.FunctionDef) and n.name == function)
+        return node.lineno - 1, node.end_lineno
+
+    lines, theirs = source.splitlines(keepends=True), other.splitlines(keepends=True)
+    (start, end), (their_start, their_end) = span(source), span(other)
+    return "".join(lines[:start] + theirs[their_start:their_end] + lines[end:])
+
+
+def test_hard_tasks_touch_several_functions_and_are_valid(tmp_path, fresh_task_cache,
+                                                          agentgym_cli, require_project) -> None:
+    """Acceptance: `agentgym swe synth toolz==1.2.0 -n 4 --difficulty hard` (-n 20 in the
+    issue; 4 for the runtime)."""
+    require_project("toolz", "1.2.0")
+    out = tmp_path / "hard.jsonl"
+    env = {**os.environ, "AGENTGYM_SWE_CACHE": str(fresh_task_cache())}
+    done = subprocess.run([agentgym_cli, "swe", "synth", "toolz==1.2.0", "-n", "4",
+                           "--difficulty", "hard", "--jobs", "2", "--out", str(out),
+                           "--quiet"], env=env, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 4
+    for row in rows:
+        assert row["difficulty"] == "hard" and len(row["mutations"]) == 3
+        assert any(m["kind"] in MULTI_LINE_KINDS for m in row["mutations"])
+        touched = touched_as_recorded(row)
+        assert len(touched) >= 2, (row["instance_id"], touched)
+        assert touched == {f"{m['file']}::{m['function']}" for m in row["mutations"]}
+        assert row["validation"]["gold"] == 1.0 and row["validation"]["empty"] == 0.0
+        kept = SWEInstance.from_dict(row).to_dict()
+        assert {k: kept[k] for k in RECORDED} == {k: row[k] for k in RECORDED}
+    # The env's own grader: oracle 1.0, doing nothing 0.0, the known-wrong solution < 1.0.
+    report = assert_valid("swe-synth", n=None, tasks=str(out), concurrency=2)
+    assert report.ok and len(report.results) >= 8

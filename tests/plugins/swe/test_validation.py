@@ -15,13 +15,9 @@ once); tasks go to fresh caches, so synthesis and validation really run.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
 import shutil
-import socket
-import tarfile
 from pathlib import Path
 
 import gymnasium as gym
@@ -101,21 +97,11 @@ def backend(request) -> str:
     return request.param
 
 
-def _ready_or_reachable(package: str, version: str) -> None:
-    env = repo.cache_dir() / "envs" / f"{repo.canonical(package)}-{version}" / repo.ENV_READY
-    if env.is_file():
-        return
-    try:
-        socket.create_connection(("pypi.org", 443), timeout=5).close()
-    except OSError as error:
-        pytest.skip(f"PyPI is unreachable ({error}) and {package}=={version} is not cached")
-
-
 @pytest.mark.parametrize("spec", sorted(PROJECTS))
 def test_every_task_written_scores_gold_one_and_no_change_zero(spec, backend, fresh_task_cache,
-                                                               tmp_path) -> None:
+                                                               tmp_path, require_project) -> None:
     package, version = repo.split_spec(spec)
-    _ready_or_reachable(package, version)
+    require_project(package, version)
     report = synthesize_report(package, version, 2, progress=False, backend=backend, jobs=2,
                                cache=fresh_task_cache())
     assert len(report.tasks) == 2, report.summary()
@@ -167,11 +153,13 @@ def describe(name, upper=False):
 
 def clear():
     _registry.clear()
+    return len(_registry)
 '''
 # test_2 reads what test_1 registered, and test_9 sees a cleared registry only because it
 # clears what test_1 left. Every mutant of describe fails test_2 alone (whose gold patch
-# fails when test_2 runs before test_1); the only mutant of clear fails test_9 alone
-# (which passes, unfixed, when it runs first).
+# fails when test_2 runs before test_1); the one caught mutant of clear (the dropped
+# `_registry.clear()`; its `return` keeps the body from being a giveaway `pass`) fails
+# test_9 alone (which passes, unfixed, when it runs first).
 STANDIN_TESTS = '''\
 from orderdep_standin import clear, describe, lookup, lookup_or_none, register
 
@@ -194,50 +182,11 @@ def test_9_clear():
     clear()
     assert lookup_or_none("k") is None
 '''
-STANDIN_PYPROJECT = '''\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "orderdep-standin"
-version = "{version}"
-
-[tool.setuptools]
-packages = ["orderdep_standin"]
-'''
-
-
-def _standin_sdist() -> tuple[str, str]:
-    """Put the stand-in's sdist where :func:`repo.download_sdist` finds it (the default
-    cache); its version is a digest of its files, so a cached build is never stale."""
-    digest = hashlib.sha256((STANDIN_MODULE + STANDIN_TESTS + STANDIN_PYPROJECT).encode())
-    version = f"1.0.{int(digest.hexdigest()[:7], 16)}"
-    files = {"orderdep_standin/__init__.py": STANDIN_MODULE,
-             "tests/test_registry.py": STANDIN_TESTS,
-             "pyproject.toml": STANDIN_PYPROJECT.format(version=version),
-             "PKG-INFO": f"Metadata-Version: 2.1\nName: {STANDIN}\nVersion: {version}\n"}
-    folder = repo.cache_dir() / "sdists" / f"{STANDIN}-{version}"
-    archive = folder / f"orderdep_standin-{version}.tar.gz"
-    if not archive.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        data = io.BytesIO()
-        with tarfile.open(fileobj=data, mode="w:gz") as tar:
-            for path, text in sorted(files.items()):
-                content = text.encode()
-                info = tarfile.TarInfo(f"orderdep_standin-{version}/{path}")
-                info.size, info.mode, info.mtime = len(content), 0o644, 946684800
-                tar.addfile(info, io.BytesIO(content))
-        staging = archive.with_name(archive.name + f".{os.getpid()}")
-        staging.write_bytes(data.getvalue())
-        staging.replace(archive)
-    return STANDIN, version
-
-
 def test_order_dependent_candidates_are_rejected_or_graded_correctly(fresh_task_cache,
-                                                                     tmp_path) -> None:
-    package, version = _standin_sdist()
-    _ready_or_reachable(package, version)  # its env installs pytest from PyPI
+                                                                     tmp_path,
+                                                                     make_standin) -> None:
+    package, version = make_standin(STANDIN, {"orderdep_standin/__init__.py": STANDIN_MODULE,
+                                              "tests/test_registry.py": STANDIN_TESTS})
     report = synthesize_report(package, version, 20, progress=False, backend="local",
                                cache=fresh_task_cache())
     assert report.exhausted  # every candidate was tried
