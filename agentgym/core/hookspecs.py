@@ -120,8 +120,8 @@ def agentgym_statement_writers() -> list[Spec]:
         A list of :class:`~agentgym.core.contributions.Spec`. A writer named ``ID`` or
         ``ID:ARG`` is built by ``factory(ARG)`` (``ARG`` is ``None`` when absent) and returns
         an object with a ``name`` (recorded in each row's ``statement_writer``) and ``async
-        write(evidence, rejected) -> str``; see :mod:`agentgym.plugins.swe.statements` for
-        the evidence it gets and the leak checks its text must pass.
+        write(evidence, rejected) -> str``; docs/hooks.md and the swe plugin's ``statements``
+        module say what evidence it gets and the leak checks its text must pass.
     """
 
 
