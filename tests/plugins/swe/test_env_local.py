@@ -80,6 +80,24 @@ def test_validate_cli_holds_for_every_synthesized_task(toolz_tasks, agentgym_cli
     assert report["ok"] and (report["tasks"], report["checked"]) == (3, 9), report
 
 
+def test_validate_cli_fails_with_a_table_on_a_task_file_with_one_broken_row(toolz_tasks,
+                                                                          agentgym_cli,
+                                                                          tmp_path):
+    rows = [json.loads(line) for line in toolz_tasks.read_text().splitlines()]
+    rows[1]["patch"] = rows[0]["patch"]  # another task's fix: the gold patch no longer fixes it
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    done = subprocess.run([agentgym_cli, "validate", "swe-synth", "-e", f"tasks={broken}",
+                           "--all", "--backend", "local"],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    failing = [line for line in done.stdout.splitlines() if rows[1]["instance_id"] in line]
+    assert failing and "oracle" in failing[0], done.stdout
+    assert not any(row["instance_id"] in done.stdout for row in (rows[0], rows[2]))
+    assert f"{len(rows)} tasks checked" in done.stdout and "1 failed" in done.stdout
+
+
 def test_deleting_the_deciding_tests_is_a_known_wrong_solution(toolz_tasks):
     env = gym.make("swe-synth", tasks=str(toolz_tasks))
     try:
