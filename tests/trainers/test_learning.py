@@ -3,8 +3,8 @@ few seeded GRPO steps on the env's reward raise the mean reward (CPU, tiny model
 
 The env asks for one of two colours; only ``blue`` scores. The SFT demonstrations submit
 ``blue`` and ``red`` equally often, so the checkpoint samples each about half the time at
-temperature 1: every group of attempts has reward variance, and the policy gradient has
-exactly one thing to learn.
+temperature 1: every group of attempts has reward variance, and what the policy gradient
+has to learn is the colour (and, for the few turns that miss the submit call, the format).
 """
 
 from __future__ import annotations
