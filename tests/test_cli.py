@@ -223,11 +223,13 @@ def agentgym_cli_commands():
 
 
 def calculator_task_file(path, edit):
-    """The calculator's first four tasks as a task file, each row passed to ``edit``."""
+    """The calculator's first four tasks as a task file, each row passed to ``edit``;
+    without their own known-wrong solutions (``edit`` sets the ones a test wants)."""
     from agentgym.plugins.calculator.env import make_task
 
     rows = [make_task(i).to_dict() for i in range(4)]
     for index, row in enumerate(rows):
+        del row["metadata"]["wrong_solutions"]
         edit(index, row)
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
@@ -247,7 +249,7 @@ def validate(*args):
 def test_validate_passes_valid_tasks(run):
     result = run("validate", "calculator", "-n", "5")
     assert result.exit_code == 0, result.output
-    assert "calculator: 5 tasks checked (10 checks), 0 failed" in result.stdout
+    assert "calculator: 5 tasks checked (20 checks), 0 failed" in result.stdout
 
 
 def test_validate_names_the_failing_tasks_and_checks(tmp_path):

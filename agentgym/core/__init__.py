@@ -24,6 +24,7 @@ from agentgym.core.policies import (
     ScriptedPolicy,
     TextPolicy,
     TokenPolicy,
+    WrongSolutionPolicy,
     build_policy,
 )
 from agentgym.core.registry import (
@@ -79,6 +80,7 @@ __all__ = [
     "Toolset",
     "UnknownIdError",
     "WeightedSum",
+    "WrongSolutionPolicy",
     "build",
     "build_policy",
     "get",

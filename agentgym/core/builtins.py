@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.parsers import HermesParser, OpenAIParser, XMLParser
-from agentgym.core.policies import NoopPolicy, OraclePolicy, ScriptedPolicy
+from agentgym.core.policies import NoopPolicy, OraclePolicy, ScriptedPolicy, WrongSolutionPolicy
 from agentgym.core.registry import Spec
 
 
@@ -42,6 +42,11 @@ def agentgym_policies() -> list[Spec]:
             "noop",
             _no_argument(NoopPolicy, "noop"),
             "Calls no tool and submits nothing (scores 0.0 on a sound grader).",
+        ),
+        Spec(
+            "wrong",
+            WrongSolutionPolicy.from_argument,
+            "wrong[:K] replays each task's (K-th) known-wrong solution (scores < 1.0).",
         ),
         Spec(
             "scripted", ScriptedPolicy.from_file, "scripted:FILE.json replays a JSON list of turns."

@@ -30,6 +30,11 @@ Built in, from the ``core`` plugin (text level):
   that validates the tasks and the grader.
 * ``noop``: answers every turn with text that calls no tool and submits nothing; it
   scores 0.0 wherever the grader is sound.
+* ``wrong`` (``wrong:K``): replays the task's first (K-th, from 1) known-wrong solution
+  (``task.metadata["wrong_solutions"]``, see :mod:`agentgym.core.task`) as ``oracle``
+  replays the reference: it scores below 1.0 wherever the grader is sound. Validation
+  plays it; mixed with ``oracle`` in SFT demonstrations it gives a warm-up whose policy
+  sometimes takes the wrong path, which reinforcement learning can then learn away.
 * ``scripted:FILE.json``: replays a fixed list of turns from a JSON file
   (:class:`ScriptedPolicy`, also in :mod:`agentgym.testing`).
 
@@ -42,7 +47,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -183,6 +188,39 @@ class NoopPolicy:
 
     def act(self, messages: list[Message], task: Task) -> Turn:
         return "I will not do anything."
+
+
+class WrongSolutionPolicy:
+    """Replays the task's known-wrong solution ``index`` (from 0) as the oracle replays the
+    reference solution."""
+
+    def __init__(self, index: int = 0):
+        if index < 0:
+            raise ValueError(f"the known-wrong solution index must be >= 0, got {index}")
+        self.index = index
+
+    def act(self, messages: list[Message], task: Task) -> Turn:
+        wrong = task.wrong_solutions()
+        if self.index >= len(wrong):
+            raise AgentGymError(
+                f"task {task.id!r} has {len(wrong)} known-wrong solution(s), so the wrong policy"
+                f" cannot play #{self.index + 1}; use tasks that carry"
+                " metadata['wrong_solutions'] (see agentgym.core.task) or another policy")
+        return OraclePolicy().act(messages, replace(task, solution=wrong[self.index]))
+
+    @classmethod
+    def from_argument(cls, argument: str | None) -> WrongSolutionPolicy:
+        """``wrong`` (the first known-wrong solution) or ``wrong:K`` (the K-th, from 1)."""
+        if not argument:
+            return cls()
+        try:
+            number = int(argument)
+        except ValueError:
+            number = 0
+        if number < 1:
+            raise AgentGymError(f"wrong:{argument}: K must be a whole number >= 1 (wrong:1 is"
+                                " the first known-wrong solution)")
+        return cls(number - 1)
 
 
 class ScriptedPolicy:

@@ -31,11 +31,11 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.core.errors import InvalidArgumentError, UnknownIdError
-from agentgym.core.policies import OraclePolicy, build_policy
+from agentgym.core.policies import WrongSolutionPolicy, build_policy
 from agentgym.core.task import Task
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig, RolloutPipeline
@@ -189,7 +189,7 @@ async def avalidate(env_id: str, env_kwargs: dict[str, Any] | None = None,
             return oracle, check
         if check == NOOP:
             return noop, check
-        return _WrongSolution(int(check.removeprefix(WRONG)) - 1), check
+        return WrongSolutionPolicy(int(check.removeprefix(WRONG)) - 1), check
 
     results: dict[int, CheckResult] = {}  # episode index -> its check's result
 
@@ -249,17 +249,6 @@ class _Seeing:
     def act(self, messages: list[dict[str, Any]], task: Task) -> Any:
         self.seen.setdefault(task.id, task)
         return self.policy.act(messages, task)
-
-
-class _WrongSolution:
-    """Replays the task's known-wrong solution ``index`` as the oracle replays a solution."""
-
-    def __init__(self, index: int):
-        self.index = index
-
-    def act(self, messages: list[dict[str, Any]], task: Task) -> Any:
-        solution = task.wrong_solutions()[self.index]
-        return OraclePolicy().act(messages, replace(task, solution=solution))
 
 
 def _judge(trajectory: Trajectory, task: Task | None, require_solutions: bool) -> CheckResult:

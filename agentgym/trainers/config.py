@@ -170,13 +170,24 @@ class Demonstrations:
 @dataclass
 class SFTStage:
     """``{sft: {...}}``: supervised fine-tuning on the model tokens of trajectories, from a
-    file (``trajectories``) or collected first (``demonstrations``); exactly one of them."""
+    file (``trajectories``) or collected first (``demonstrations``); exactly one of them.
+
+    ``demonstrations`` is one mapping or a list of them, a mixture: each is collected on its
+    own and the kept episodes are trained on together (``[{policy: oracle, episodes: 300},
+    {policy: wrong, episodes: 700, threshold: null}]`` gives a warm-up policy that takes the
+    wrong path as often as its demonstrators did). Loaded, it is always a list.
+    """
 
     kind: ClassVar[str] = "sft"
     trajectories: Path | None = None
-    demonstrations: Demonstrations | None = None
+    demonstrations: list[Demonstrations] | None = field(
+        default=None, metadata={"load": "demonstrations"})
     #: ``trl.SFTConfig`` fields.
     args: dict[str, Any] = field(default_factory=dict, metadata={"trl": "SFTConfig"})
+
+    def __post_init__(self) -> None:
+        if isinstance(self.demonstrations, Demonstrations):
+            self.demonstrations = [self.demonstrations]
 
     def check(self, path: str) -> list[tuple[str, str]]:
         if (self.trajectories is None) == (self.demonstrations is None):
@@ -494,6 +505,23 @@ def _load_stages(value: Any, path: str, issues: list[tuple[str, str]]) -> list[A
     return stages
 
 
+def _load_demonstrations(value: Any, path: str,
+                         issues: list[tuple[str, str]]) -> list[Demonstrations] | None:
+    """One ``{policy, episodes, ...}`` mapping, or a non-empty list of them."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        one = _load_dataclass(Demonstrations, value, path, issues)
+        return None if one is None else [one]
+    if not isinstance(value, list) or not value:
+        issues.append((path, "expected {policy: oracle, episodes: N} or a non-empty list of"
+                             f" such mappings (a mixture of policies); got {show(value)}"))
+        return None
+    mixture = [_load_dataclass(Demonstrations, item, f"{path}[{i}]", issues)
+               for i, item in enumerate(value)]
+    return None if None in mixture else mixture
+
+
 def _load_env(value: Any, path: str, issues: list[tuple[str, str]]) -> Any:
     """The env section; its id must name a registered env."""
     from agentgym.core.errors import UnknownIdError
@@ -517,6 +545,7 @@ _LOADERS: dict[str, Callable[[Any, str, list[tuple[str, str]]], Any]] = {
     "model": _load_model_field,
     "env": _load_env,
     "stages": _load_stages,
+    "demonstrations": _load_demonstrations,
 }
 
 
@@ -539,7 +568,10 @@ def _check_env_kwargs(config: TrainConfig) -> list[tuple[str, str]]:
         groups.append(("eval.kwargs", config.eval.kwargs))
     for i, stage in enumerate(config.stages):
         if isinstance(stage, SFTStage) and stage.demonstrations is not None:
-            groups.append((f"stages[{i}].sft.demonstrations.kwargs", stage.demonstrations.kwargs))
+            mixture = stage.demonstrations
+            for j, demo in enumerate(mixture):
+                where = f"[{j}]" if len(mixture) > 1 else ""
+                groups.append((f"stages[{i}].sft.demonstrations{where}.kwargs", demo.kwargs))
     issues = []
     for path, kwargs in groups:
         converted, problems = signature.convert(kwargs)

@@ -59,6 +59,7 @@ from agentgym.core.errors import AgentGymError
 from agentgym.core.policies import build_policy
 from agentgym.trainers.config import (
     ConfigError,
+    Demonstrations,
     GRPOStage,
     RFTStage,
     SFTStage,
@@ -261,13 +262,23 @@ def _free_memory() -> None:
 
 def _demonstrations(config: TrainConfig, stage: SFTStage, stage_dir: Path,
                     console: Console) -> list[Any]:
-    """Collect (or, on resume, complete) the stage's demonstrations; the kept ones."""
+    """Collect (or, on resume, complete) the stage's demonstrations; the kept ones, of every
+    policy of the mixture."""
+    mixture = stage.demonstrations
+    assert mixture
+    kept = []
+    for i, demo in enumerate(mixture):
+        # One file per policy of a mixture: resuming continues each where it stopped.
+        name = DEMONSTRATIONS_FILE if len(mixture) == 1 else f"demonstrations-{i}.jsonl"
+        kept += _collect_demonstrations(config, demo, stage_dir / name, console)
+    return kept
+
+
+def _collect_demonstrations(config: TrainConfig, demo: Demonstrations, path: Path,
+                            console: Console) -> list[Any]:
     from agentgym.rollout.evaluate import rollout
     from agentgym.rollout.trajectory import TrajectoryWriter, read_trajectories
 
-    demo = stage.demonstrations
-    assert demo is not None
-    path = stage_dir / DEMONSTRATIONS_FILE
     # Appending is safe: a fresh run's stage folder is new, and a resumed one continues.
     with TrajectoryWriter(path, resume=True) as writer:
         todo = demo.episodes - len(writer.done)

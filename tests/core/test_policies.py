@@ -14,6 +14,7 @@ from agentgym.core.policies import (
     OraclePolicy,
     ScriptedPolicy,
     TextPolicy,
+    WrongSolutionPolicy,
     build_policy,
     lookup_policy,
 )
@@ -37,6 +38,24 @@ def agentgym_policies():
 def test_an_id_alone_builds_its_policy():
     assert isinstance(build_policy("oracle"), OraclePolicy)
     assert isinstance(build_policy("noop"), NoopPolicy)
+
+
+def test_wrong_replays_a_known_wrong_solution_and_names_a_missing_one():
+    from agentgym.core.errors import AgentGymError
+    from agentgym.core.task import WRONG_SOLUTIONS, Task
+
+    task = Task("t", "2 + 2?", {WRONG_SOLUTIONS: [["five"], ["three", "again"]]})
+    first, second = build_policy("wrong"), build_policy("wrong:2")
+    assert isinstance(first, WrongSolutionPolicy) and first.act([], task) == "five"
+    assistant = {"role": "assistant", "content": "three"}
+    assert [second.act(m, task) for m in ([], [assistant])] == ["three", "again"]
+    with pytest.raises(AgentGymError, match="has 2 known-wrong solution.*#3"):
+        build_policy("wrong:3").act([], task)
+    with pytest.raises(AgentGymError, match="has 0 known-wrong"):
+        build_policy("wrong").act([], Task("bare", "?"))
+    for bad in ("0", "x"):
+        with pytest.raises(AgentGymError, match=f"wrong:{bad}: K must be a whole number >= 1"):
+            build_policy(f"wrong:{bad}")
 
 
 def test_the_argument_is_everything_after_the_first_colon(fake_plugin):

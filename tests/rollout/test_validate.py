@@ -15,9 +15,11 @@ def submit(answer):
 
 
 def calculator_tasks(path, count=4, edit=None):
-    """A task file of the calculator's first ``count`` tasks, each row passed to ``edit``."""
+    """A task file of the calculator's first ``count`` tasks, each row passed to ``edit``;
+    without their known-wrong solutions, which the tests that want them set themselves."""
     rows = [make_task(i).to_dict() for i in range(count)]
     for index, row in enumerate(rows):
+        del row["metadata"]["wrong_solutions"]
         if edit:
             edit(index, row)
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -28,10 +30,12 @@ def test_valid_tasks_pass_every_check():
     report = validate("calculator", n=5)
     assert report.ok and not report.failed and not report.skipped
     assert report.task_ids == [f"calculator-train-{i}" for i in range(5)]
-    assert [(r.task_id, r.check) for r in report.results[:2]] == [
-        ("calculator-train-0", "oracle"), ("calculator-train-0", "noop")]
-    assert [t.reward for t in report.trajectories] == [1.0, 0.0] * 5
-    assert report.to_dict() == {"env": "calculator", "tasks": 5, "checked": 10, "failed": [],
+    # A calculator task carries two known-wrong solutions: four checks each.
+    assert [(r.task_id, r.check) for r in report.results[:4]] == [
+        ("calculator-train-0", "oracle"), ("calculator-train-0", "noop"),
+        ("calculator-train-0", "wrong solution #1"), ("calculator-train-0", "wrong solution #2")]
+    assert [t.reward for t in report.trajectories] == [1.0, 0.0, 0.0, 0.0] * 5
+    assert report.to_dict() == {"env": "calculator", "tasks": 5, "checked": 20, "failed": [],
                                 "skipped": [], "ok": True}
 
 
@@ -116,8 +120,10 @@ class LenientCalculator(CalculatorEnv):
 
 def test_a_grader_that_pays_for_doing_nothing_fails_the_noop_check():
     report = validate("calculator", n=2, make_env=LenientCalculator)
+    # It pays the calculator's known-wrong solutions (the bare expression, a near miss) too.
     assert [(r.task_id, r.check) for r in report.failed] == [
-        ("calculator-train-0", "noop"), ("calculator-train-1", "noop")]
+        (f"calculator-train-{i}", check) for i in range(2)
+        for check in ("noop", "wrong solution #1", "wrong solution #2")]
     assert report.failed[0].reward == 1.0
     assert report.failed[0].reason == "pays whatever was done"  # the metrics' reason
 

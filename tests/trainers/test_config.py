@@ -77,7 +77,7 @@ def test_a_valid_config_loads_with_types_converted():
     bare = parse_config({**copy.deepcopy(BASE), "rollout": {"tool_schemas": False}})
     assert bare.rollout.rollout_config().tool_schemas is False
     sft, grpo_stage = config.stages
-    assert isinstance(sft, SFTStage) and sft.demonstrations == Demonstrations(episodes=8)
+    assert isinstance(sft, SFTStage) and sft.demonstrations == [Demonstrations(episodes=8)]
     assert sft.args == {"max_steps": 2, "learning_rate": 1e-3}  # YAML's "1e-3" text is a float
     assert isinstance(grpo_stage, GRPOStage)
     assert grpo_stage.options == {"mask_finish_reasons": ("error",)}  # a list became the tuple
@@ -181,6 +181,24 @@ def test_sft_takes_exactly_one_source(tmp_path: Path):
     assert "agentgym rollout" in found["stages[0].sft.trajectories"]
     missing.write_text("")
     assert parse_config({**BASE, "stages": [{"sft": {"trajectories": str(missing)}}]})
+
+
+def test_demonstrations_may_be_a_mixture_of_policies():
+    mixture = [{"policy": "oracle", "episodes": 3},
+               {"policy": "wrong", "episodes": 5, "threshold": None,
+                "kwargs": {"num_tasks": 50}}]
+    sft = parse_config({**BASE, "stages": [{"sft": {"demonstrations": mixture}}]}).stages[0]
+    assert sft.demonstrations == [Demonstrations(episodes=3),
+                                  Demonstrations("wrong", 5, {"num_tasks": 50}, None)]
+    assert SFTStage(demonstrations=Demonstrations()).demonstrations == [Demonstrations()]
+    bad = [{"policy": "oracle"}, {"policy": "wrng", "kwargs": {"num_task": 1}}]
+    found = problems(stages=[{"sft": {"demonstrations": bad}}])
+    assert "Did you mean 'wrong'?" in found["stages[0].sft.demonstrations[1].policy"]
+    found = problems(stages=[{"sft": {"demonstrations": [{"policy": "wrong"}] * 2 + [
+        {"policy": "oracle", "kwargs": {"num_task": 1}}]}}])
+    assert "num_tasks" in found["stages[0].sft.demonstrations[2].kwargs.num_task"]
+    assert "non-empty list" in problems(stages=[{"sft": {"demonstrations": []}}])[
+        "stages[0].sft.demonstrations"]
 
 
 def test_demonstration_policy_must_exist():

@@ -3,6 +3,9 @@
 Tasks come from a seeded generator (``split`` ``"train"`` or ``"test"``, disjoint by
 construction) or from a task file (``tasks=path.jsonl``). Each task's reference solution
 is two turns: call ``calculator`` with the task's expression, submit what it returned.
+Its two known-wrong solutions (the ``wrong`` and ``wrong:2`` policies) skip the tool: one
+submits the expression itself, unevaluated, the other a near miss (the answer plus one).
+The grader must want the number, exactly.
 A very small model can learn it from demonstrations, since both arguments are copied:
 the expression from the prompt, the answer from the tool's result.
 """
@@ -21,7 +24,7 @@ from agentgym.core.episode import Episode
 from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.parsers import ToolCall, ToolCallParser
 from agentgym.core.reward import Reward, RewardResult
-from agentgym.core.task import GeneratedTasks, SolutionTurn, Task, TaskSource
+from agentgym.core.task import WRONG_SOLUTIONS, GeneratedTasks, SolutionTurn, Task, TaskSource
 from agentgym.core.tools import ToolError, submit, tool
 
 _BINARY = {
@@ -109,11 +112,14 @@ def make_task(index: int, split: str = "train", seed: int = 0) -> Task:
         expression = f"{operands[0]}{tail}"
         if _split_of(expression) == split:
             break
-    answer = format_number(evaluate_expression(expression))
+    value = evaluate_expression(expression)
+    answer = format_number(value)
+    wrong = [[SolutionTurn([ToolCall("submit", {"answer": guess})])]
+             for guess in (expression, format_number(value + 1))]
     return Task(
         id=f"calculator-{split}-{index}",
         prompt=f"What is {expression}?",
-        metadata={"expression": expression, "answer": answer},
+        metadata={"expression": expression, "answer": answer, WRONG_SOLUTIONS: wrong},
         solution=[
             SolutionTurn([ToolCall("calculator", {"expression": expression})]),
             SolutionTurn([ToolCall("submit", {"answer": answer})]),
