@@ -182,12 +182,30 @@ class TaskList(TaskSource):
 
 
 class GeneratedTasks(TaskSource):
-    """``size`` tasks made on demand by ``make(index)``; ``make`` must be deterministic."""
+    """``size`` tasks made on demand by ``make(index)``; ``make`` must be deterministic.
 
-    def __init__(self, size: int, make: Callable[[int], Task]):
+    ``task_id(index)``, when given, is the id ``make(index)`` will have: looking a task up
+    by id then costs one ``make``, where without it the first lookup makes every task.
+    """
+
+    def __init__(self, size: int, make: Callable[[int], Task],
+                 task_id: Callable[[int], str] | None = None):
         if size < 1:
             raise ValueError(f"a generated task source needs size >= 1, got {size}")
-        self._size, self._make, self._ids = size, make, None
+        self._size, self._make, self._task_id, self._ids = size, make, task_id, None
+
+    def _index(self) -> dict[str, int]:
+        if self._ids is None and self._task_id is not None:
+            self._ids = {self._task_id(i): i for i in range(self._size)}
+        return super()._index()
+
+    def get(self, task_id: str) -> Task:
+        task = super().get(task_id)
+        if task.id != task_id:
+            raise InvalidArgumentError(
+                f"generated task {task_id!r} came out with id {task.id!r}: the source's"
+                " task_id(index) must give the id make(index) gives")
+        return task
 
     def __len__(self) -> int:
         return self._size

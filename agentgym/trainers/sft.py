@@ -15,6 +15,11 @@ the template's glue) are mask 0 either way.
 checkpoint in ``output_dir``, and saves the final model and tokenizer to
 ``output_dir/final``. This is the path every SFT stage takes: a trajectory file written by
 ``agentgym rollout ... --out FILE``, and rejection fine-tuning (:mod:`.rft`).
+
+On a machine without CUDA the loss is computed from the model's plain logits instead of
+TRL's fused LM head: that chunked kernel saves GPU memory on large vocabularies, but in
+torch on a CPU it takes about half of a small model's step. The loss, and the logged
+``entropy``, ``mean_token_accuracy`` and ``num_tokens``, are the same quantities.
 """
 
 from __future__ import annotations
@@ -169,6 +174,39 @@ def build_config(config_class: type, output_dir: str | os.PathLike, args: dict |
     return config_class(output_dir=str(output_dir), **settings)
 
 
+def _plain_loss_trainer_class() -> type:
+    """``SFTTrainer`` with :meth:`compute_loss` on the model's logits (see the module doc)."""
+    import torch
+    from trl import SFTTrainer
+
+    class PlainLossSFTTrainer(SFTTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if return_outputs or self.args.loss_type != "nll" or self.label_smoother is not None:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            labels = inputs["labels"][:, 1:]
+            logits = model(**{k: v for k, v in inputs.items() if k != "labels"},
+                           use_cache=False).logits[:, :-1].float()
+            mask = labels != -100
+            log_probs = torch.log_softmax(logits[mask], dim=-1)
+            targets = labels[mask]
+            token_log_probs = log_probs.gather(-1, targets[:, None]).squeeze(-1)
+            count = mask.sum() if num_items_in_batch is None else num_items_in_batch
+            loss = -token_log_probs.sum() / torch.as_tensor(count).clamp(min=1)
+            with torch.no_grad():
+                valid = max(int(mask.sum()), 1)
+                entropy = -(log_probs.exp() * log_probs).sum(-1).sum() / valid
+                correct = (log_probs.argmax(-1) == targets).sum() / valid
+            metrics = self._metrics["train" if model.training else "eval"]
+            metrics["entropy"].append(float(entropy))
+            metrics["mean_token_accuracy"].append(float(correct))
+            if model.training:
+                self._total_train_tokens += int(inputs["attention_mask"].sum())
+                metrics["num_tokens"] = [self._total_train_tokens]
+            return loss
+
+    return PlainLossSFTTrainer
+
+
 def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
                 args: dict | None = None, tokenizer: Any = None, callbacks: Sequence[Any] = ()
                 ) -> Any:
@@ -188,8 +226,11 @@ def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
         tokenizer = load_tokenizer(tokenizer)
     if isinstance(model, os.PathLike):
         model = str(model)
-    return SFTTrainer(model=model, args=config, train_dataset=dataset,
-                      processing_class=tokenizer, callbacks=list(callbacks))
+    import torch
+
+    trainer_class = SFTTrainer if torch.cuda.is_available() else _plain_loss_trainer_class()
+    return trainer_class(model=model, args=config, train_dataset=dataset,
+                         processing_class=tokenizer, callbacks=list(callbacks))
 
 
 def run_and_save(trainer: Any, resume: bool = False) -> Any:

@@ -4,6 +4,7 @@ import pytest
 
 import agentgym
 from agentgym.core import GeneratedTasks, SolutionTurn, Task, TaskList, ToolCall, load_tasks
+from agentgym.core.errors import InvalidArgumentError, UnknownIdError
 from agentgym.core.parsers import HermesParser
 
 
@@ -65,6 +66,23 @@ def test_sources_validate_their_size():
     assert source.ids() == ["t0", "t1", "t2"]
     with pytest.raises(IndexError):
         source[3]
+
+
+def test_a_generated_source_with_task_ids_makes_only_the_task_looked_up():
+    made = []
+
+    def make(i):
+        made.append(i)
+        return Task(f"t{i}", "")
+
+    source = GeneratedTasks(100_000, make, task_id=lambda i: f"t{i}")
+    assert source.get("t99999").id == "t99999" and made == [99999]
+    assert source.ids()[:2] == ["t0", "t1"] and made == [99999]
+    with pytest.raises(UnknownIdError, match="t100000"):
+        source.get("t100000")
+    liar = GeneratedTasks(3, lambda i: Task(f"other{i}", ""), task_id=lambda i: f"t{i}")
+    with pytest.raises(InvalidArgumentError, match="came out with id 'other1'"):
+        liar.get("t1")
 
 
 def test_wrong_solutions_round_trip_and_render_in_the_env_format(tmp_path):

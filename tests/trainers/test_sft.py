@@ -12,7 +12,7 @@ from agentgym.core import OraclePolicy
 from agentgym.rollout.chat import tokenize_conversation
 from agentgym.rollout.evaluate import rollout
 from agentgym.rollout.trajectory import Trajectory, read_trajectories
-from agentgym.trainers.sft import train_sft, trajectory_dataset
+from agentgym.trainers.sft import sft_trainer, train_sft, trajectory_dataset
 
 FAST = {"per_device_train_batch_size": 4, "learning_rate": 1e-3, "logging_steps": 1,
         "disable_tqdm": True}
@@ -92,6 +92,28 @@ def test_sft_trains_on_model_tokens_only_and_saves(tiny_model_dir, tokenizer, de
     assert "model.layers.0.mlp.down_proj.weight" in changed and len(changed) > len(before) // 2
     assert AutoTokenizer.from_pretrained(tmp_path / "final").chat_template == (
         tokenizer.chat_template)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the plain-logits loss is the CPU path")
+def test_the_cpu_loss_and_metrics_equal_trls_fused_head(tiny_model_dir, tokenizer, demonstrations,
+                                                       tmp_path):
+    trainer = sft_trainer(str(tiny_model_dir), trajectory_dataset(demonstrations, tokenizer),
+                          output_dir=tmp_path, args={**FAST, "max_steps": 1})
+    assert type(trainer).__name__ == "PlainLossSFTTrainer"
+    batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+    fused = super(type(trainer), trainer)  # TRL's compute_loss, on the fused LM head
+    trainer.model.train()  # as in a training step: the metrics go to "train"
+    results = []
+    for compute in (trainer, fused):
+        trainer._metrics["train"].clear()
+        trainer._total_train_tokens = 0
+        with torch.no_grad():
+            loss = compute.compute_loss(trainer.model, dict(batch))
+        metrics = trainer._metrics["train"]
+        results.append([float(loss), metrics["entropy"][0], metrics["mean_token_accuracy"][0],
+                        metrics["num_tokens"][0]])
+    assert results[0] == pytest.approx(results[1], rel=1e-4)
+    assert results[0][0] > 1.0  # an untrained model: a real loss, not a zero of masked tokens
 
 
 def test_resume_continues_from_the_last_checkpoint(tiny_model_dir, tokenizer, demonstrations,

@@ -102,6 +102,11 @@ def _split_of(expression: str) -> str:
     return "test" if digest[0] % 10 == 0 else "train"
 
 
+def task_id(index: int, split: str = "train") -> str:
+    """The id of task ``index`` of ``split``."""
+    return f"calculator-{split}-{index}"
+
+
 def make_task(index: int, split: str = "train", seed: int = 0) -> Task:
     """Task ``index`` of ``split``: deterministic in (split, seed, index)."""
     rng = random.Random(f"calculator:{split}:{seed}:{index}")
@@ -117,7 +122,7 @@ def make_task(index: int, split: str = "train", seed: int = 0) -> Task:
     wrong = [[SolutionTurn([ToolCall("submit", {"answer": guess})])]
              for guess in (expression, format_number(value + 1))]
     return Task(
-        id=f"calculator-{split}-{index}",
+        id=task_id(index, split),
         prompt=f"What is {expression}?",
         metadata={"expression": expression, "answer": answer, WRONG_SOLUTIONS: wrong},
         solution=[
@@ -153,7 +158,8 @@ def arithmetic_tasks(split: Literal["train", "test"] = "train", num_tasks: int =
                      seed: int = 0) -> TaskSource:
     """The generated arithmetic tasks of ``split`` (the task source ``calculator-arithmetic``)."""
     _check_split(split)
-    return GeneratedTasks(num_tasks, lambda i: make_task(i, split, seed))
+    return GeneratedTasks(num_tasks, lambda i: make_task(i, split, seed),
+                          task_id=lambda i: task_id(i, split))
 
 
 class CalculatorEnv(AgentEnv):
