@@ -49,7 +49,7 @@ def test_wrong_replays_a_known_wrong_solution_and_names_a_missing_one():
     assert isinstance(first, WrongSolutionPolicy) and first.act([], task) == "five"
     assistant = {"role": "assistant", "content": "three"}
     assert [second.act(m, task) for m in ([], [assistant])] == ["three", "again"]
-    with pytest.raises(AgentGymError, match="has 2 known-wrong solution.*#3"):
+    with pytest.raises(AgentGymError, match=r"has 2 known-wrong solution.*#3"):
         build_policy("wrong:3").act([], task)
     with pytest.raises(AgentGymError, match="has 0 known-wrong"):
         build_policy("wrong").act([], Task("bare", "?"))
