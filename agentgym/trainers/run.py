@@ -12,7 +12,8 @@ YAML file) and, in ``output_dir``:
 * evaluates the base model on held-out tasks (``eval``; greedy unless set);
 * runs stage ``i`` into ``<i:02d>-<kind>/``, from the previous stage's final model
   (``<stage dir>/final``); a finished stage writes ``stage.json`` last. An ``sft`` stage
-  with ``demonstrations`` first collects them into ``demonstrations.jsonl`` there;
+  with ``demonstrations`` first collects them into ``demonstrations.jsonl`` there (a
+  mixture: ``demonstrations-N.jsonl``, one per policy);
 * evaluates the model after every stage on the same tasks with the same settings, and
   prints a table of the pass rate by stage with each stage's change.
 
