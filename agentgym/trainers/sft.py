@@ -181,7 +181,11 @@ def _plain_loss_trainer_class() -> type:
 
     class PlainLossSFTTrainer(SFTTrainer):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            if return_outputs or self.args.loss_type != "nll" or self.label_smoother is not None:
+            # Anything beyond a padded batch and the plain NLL (outputs, DFT, label smoothing,
+            # packed or pre-shifted sequences, MoE aux loss) takes TRL's own path.
+            if (return_outputs or self.args.loss_type != "nll" or self.label_smoother is not None
+                    or "attention_mask" not in inputs or "shift_labels" in inputs
+                    or getattr(self, "aux_loss_enabled", False)):
                 return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             labels = inputs["labels"][:, 1:]
             logits = model(**{k: v for k, v in inputs.items() if k != "labels"},

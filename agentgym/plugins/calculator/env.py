@@ -3,11 +3,11 @@
 Tasks come from a seeded generator (``split`` ``"train"`` or ``"test"``, disjoint by
 construction) or from a task file (``tasks=path.jsonl``). Each task's reference solution
 is two turns: call ``calculator`` with the task's expression, submit what it returned.
-Its two known-wrong solutions (the ``wrong`` and ``wrong:2`` policies) skip the tool: one
-submits the expression itself, unevaluated, the other a near miss (the answer plus one).
-The grader must want the number, exactly.
 A very small model can learn it from demonstrations, since both arguments are copied:
-the expression from the prompt, the answer from the tool's result.
+the expression from the prompt, the answer from the tool's result. Its two known-wrong
+solutions (the ``wrong`` and ``wrong:2`` policies) skip the tool: one submits the
+expression itself, unevaluated, the other a near miss (the answer plus one). The grader
+must want the number, exactly.
 """
 
 from __future__ import annotations
