@@ -150,7 +150,7 @@ def agentgym_module(*args):
 
 @pytest.mark.parametrize(("pair", "key", "expected"), [
     ("splt=test", "splt", ["takes no argument 'splt'; did you mean 'split'?",
-                           "(it takes: split, num_tasks, seed, tasks, max_turns, parser,"]),
+                           "(it takes: split, num_tasks, seed, operands, tasks, max_turns,"]),
     ("max_turns=abc", "max_turns", ["max_turns=abc: expected an integer, got 'abc'"]),
 ])
 def test_a_bad_env_kwarg_is_one_line_before_the_env_is_built(pair, key, expected):
@@ -249,7 +249,7 @@ def validate(*args):
 def test_validate_passes_valid_tasks(run):
     result = run("validate", "calculator", "-n", "5")
     assert result.exit_code == 0, result.output
-    assert "calculator: 5 tasks checked (20 checks), 0 failed" in result.stdout
+    assert "calculator: 5 tasks checked (25 checks), 0 failed" in result.stdout
 
 
 def test_validate_names_the_failing_tasks_and_checks(tmp_path):

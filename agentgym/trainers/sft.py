@@ -18,8 +18,10 @@ checkpoint in ``output_dir``, and saves the final model and tokenizer to
 
 On a machine without CUDA the loss is computed from the model's plain logits instead of
 TRL's fused LM head: that chunked kernel saves GPU memory on large vocabularies, but in
-torch on a CPU it takes about half of a small model's step. The loss, and the logged
-``entropy``, ``mean_token_accuracy`` and ``num_tokens``, are the same quantities.
+torch on a CPU it takes about half of a small model's step. Logits are computed only at
+the positions where some row of the batch has a token with loss (``logits_to_keep``), not
+over the prompts. The loss, and the logged ``entropy``, ``mean_token_accuracy`` and
+``num_tokens``, are the same quantities.
 """
 
 from __future__ import annotations
@@ -188,8 +190,15 @@ def _plain_loss_trainer_class() -> type:
                     or getattr(self, "aux_loss_enabled", False)):
                 return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             labels = inputs["labels"][:, 1:]
-            logits = model(**{k: v for k, v in inputs.items() if k != "labels"},
-                           use_cache=False).logits[:, :-1].float()
+            forward = {k: v for k, v in inputs.items() if k != "labels"}
+            if _takes_logits_to_keep(model):
+                # Logits only where some row's next token carries loss: the LM head is a
+                # large share of a small model's step, and prompts carry none.
+                keep = (labels != -100).any(0).nonzero().squeeze(-1)
+                logits = model(**forward, use_cache=False, logits_to_keep=keep).logits.float()
+                labels = labels[:, keep]
+            else:
+                logits = model(**forward, use_cache=False).logits[:, :-1].float()
             mask = labels != -100
             log_probs = torch.log_softmax(logits[mask], dim=-1)
             targets = labels[mask]
@@ -209,6 +218,18 @@ def _plain_loss_trainer_class() -> type:
             return loss
 
     return PlainLossSFTTrainer
+
+
+def _takes_logits_to_keep(model: Any) -> bool:
+    """Whether ``model``'s forward takes ``logits_to_keep`` (transformers' causal LMs do:
+    an int keeps the last N positions, a 1-D tensor of positions keeps those)."""
+    import inspect
+
+    model = getattr(model, "module", model)  # unwrapped from DDP/accelerate, if wrapped
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,

@@ -210,6 +210,26 @@ def test_train_and_test_splits_are_disjoint():
     test.close()
 
 
+def test_operands_set_how_many_numbers_an_expression_has():
+    from agentgym.plugins.calculator.env import make_task
+
+    def counts(**kwargs):
+        env = agentgym.make("calculator", num_tasks=200, **kwargs).unwrapped
+        found = {len(t.metadata["expression"].split()) // 2 + 1 for t in env.tasks}
+        env.close()
+        return found
+
+    assert counts() == {2, 3}
+    assert counts(operands=2) == {2}
+    assert counts(operands=[3, 4]) == {3, 4}
+    # The default is the generator as it always was: task ids keep their expressions.
+    assert make_task(7).prompt == make_task(7, operands=(2, 3)).prompt
+    assert make_task(7, operands=(2,)).prompt != make_task(7, operands=(3,)).prompt
+    for bad in (1, 9, [], [2, "3"]):
+        with pytest.raises(ValueError, match=r"operands must be .* got"):
+            agentgym.make("calculator", operands=bad)
+
+
 class Always(Reward):
     def score(self, episode):
         return RewardResult(1.0)

@@ -30,12 +30,13 @@ def test_valid_tasks_pass_every_check():
     report = validate("calculator", n=5)
     assert report.ok and not report.failed and not report.skipped
     assert report.task_ids == [f"calculator-train-{i}" for i in range(5)]
-    # A calculator task carries two known-wrong solutions: four checks each.
-    assert [(r.task_id, r.check) for r in report.results[:4]] == [
+    # A calculator task carries three known-wrong solutions: five checks each.
+    assert [(r.task_id, r.check) for r in report.results[:5]] == [
         ("calculator-train-0", "oracle"), ("calculator-train-0", "noop"),
-        ("calculator-train-0", "wrong solution #1"), ("calculator-train-0", "wrong solution #2")]
-    assert [t.reward for t in report.trajectories] == [1.0, 0.0, 0.0, 0.0] * 5
-    assert report.to_dict() == {"env": "calculator", "tasks": 5, "checked": 20, "failed": [],
+        ("calculator-train-0", "wrong solution #1"), ("calculator-train-0", "wrong solution #2"),
+        ("calculator-train-0", "wrong solution #3")]
+    assert [t.reward for t in report.trajectories] == [1.0, 0.0, 0.0, 0.0, 0.0] * 5
+    assert report.to_dict() == {"env": "calculator", "tasks": 5, "checked": 25, "failed": [],
                                 "skipped": [], "ok": True}
 
 
@@ -120,10 +121,11 @@ class LenientCalculator(CalculatorEnv):
 
 def test_a_grader_that_pays_for_doing_nothing_fails_the_noop_check():
     report = validate("calculator", n=2, make_env=LenientCalculator)
-    # It pays the calculator's known-wrong solutions (the bare expression, a near miss) too.
+    # It pays the calculator's known-wrong solutions (the bare expression, a near miss, a
+    # misread expression) too.
     assert [(r.task_id, r.check) for r in report.failed] == [
         (f"calculator-train-{i}", check) for i in range(2)
-        for check in ("noop", "wrong solution #1", "wrong solution #2")]
+        for check in ("noop", "wrong solution #1", "wrong solution #2", "wrong solution #3")]
     assert report.failed[0].reward == 1.0
     assert report.failed[0].reason == "pays whatever was done"  # the metrics' reason
 

@@ -1,13 +1,15 @@
 """The reference env: evaluate an arithmetic expression with a tool, submit the result.
 
 Tasks come from a seeded generator (``split`` ``"train"`` or ``"test"``, disjoint by
-construction) or from a task file (``tasks=path.jsonl``). Each task's reference solution
+construction; ``operands`` sets how many numbers an expression has, 2 or 3 by default) or
+from a task file (``tasks=path.jsonl``). Each task's reference solution
 is two turns: call ``calculator`` with the task's expression, submit what it returned.
 A very small model can learn it from demonstrations, since both arguments are copied:
-the expression from the prompt, the answer from the tool's result. Its two known-wrong
-solutions (the ``wrong`` and ``wrong:2`` policies) skip the tool: one submits the
-expression itself, unevaluated, the other a near miss (the answer plus one). The grader
-must want the number, exactly.
+the expression from the prompt, the answer from the tool's result. Its three known-wrong
+solutions (the ``wrong``, ``wrong:2`` and ``wrong:3`` policies): two skip the tool, one
+submitting the expression itself, unevaluated, the other a near miss (the answer plus
+one); the third misreads the task, evaluating the expression without its last operand and
+submitting that result. The grader must want the number, exactly.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import hashlib
 import math
 import operator
 import random
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from agentgym.core.env import AgentEnv
@@ -107,20 +110,35 @@ def task_id(index: int, split: str = "train") -> str:
     return f"calculator-{split}-{index}"
 
 
-def make_task(index: int, split: str = "train", seed: int = 0) -> Task:
-    """Task ``index`` of ``split``: deterministic in (split, seed, index)."""
+#: How many numbers a generated expression has, unless told: two or three, evenly.
+DEFAULT_OPERANDS = (2, 3)
+
+
+def make_task(index: int, split: str = "train", seed: int = 0,
+              operands: Sequence[int] = DEFAULT_OPERANDS) -> Task:
+    """Task ``index`` of ``split``: deterministic in (split, seed, operands, index).
+
+    ``operands``: the numbers an expression may have, one picked per task (each number is
+    2..99, each operator one of ``+ - *``).
+    """
     rng = random.Random(f"calculator:{split}:{seed}:{index}")
     while True:
-        operands = [rng.randint(2, 99) for _ in range(rng.choice((2, 3)))]
-        ops = [rng.choice("+-*") for _ in operands[1:]]
-        tail = "".join(f" {o} {n}" for o, n in zip(ops, operands[1:], strict=True))
-        expression = f"{operands[0]}{tail}"
+        operands_ = [rng.randint(2, 99) for _ in range(rng.choice(tuple(operands)))]
+        ops = [rng.choice("+-*") for _ in operands_[1:]]
+        tail = "".join(f" {o} {n}" for o, n in zip(ops, operands_[1:], strict=True))
+        expression = f"{operands_[0]}{tail}"
         if _split_of(expression) == split:
             break
     value = evaluate_expression(expression)
     answer = format_number(value)
     wrong = [[SolutionTurn([ToolCall("submit", {"answer": guess})])]
              for guess in (expression, format_number(value + 1))]
+    # A careless reading: the expression without its last operand, through the tool. Never
+    # the answer: every operand is >= 2, so dropping one changes the value.
+    head = expression.rsplit(" ", 2)[0]
+    wrong.append([SolutionTurn([ToolCall("calculator", {"expression": head})]),
+                  SolutionTurn([ToolCall("submit", {"answer": format_number(
+                      evaluate_expression(head))})])])
     return Task(
         id=task_id(index, split),
         prompt=f"What is {expression}?",
@@ -154,11 +172,22 @@ def _check_split(split: str) -> None:
         raise InvalidArgumentError(f"split must be 'train' or 'test', got {split!r}")
 
 
+def _operand_counts(operands: int | Sequence[int]) -> tuple[int, ...]:
+    counts = (operands,) if isinstance(operands, int) else tuple(operands)
+    if not counts or not all(isinstance(c, int) and 2 <= c <= 8 for c in counts):
+        raise InvalidArgumentError(
+            f"operands must be a number of operands from 2 to 8, or a list of them (one is"
+            f" picked per task), got {operands!r}; e.g. operands=2 or operands=[2, 3]")
+    return counts
+
+
 def arithmetic_tasks(split: Literal["train", "test"] = "train", num_tasks: int = 1000,
-                     seed: int = 0) -> TaskSource:
+                     seed: int = 0, operands: int | Sequence[int] = DEFAULT_OPERANDS
+                     ) -> TaskSource:
     """The generated arithmetic tasks of ``split`` (the task source ``calculator-arithmetic``)."""
     _check_split(split)
-    return GeneratedTasks(num_tasks, lambda i: make_task(i, split, seed),
+    counts = _operand_counts(operands)
+    return GeneratedTasks(num_tasks, lambda i: make_task(i, split, seed, counts),
                           task_id=lambda i: task_id(i, split))
 
 
@@ -169,6 +198,8 @@ class CalculatorEnv(AgentEnv):
         split: ``"train"`` or ``"test"`` (disjoint expressions).
         num_tasks: how many generated tasks the split holds.
         seed: seed of the task generator (not of episode sampling: pass that to reset).
+        operands: how many numbers each generated expression has (2 to 8), or a list of
+            counts to pick from per task; the default mixes 2 and 3.
         tasks: used instead of the generator: a task source, a registered task source id,
             or a task file (JSONL of ``Task.to_dict`` rows).
         max_turns: turns before truncation.
@@ -186,6 +217,7 @@ class CalculatorEnv(AgentEnv):
         split: Literal["train", "test"] = "train",
         num_tasks: int = 1000,
         seed: int = 0,
+        operands: int | Sequence[int] = DEFAULT_OPERANDS,
         tasks: str | TaskSource | None = None,
         max_turns: int = 4,
         parser: str | ToolCallParser = "hermes",
@@ -193,6 +225,6 @@ class CalculatorEnv(AgentEnv):
         render_mode: str | None = None,
     ):
         _check_split(split)
-        source = arithmetic_tasks(split, num_tasks, seed) if tasks is None else tasks
+        source = arithmetic_tasks(split, num_tasks, seed, operands) if tasks is None else tasks
         super().__init__(source, parser=parser, max_turns=max_turns,
                          turn_timeout_s=turn_timeout_s, render_mode=render_mode)
