@@ -90,6 +90,8 @@ class TinyModel:
     hidden_size: int = field(default=64, metadata=_limits(min=16))
     num_layers: int = field(default=2, metadata=_limits(min=1))
     seed: int = 0
+    #: Standard deviation of the initial weights; None: transformers' 0.02.
+    init_std: float | None = field(default=None, metadata=_limits(gt=0, max=1))
 
     def check(self, path: str) -> list[tuple[str, str]]:
         if self.hidden_size % 16:

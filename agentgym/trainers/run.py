@@ -203,7 +203,8 @@ def _base_model(config: TrainConfig, console: Console) -> str:
         console.print(f"building the tiny model (hidden {tiny.hidden_size}, {tiny.num_layers}"
                       f" layers) into {config.output_dir / BASE_MODEL_DIR}")
         return str(build_tiny_model(config.output_dir / BASE_MODEL_DIR, seed=tiny.seed,
-                                    hidden_size=tiny.hidden_size, num_layers=tiny.num_layers))
+                                    hidden_size=tiny.hidden_size, num_layers=tiny.num_layers,
+                                    init_std=tiny.init_std))
     return config.model
 
 

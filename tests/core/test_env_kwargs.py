@@ -74,8 +74,9 @@ def host():
 def test_the_calculator_signature_has_types_and_defaults():
     signature = env_signature("calculator")
     assert not signature.open
-    assert list(signature.parameters) == ["split", "num_tasks", "seed", "tasks", "max_turns",
-                                          "parser", "turn_timeout_s", "render_mode"]
+    assert list(signature.parameters) == ["split", "num_tasks", "seed", "operands", "tasks",
+                                          "max_turns", "parser", "turn_timeout_s",
+                                          "render_mode"]
     assert signature.parameters["num_tasks"] == EnvParameter("num_tasks", int, 1000)
     assert signature.parameters["split"].annotation == Literal["train", "test"]
 

@@ -95,11 +95,25 @@ def test_an_interrupted_build_is_redone(tmp_path: Path) -> None:
     assert model.config.hidden_size == 32 and model.config.num_hidden_layers == 1
 
 
+def test_init_std_scales_the_initial_weights(tiny_model_dir: Path, tmp_path: Path) -> None:
+    wide = build_tiny_model(tmp_path / "wide", init_std=0.06)
+    assert json.loads((wide / "config.json").read_text())["initializer_range"] == 0.06
+    assert json.loads((wide / "agentgym_tiny_model.json").read_text())["init_std"] == 0.06
+    name = "model.layers.0.mlp.up_proj.weight"
+    default = load_file(tiny_model_dir / "model.safetensors")[name].std().item()
+    larger = load_file(wide / "model.safetensors")[name].std().item()
+    assert default == pytest.approx(0.02, rel=0.1) and larger == pytest.approx(0.06, rel=0.1)
+    # The default build's manifest has no init_std, so folders built before it are reused.
+    assert "init_std" not in json.loads((tiny_model_dir / "agentgym_tiny_model.json").read_text())
+
+
 def test_bad_arguments_name_the_value(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'chatml9'"):
         build_tiny_model(tmp_path, template="chatml9")
     with pytest.raises(ValueError, match="hidden_size must be a positive multiple of 16, got 40"):
         build_tiny_model(tmp_path, hidden_size=40)
+    with pytest.raises(ValueError, match=r"init_std must be in \(0, 1\], got 0"):
+        build_tiny_model(tmp_path, init_std=0)
 
 
 def test_tokenizer_special_tokens_are_single_tokens(tokenizer) -> None:

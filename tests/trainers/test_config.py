@@ -95,6 +95,8 @@ def test_a_model_folder_or_hub_id_is_accepted(tiny_model_dir: Path):
     found = problems(model={"tiny": {"hidden_size": 40}})
     assert "multiple of 16" in found["model.tiny.hidden_size"]
     assert "did you mean 'tiny'" in problems(model={"tin": {}})["model.tin"]
+    assert "must be > 0, got 0" in problems(model={"tiny": {"init_std": 0}})["model.tiny.init_std"]
+    assert parse_config({**BASE, "model": {"tiny": {"init_std": 0.06}}}).model.init_std == 0.06
 
 
 def test_unknown_trl_arg_names_the_closest_field():

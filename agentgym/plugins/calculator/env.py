@@ -118,15 +118,15 @@ def make_task(index: int, split: str = "train", seed: int = 0,
               operands: Sequence[int] = DEFAULT_OPERANDS) -> Task:
     """Task ``index`` of ``split``: deterministic in (split, seed, operands, index).
 
-    ``operands``: the numbers an expression may have, one picked per task (each number is
-    2..99, each operator one of ``+ - *``).
+    ``operands``: how many numbers an expression may have, one count picked per task (each
+    number 2..99, each operator one of ``+ - *``).
     """
     rng = random.Random(f"calculator:{split}:{seed}:{index}")
     while True:
-        operands_ = [rng.randint(2, 99) for _ in range(rng.choice(tuple(operands)))]
-        ops = [rng.choice("+-*") for _ in operands_[1:]]
-        tail = "".join(f" {o} {n}" for o, n in zip(ops, operands_[1:], strict=True))
-        expression = f"{operands_[0]}{tail}"
+        numbers = [rng.randint(2, 99) for _ in range(rng.choice(tuple(operands)))]
+        ops = [rng.choice("+-*") for _ in numbers[1:]]
+        tail = "".join(f" {o} {n}" for o, n in zip(ops, numbers[1:], strict=True))
+        expression = f"{numbers[0]}{tail}"
         if _split_of(expression) == split:
             break
     value = evaluate_expression(expression)
