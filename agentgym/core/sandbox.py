@@ -167,8 +167,14 @@ class SandboxSpec:
             host's. Names are shell identifiers; values strings without NUL bytes.
         limits: resource limits and network access (:class:`SandboxLimits`; network off by
             default).
+        scratch_dirs: absolute paths inside the sandbox made as empty directories the
+            sandbox's user may write, besides the workspace and ``/tmp`` (task formats
+            that grade with fixed paths need them: Harbor's ``/tests`` and ``/logs``).
+            They live on the sandbox's own disk, as ``/tmp`` does, and vanish with it.
+            Normalized like mount points.
 
-    ``None`` for ``workdir``, ``mounts``, ``env`` or ``limits`` means the default.
+    ``None`` for ``workdir``, ``mounts``, ``env``, ``limits`` or ``scratch_dirs`` means the
+    default.
     """
 
     template: str | None = None
@@ -177,6 +183,7 @@ class SandboxSpec:
     mounts: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    scratch_dirs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalized values are set once, here
@@ -202,6 +209,7 @@ class SandboxSpec:
                 f"SandboxSpec.limits must be a SandboxLimits, got {limits!r}; e.g."
                 " SandboxLimits(timeout_s=120, memory_mb=4096)")
         set_(self, "limits", limits)
+        set_(self, "scratch_dirs", self._scratch_dirs(self.scratch_dirs))
 
     @staticmethod
     def _workdir(workdir: Any) -> str:
@@ -246,6 +254,27 @@ class SandboxSpec:
                     f" {host!r}")
             checked[point] = os.fspath(host)
         return checked
+
+    @staticmethod
+    def _scratch_dirs(paths: Any) -> tuple[str, ...]:
+        if paths is None:
+            return ()
+        if isinstance(paths, str) or not all(isinstance(p, str) for p in paths):
+            raise SandboxSpecError(
+                f"SandboxSpec.scratch_dirs must be a sequence of absolute paths, got"
+                f" {paths!r}; e.g. ('/tests', '/logs')")
+        normalized: list[str] = []
+        for path in paths:
+            point = inside_path(path) if path.startswith("/") else ""
+            if not point or point == "/":
+                raise SandboxSpecError(
+                    f"scratch directory {path!r} must be an absolute path inside the sandbox"
+                    " other than '/', e.g. '/tests'")
+            if point in normalized:
+                raise SandboxSpecError(f"scratch directory {path!r} is given twice; give"
+                                       " each path once")
+            normalized.append(point)
+        return tuple(normalized)
 
     @staticmethod
     def _env(env: Any) -> dict[str, str]:

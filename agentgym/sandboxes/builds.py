@@ -87,7 +87,7 @@ def build_image(*, base: str | None = None,
     for image in bases:
         digest.update(_base_id(client, image, where).encode())
     for key, host in inputs.items():
-        _hash_tree(digest, key, host)
+        hash_tree(digest, key, host)
     full = digest.hexdigest()
     name = f"{repository}:{full[:24]}"
     if image_exists(client, name):
@@ -152,7 +152,7 @@ def _base_id(client: Any, name: str, where: str) -> str:
     return client.images.get(name).id
 
 
-def _hash_tree(digest: Any, key: str, root: Path) -> None:
+def hash_tree(digest: Any, key: str, root: Path) -> None:
     """Add ``root`` (a file or folder) to ``digest``: relative paths, permissions,
     contents, symlink targets."""
     if not root.exists():

@@ -74,7 +74,7 @@ from agentgym.sandboxes.image import (
     docker_client,
     ensure_image,
 )
-from agentgym.sandboxes.mounts import check_mounts, check_workdir
+from agentgym.sandboxes.mounts import check_mounts, check_scratch_dirs, check_workdir
 from agentgym.sandboxes.processes import process_alive, process_start
 
 #: Label that marks agentgym's containers, and the labels naming the process that owns one.
@@ -176,6 +176,7 @@ class DockerSandbox(Sandbox):
         reserved = ("/proc", "/dev", "/sys", "/tmp", SANDBOX_HOME)
         check_workdir(workdir, reserved, "docker")
         checked = check_mounts(spec.mounts, (*reserved, workdir))
+        scratch = check_scratch_dirs(spec.scratch_dirs, (*reserved, workdir, *checked))
         template = None
         if spec.template is not None:
             template = Path(spec.template)
@@ -184,7 +185,8 @@ class DockerSandbox(Sandbox):
                                    " directory whose copy becomes the workspace, or None.")
         future = _pool.submit(cls._start, template, spec.image or DEFAULT_IMAGE, spec.limits,
                               read_only_root, checked,
-                              None if workdir == DEFAULT_WORKDIR else workdir, dict(spec.env))
+                              None if workdir == DEFAULT_WORKDIR else workdir, dict(spec.env),
+                              scratch)
         try:
             box = await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -196,8 +198,8 @@ class DockerSandbox(Sandbox):
     @classmethod
     def _start(cls, template: Path | None, image: str, limits: SandboxLimits,
                read_only_root: bool, mounts: dict[str, Path] | None = None,
-               workdir: str | None = None, env: dict[str, str] | None = None
-               ) -> DockerSandbox:
+               workdir: str | None = None, env: dict[str, str] | None = None,
+               scratch_dirs: tuple[str, ...] = ()) -> DockerSandbox:
         client = _client()
         in_image = workdir is not None
         workdir = workdir or cls.workdir
@@ -229,6 +231,7 @@ class DockerSandbox(Sandbox):
                     **({} if in_image else {workdir: tmpfs(workspace_size, "755")}),
                     "/tmp": tmpfs(disk, "1777"),
                     SANDBOX_HOME: tmpfs(disk, "755"),
+                    **{path: tmpfs(disk, "755") for path in scratch_dirs},
                 },
                 volumes={str(host): {"bind": inside, "mode": "ro"}
                          for inside, host in (mounts or {}).items()},

@@ -46,7 +46,9 @@ DEFAULT_IMAGE = "agentgym/sandbox:default"
 #: Debian release and packages of the default image's root filesystem.
 SUITE = "bookworm"
 PACKAGES = ("python3", "python3-pip", "python3-pytest", "python3-venv", "git",
-            "ca-certificates", "procps", "patch")
+            "ca-certificates", "procps", "patch", "sqlite3", "curl", "make", "less")
+#: Programs on the default image's PATH (besides bash, coreutils and util-linux's).
+PROGRAMS = ("python3", "pip3", "git", "sqlite3", "curl", "make", "tar", "gzip", "less")
 
 #: The unprivileged user commands run as (uid:gid), and its home.
 SANDBOX_USER = "1000:1000"

@@ -72,7 +72,7 @@ from agentgym.core.sandbox import (
 )
 from agentgym.sandboxes import seccomp, shell, templates
 from agentgym.sandboxes.cgroups import ControlGroup, cgroup_version, existing_groups
-from agentgym.sandboxes.mounts import check_mounts, check_workdir
+from agentgym.sandboxes.mounts import check_mounts, check_scratch_dirs, check_workdir
 from agentgym.sandboxes.processes import process_alive
 
 #: Host directory holding one folder per live sandbox (its mount point and bookkeeping).
@@ -174,8 +174,9 @@ class LocalSandbox(Sandbox):
 
     def __init__(self, limits: SandboxLimits, template: templates.TemplateCopy | None,
                  mounts: dict[str, Path] | None = None, env: dict[str, str] | None = None,
-                 workdir: str = Sandbox.workdir):
+                 workdir: str = Sandbox.workdir, scratch_dirs: tuple[str, ...] = ()):
         self.limits = limits
+        self.scratch_dirs = scratch_dirs
         self.template = template
         self.mounts = mounts or {}
         self.env = {**SANDBOX_ENV, **(env or {})}
@@ -212,10 +213,11 @@ class LocalSandbox(Sandbox):
         reserved = ("/proc", "/dev", "/tmp", *SYSTEM_BINDS, *SYSTEM_SYMLINKS)
         check_workdir(spec.workdir, reserved, "local")
         checked = check_mounts(spec.mounts, (*reserved, spec.workdir))
+        scratch = check_scratch_dirs(spec.scratch_dirs, (*reserved, spec.workdir, *checked))
         _check_host(spec.limits.network)
         copy = (await asyncio.to_thread(templates.acquire, spec.template)
                 if spec.template else None)
-        box = cls(spec.limits, copy, checked, dict(spec.env), spec.workdir)
+        box = cls(spec.limits, copy, checked, dict(spec.env), spec.workdir, scratch)
         try:
             await box._start()
         except BaseException:
@@ -252,6 +254,8 @@ class LocalSandbox(Sandbox):
             bwrap += ["--ro-bind", str(self.home / "resolv.conf"), "/etc/resolv.conf"]
         for index, inside in enumerate(self.mounts):
             bwrap += ["--ro-bind", str(mnt / "mounts" / str(index)), inside]
+        for index, inside in enumerate(self.scratch_dirs):
+            bwrap += ["--bind", str(mnt / "scratch" / str(index)), inside]
         bwrap.append("--remount-ro")  # bwrap's root is a tmpfs: no writes outside the binds
         bwrap.append("/")
         for name, value in self.env.items():
@@ -283,6 +287,8 @@ class LocalSandbox(Sandbox):
             f"mount -t tmpfs -o size={limits.disk_mb}m,mode=0755 agentgym {mnt}",
             f"mkdir {mnt}/upper {mnt}/tmp && chown {uid}:{uid} {mnt}/upper {mnt}/tmp",
             f"chmod 1777 {mnt}/tmp",
+            *(f"mkdir -p {mnt}/scratch/{index} && chown {uid}:{uid} {mnt}/scratch/{index}"
+              for index in range(len(self.scratch_dirs))),
             overlay or ":",
             *binds,
             f"printf 'root:x:0:0::/root:/bin/bash\\nagent:x:{uid}:{uid}::/tmp:/bin/bash\\n'"
@@ -617,7 +623,8 @@ class LocalBackend(SandboxBackend):
     """The ``local`` backend: :class:`LocalSandbox` (bubblewrap on this machine).
 
     Supports ``template``, ``workdir`` (any directory outside its own: /proc, /dev, /tmp,
-    /usr, /etc and the system links), ``mounts``, ``env`` and ``limits``. Not ``image``:
+    /usr, /etc and the system links), ``mounts``, ``scratch_dirs``, ``env`` and ``limits``.
+    Not ``image``:
     commands run the host's own /usr, read-only.
     """
 

@@ -63,3 +63,17 @@ def check_mounts(mounts: Mapping[str, str | os.PathLike[str]],
                                    " or directory on the host; pass an existing path")
         checked[point] = source
     return dict(sorted(checked.items()))
+
+
+def check_scratch_dirs(paths: Iterable[str], reserved: Iterable[str]) -> tuple[str, ...]:
+    """Refuse scratch directories that would be, contain or lie inside a ``reserved`` path
+    (the backend's own directories, the workspace, the mount points) or one another."""
+    reserved, checked = tuple(reserved), tuple(paths)
+    for index, point in enumerate(checked):
+        clash = overlap(point, reserved) or overlap(point, checked[index + 1:])
+        if clash:
+            raise SandboxSpecError(
+                f"scratch directory {point!r} would hide or overlap {clash}; pick a path of"
+                " its own outside the workspace, the mounts and the sandbox's directories"
+                " (e.g. /tests)")
+    return checked

@@ -8,6 +8,9 @@ depends on :mod:`agentgym.core` alone; plugins import it, never each other.
 
 * :class:`BashTools` (``bash``): commands in the sandbox's persistent shell, with a time
   limit and long output cut in the middle (:mod:`agentgym.toolkits.bash`).
+* :class:`TerminalTools` (``terminal``): an interactive terminal, bash on a pty: programs
+  that read their input (``python3``, ``sqlite3``, ``less``), keys such as Ctrl-C, commands
+  that go on running between calls (:mod:`agentgym.toolkits.terminal`).
 * :class:`EditorTools` (``str_replace_editor``): view, create, ``str_replace``, ``insert``
   and ``undo_edit`` on files of the workspace (:mod:`agentgym.toolkits.editor`).
 * :class:`Workspace`: the model the file tools share (paths kept inside the sandbox's
@@ -50,6 +53,7 @@ schemas; the episode's toolsets are dropped when it ends.
 
 from agentgym.toolkits.bash import BashTools
 from agentgym.toolkits.editor import EditorTools
+from agentgym.toolkits.terminal import TerminalTools
 from agentgym.toolkits.workspace import Target, Workspace
 
-__all__ = ["BashTools", "EditorTools", "Target", "Workspace"]
+__all__ = ["BashTools", "EditorTools", "Target", "TerminalTools", "Workspace"]

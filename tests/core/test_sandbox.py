@@ -188,6 +188,6 @@ def test_every_built_in_backend_is_listed_with_its_description():
     assert {"local", "docker"} <= set(entries)
     assert entries["local"].description.startswith("bubblewrap")
     assert entries["local"].description.endswith(
-        "Spec fields: env, limits, mounts, template, workdir.")
+        "Spec fields: env, limits, mounts, scratch_dirs, template, workdir.")
     assert entries["docker"].plugin == "sandboxes"
 

@@ -78,3 +78,35 @@ def test_a_missing_host_path_is_refused(tmp_path) -> None:
 def test_mounts_are_validated_before_anything_starts(backend, run, tmp_path) -> None:
     with pytest.raises(SandboxError, match="no such file"):
         run(open_sandbox(backend, mounts={"/opt/x": str(tmp_path / "absent")}))
+
+
+# ---- scratch_dirs: empty writable folders at fixed paths -----------------------------------
+
+def test_scratch_dirs_are_empty_and_writable(make_sandbox, run) -> None:
+    box = make_sandbox(workdir="/app", scratch_dirs=("/tests", "/logs/"))
+    assert run(box.exec("ls -A /tests /logs")).output == "/logs:\n\n/tests:\n"
+    assert run(box.exec("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt &&"
+                        " echo t > /tests/x && cat /tests/x /logs/verifier/reward.txt")
+               ).output == "t\n1\n"
+    assert run(box.exec("touch /srv 2>/dev/null || touch /opt/x")).exit_code != 0
+
+
+@pytest.mark.parametrize("paths, why", [
+    (("relative",), "absolute path"),
+    (("/",), "other than '/'"),
+    (("/tests", "/tests/"), "given twice"),
+    ("/tests", "sequence of absolute paths"),
+])
+def test_bad_scratch_dirs_are_refused_by_the_spec(paths, why) -> None:
+    with pytest.raises(SandboxError, match=why):
+        SandboxSpec(scratch_dirs=paths)
+
+
+def test_scratch_dirs_may_not_overlap_the_sandbox(backend, run, shared) -> None:
+    for spec, clash in [({"scratch_dirs": ("/workspace/tests",)}, "/workspace"),
+                        ({"scratch_dirs": ("/tmp/x",)}, "/tmp"),
+                        ({"scratch_dirs": ("/opt/shared/x",), "mounts": {
+                            "/opt/shared": str(shared)}}, "/opt/shared"),
+                        ({"scratch_dirs": ("/a", "/a/b")}, "/a/b")]:
+        with pytest.raises(SandboxError, match=f"would hide or overlap {clash}"):
+            run(open_sandbox(backend, SandboxSpec(**spec)))

@@ -1,0 +1,331 @@
+"""The terminal envs: do a job in a shell (set up a service, repair a git history, process
+logs, query a database, build a program); the task's own tests say whether it is done.
+
+One env class serves every id; the ids differ in where tasks come from:
+
+=======================  ==============================================================
+id                       default tasks
+=======================  ==============================================================
+terminal                 agentgym's own tasks, shipped with the package (Harbor format)
+terminal-agentbench-os   AgentBench-OS, from the ``inspect-evals`` package's data
+terminal-nl2bash         NL2Bash filesystem tasks (InterCode), from the ``icalfa`` package
+=======================  ==============================================================
+
+``tasks=`` points any id at a folder of task folders, Harbor or Terminal-Bench format
+(:mod:`agentgym.plugins.terminal.formats`): a clone of a task repository, or one task.
+
+**Where an episode runs.** A task whose Dockerfile the local backend can rebuild runs
+there (``backend=None``), its workspace a cached template
+(:mod:`agentgym.plugins.terminal.workspace`); any other task runs on ``docker`` in its
+image, built locally from its Dockerfile. ``backend="docker"`` builds every task as an
+image; ``backend="local"`` refuses tasks that need one, when the env is made. Either way the
+sandbox has ``/tests`` and ``/logs`` (empty until grading), no network, and the workspace
+is the Dockerfile's ``WORKDIR`` (default ``/app``).
+
+**Tools.** ``terminal`` (an interactive terminal: :mod:`agentgym.toolkits.terminal`),
+``bash`` (one non-interactive command in the sandbox's shell, with its exit code) and
+``submit``. ``tools=("terminal",)`` leaves ``bash`` out. The prompt states the task, the
+working directory and the programs on PATH.
+
+**Reward.** When the episode ends, the task's tests run in its sandbox
+(:func:`agentgym.plugins.terminal.grading.grade_task`): copied in only then, run with the
+environment the sandbox started with, scored all-or-nothing or as the fraction passed per
+the task's ``reward``. A task's reference solution (``oracle``) types its script into the
+terminal and submits; its known-wrong scripts (``solution/wrong*.sh``) are checked by
+``agentgym validate`` to score below 1.0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentgym.core.env import AgentEnv
+from agentgym.core.episode import Episode, Submitted
+from agentgym.core.errors import InvalidArgumentError
+from agentgym.core.parsers import ToolCall
+from agentgym.core.registry import open_sandbox, sandbox_backend
+from agentgym.core.reward import RewardResult
+from agentgym.core.sandbox import Sandbox, SandboxLimits, SandboxSpec, SandboxSpecError
+from agentgym.core.task import WRONG_SOLUTIONS, SolutionTurn, Task, TaskList
+from agentgym.core.tools import tool
+from agentgym.plugins.terminal.formats import LOGS_DIR, TESTS_DIR, TerminalTask, load_tasks
+from agentgym.toolkits import BashTools, TerminalTools
+
+#: The folder of agentgym's own tasks (package data).
+BUILTIN_TASKS = Path(__file__).parent / "tasks"
+#: Tool names the ``tools`` option accepts, and their toolsets.
+TOOLSETS = {"terminal": TerminalTools, "bash": BashTools}
+#: Programs the prompt names when the workspace has them.
+PROGRAMS = ("python3", "pip3", "git", "sqlite3", "curl", "make", "gcc", "tar", "gzip",
+            "zip", "unzip", "jq", "less", "vim", "nano")
+#: Variables of the sandbox's starting environment that belong to one shell, not to it.
+_SHELL_VARIABLES = {"PWD", "OLDPWD", "SHLVL", "_"}
+
+SYSTEM_PROMPT = """\
+You are working in a Linux terminal to complete a task. Run commands with the tools, check \
+your work as you go, and call submit when the task is done; your work is then checked by \
+tests you cannot see."""
+
+
+def solution_turns(script: str) -> list[SolutionTurn]:
+    """A script replayed through the terminal: typed as one line that writes it to a file
+    and runs it, a wait until the terminal is idle (a long script may outlast one call),
+    then submit."""
+    encoded = base64.b64encode(script.encode()).decode()
+    command = (f"echo {encoded} | base64 -d > /tmp/.solution.sh && bash /tmp/.solution.sh;"
+               " rm -f /tmp/.solution.sh")
+    return [SolutionTurn([ToolCall("terminal", {"input": command})]),
+            SolutionTurn([ToolCall("terminal", {})]),
+            SolutionTurn([ToolCall("submit", {})])]
+
+
+#: The package-sourced env ids: the converter module (under
+#: :mod:`agentgym.plugins.terminal.sources`) that writes their task folders, and its splits.
+SOURCES = {"terminal-agentbench-os": ("agentbench", ("dev", "test")),
+           "terminal-nl2bash": ("nl2bash", ("all",))}
+
+
+def default_tasks(env_id: str) -> list[TerminalTask]:
+    """The tasks of a built-in env id (see the module docstring)."""
+    if env_id not in SOURCES:
+        return load_tasks(BUILTIN_TASKS)
+    return load_tasks(source_tasks(env_id))
+
+
+def source_tasks(env_id: str) -> Path:
+    """The folder of a package-sourced env id's task folders, every split of its source,
+    written on first use and cached until the converter or the package changes."""
+    import hashlib
+    import importlib
+    import importlib.metadata
+
+    from agentgym.core.cache import cache_root, file_lock
+
+    name, splits = SOURCES[env_id]
+    module = importlib.import_module(f"agentgym.plugins.terminal.sources.{name}")
+    try:
+        version = importlib.metadata.version(module.PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        version = "missing"  # materialize() says how to install it
+    digest = hashlib.sha256(Path(module.__file__).read_bytes() + version.encode())
+    target = cache_root() / "terminal" / "sources" / f"{env_id}-{digest.hexdigest()[:16]}"
+    if target.is_dir():
+        return target
+    with file_lock(target.with_name(target.name + ".lock")):
+        if not target.is_dir():
+            staging = target.with_name(f".{target.name}.{os.getpid()}")
+            shutil.rmtree(staging, ignore_errors=True)
+            try:
+                for split in splits:
+                    module.materialize(staging, split)
+                staging.rename(target)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+class TerminalEnv(AgentEnv):
+    """Do a job in a terminal; the task's tests grade it (see the module docstring).
+
+    Args:
+        tasks: a folder of task folders (or one task folder), Harbor or Terminal-Bench
+            format, or a list of :class:`TerminalTask`. ``None``: the env id's own.
+        backend: ``None`` (each task where it can run: ``local`` when its Dockerfile needs
+            no image, else ``docker``), ``local`` or ``docker``.
+        tools: which of ``terminal`` and ``bash`` the agent gets (``submit`` always).
+        max_turns: turns before truncation.
+        command_timeout_s: the most one tool call waits for a command.
+        test_timeout_s: the grading tests' time limit; None for each task's own.
+        limits: the sandboxes' resource limits.
+        parser: tool-call format (``hermes``, ``xml``, ``openai`` or a parser object).
+        turn_timeout_s: time budget of one turn's tool calls (see ``AgentEnv``).
+        env_id: which built-in tasks ``tasks=None`` means.
+    """
+
+    system_prompt = SYSTEM_PROMPT
+
+    def __init__(
+        self,
+        tasks: str | os.PathLike | Sequence[TerminalTask] | None = None,
+        *,
+        backend: str | None = None,
+        tools: Sequence[str] = ("terminal", "bash"),
+        max_turns: int = 50,
+        command_timeout_s: float = 60.0,
+        test_timeout_s: float | None = None,
+        limits: SandboxLimits | None = None,
+        parser: Any = "hermes",
+        turn_timeout_s: float | None = 600.0,
+        render_mode: str | None = None,
+        env_id: str = "terminal",
+    ):
+        if tasks is None:
+            loaded = default_tasks(env_id)
+        elif isinstance(tasks, (str, os.PathLike)):
+            loaded = load_tasks(tasks)
+        else:
+            loaded = list(tasks)
+        if not loaded:
+            raise InvalidArgumentError(f"tasks={tasks!r} holds no terminal tasks")
+        ids = [task.id for task in loaded]
+        if len(set(ids)) != len(ids):
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            raise InvalidArgumentError(f"task ids must be unique; given twice: {twice}")
+        unknown = [name for name in tools if name not in TOOLSETS]
+        if unknown or not tools:
+            raise InvalidArgumentError(f"tools={tuple(tools)!r}: choose from"
+                                       f" {', '.join(TOOLSETS)} (at least one)")
+        if backend not in (None, "local", "docker"):
+            sandbox_backend(backend)  # a plugin's backend: it must exist, and take images
+        self.terminal_tasks = {task.id: task for task in loaded}
+        self.backend = backend
+        self.command_timeout_s = command_timeout_s
+        self.test_timeout_s = test_timeout_s
+        self.limits = limits or SandboxLimits(timeout_s=command_timeout_s, memory_mb=2048,
+                                              pids=512)
+        self.toolsets = tuple(functools.partial(TOOLSETS[name],
+                                                command_timeout_s=command_timeout_s)
+                              for name in tools)
+        for task in loaded:
+            self._check_backend(task)
+        self.box: Sandbox | None = None
+        self._start_env: dict[str, str] | None = None
+        super().__init__(TaskList([self._task(t) for t in loaded]), parser=parser,
+                         max_turns=max_turns, turn_timeout_s=turn_timeout_s,
+                         render_mode=render_mode)
+
+    # ---- tasks ------------------------------------------------------------------------------
+
+    def backend_of(self, task: TerminalTask) -> str:
+        """Where ``task`` runs (see the class docstring)."""
+        if self.backend is not None:
+            return self.backend
+        return "local" if task.runs_locally else "docker"
+
+    def _check_backend(self, task: TerminalTask) -> None:
+        if self.backend_of(task) == "local" and not task.runs_locally:
+            raise SandboxSpecError(
+                f"task {task.id!r} needs its own image ({task.dockerfile}: {task.local_reason}),"
+                " which the local backend cannot give; use backend='docker' (or None, which"
+                " picks docker for such tasks)")
+
+    def _task(self, task: TerminalTask) -> Task:
+        metadata: dict[str, Any] = {"format": task.format, "workdir": task.workdir,
+                                    "backend": self.backend_of(task), **task.metadata}
+        if task.wrong_solutions:
+            metadata[WRONG_SOLUTIONS] = [solution_turns(s) for s in task.wrong_solutions]
+        return Task(id=task.id, prompt=self._prompt(task), metadata=metadata,
+                    solution=solution_turns(task.solution) if task.solution else None)
+
+    def _prompt(self, task: TerminalTask) -> str:
+        programs = self._programs(task)
+        where = (f"Your terminal starts in {task.workdir}, where the task's files are."
+                 f" Programs on PATH include {', '.join(programs)}." if programs else
+                 f"Your terminal starts in {task.workdir}, where the task's files are.")
+        return (f"{task.instruction}\n\n{where} There is no network (only 127.0.0.1)."
+                " Call submit when you are done.")
+
+    def _programs(self, task: TerminalTask) -> list[str]:
+        """The :data:`PROGRAMS` a task's workspace has: on the local backend the host's
+        (its /usr is the sandbox's); in the default image, those it installs; otherwise
+        unknown until the image is built (none named)."""
+        if self.backend_of(task) == "local":
+            path = "/usr/local/bin:/usr/bin:/bin"
+            return [p for p in PROGRAMS if shutil.which(p, path=path)]
+        from agentgym.sandboxes.image import DEFAULT_IMAGE
+        from agentgym.sandboxes.image import PROGRAMS as IMAGE_PROGRAMS
+
+        if task.dockerfile is None or task.plan is not None or _base_image(task) == DEFAULT_IMAGE:
+            return [p for p in PROGRAMS if p in IMAGE_PROGRAMS]
+        return []
+
+    def terminal_task(self, task: Task | None = None) -> TerminalTask:
+        task = task or self.task
+        assert task is not None
+        return self.terminal_tasks[task.id]
+
+    # ---- tools ------------------------------------------------------------------------------
+
+    @tool
+    def submit(self) -> str:
+        """Say that the task is done: your work is then checked. This ends the episode."""
+        raise Submitted(None, "Submitted: your work will be checked.")
+
+    # ---- episodes ---------------------------------------------------------------------------
+
+    async def workspace_spec(self, task: TerminalTask) -> SandboxSpec:
+        """The sandbox ``task`` starts in (building its template or image on first use)."""
+        from agentgym.plugins.terminal.workspace import local_template, task_image
+
+        scratch = (TESTS_DIR, LOGS_DIR)
+        if self.backend_of(task) == "local":
+            assert task.plan is not None
+            template = await local_template(task)
+            return SandboxSpec(template=str(template), workdir=task.plan.workdir,
+                               env=dict(task.plan.env), limits=self.limits,
+                               scratch_dirs=scratch)
+        image = await asyncio.to_thread(task_image, task)
+        return SandboxSpec(image=image, workdir=task.workdir, limits=self.limits,
+                           scratch_dirs=scratch)
+
+    async def setup_episode(self, task: Task) -> None:
+        episode = self.episode  # this episode's, even if the setup runs overlapped
+        terminal_task = self.terminal_task(task)
+        self.box = await open_sandbox(self.backend_of(terminal_task),
+                                      await self.workspace_spec(terminal_task))
+        if episode is not None:
+            episode.resources["sandbox"] = self.box
+        self._start_env = await _start_environment(self.box)
+        self.bind_toolsets(self.box)
+
+    async def teardown_episode(self) -> None:
+        box, self.box = self.box, None
+        if box is not None:
+            await box.close()
+
+    async def grade(self, episode: Episode) -> RewardResult:
+        """Run the task's tests in the episode's sandbox (see the module docstring)."""
+        from agentgym.plugins.terminal.grading import grade_task
+
+        if self.box is None:
+            return RewardResult(0.0, {"reason": "the episode's sandbox never started"})
+        return await grade_task(self.box, self.terminal_task(episode.task),
+                                env=self._start_env, timeout=self.test_timeout_s)
+
+
+async def _start_environment(box: Sandbox) -> dict[str, str]:
+    """Prepare a fresh sandbox for a person: ``/logs`` folders, a git identity when none is
+    set; and read its environment, which grading runs with."""
+    result = await box.exec(
+        f"mkdir -p {LOGS_DIR}/agent {LOGS_DIR}/verifier;"
+        " if command -v git >/dev/null && ! git config user.email >/dev/null; then"
+        " git config --global user.name agent;"
+        " git config --global user.email agent@agentgym.invalid;"
+        " git config --global init.defaultBranch main; fi;"
+        " env -0 | base64 -w0", timeout=30)
+    if not result.ok:
+        raise SandboxSpecError(f"the sandbox could not be prepared: {result.output[-500:]}")
+    pairs = base64.b64decode(result.output.strip().splitlines()[-1]).split(b"\0")
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.decode(errors="replace").partition("=")
+        if sep and name not in _SHELL_VARIABLES:
+            env[name] = value
+    return env
+
+
+def _base_image(task: TerminalTask) -> str:
+    from agentgym.plugins.terminal.formats import dockerfile_instructions
+
+    assert task.dockerfile is not None
+    for keyword, args in dockerfile_instructions(task.dockerfile.read_text()):
+        if keyword == "FROM":
+            return args.split()[0] if args else ""
+    return ""

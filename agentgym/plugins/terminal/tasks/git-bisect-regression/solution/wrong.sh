@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Plausible mistake: reads the bisect log wrongly and reports the last good commit.
+set -euo pipefail
+export GIT_PAGER=cat PAGER=cat
+cd /app/repo
+git bisect start main v1.0 >/dev/null
+git bisect run python3 /app/check_wordcount.py > /tmp/bisect.log 2>&1 || true
+bad=$(git rev-parse refs/bisect/bad)
+git bisect reset >/dev/null 2>&1
+git rev-parse "$bad~1" > /app/first_bad.txt

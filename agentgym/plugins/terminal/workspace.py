@@ -1,0 +1,135 @@
+"""A terminal task's starting workspace: a cached local template, or a locally built image.
+
+* **local** (:func:`local_template`): a task whose Dockerfile the local backend can rebuild
+  (:func:`~agentgym.plugins.terminal.formats.local_plan`) gets a host folder holding its
+  workspace as the image would: the ``COPY``'d files, then the ``RUN`` steps run in a
+  local sandbox over them (as the sandbox user, with the Dockerfile's ``ENV``), the result
+  read back as a tar. It is built once and cached under ``~/.cache/agentgym/terminal/``,
+  named by a digest of everything it is built from, so a reset only opens a sandbox on it.
+* **docker** (:func:`task_image`): any other Dockerfile is built as it is by the docker
+  backend (:func:`agentgym.sandboxes.builds.build_image`, cached by content; base images
+  are never pulled, and a missing one is an error naming it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import os
+import shlex
+import shutil
+import tarfile
+from pathlib import Path
+
+from agentgym.core.cache import cache_root, file_lock
+from agentgym.core.registry import open_sandbox
+from agentgym.core.sandbox import SandboxError, SandboxLimits, SandboxSpec
+from agentgym.plugins.terminal.formats import TerminalTask
+
+#: Bump when the way templates are built changes: old ones are then rebuilt.
+TEMPLATE_VERSION = "1"
+#: Seconds the RUN steps of one Dockerfile may take together.
+BUILD_TIMEOUT_S = 600.0
+
+
+def template_dir() -> Path:
+    """Where built workspace templates are cached."""
+    return cache_root() / "terminal" / "templates"
+
+
+def template_digest(task: TerminalTask) -> str:
+    """What a task's template is built from: the Dockerfile and every file it copies."""
+    from agentgym.sandboxes.builds import hash_tree
+
+    assert task.plan is not None
+    digest = hashlib.sha256(f"{TEMPLATE_VERSION}\0{task.plan.workdir}\0".encode())
+    if task.dockerfile is not None:
+        digest.update(task.dockerfile.read_bytes())
+    for index, (host, rel) in enumerate(task.plan.copies):
+        hash_tree(digest, f"{index}:{rel}", host)
+    return digest.hexdigest()[:20]
+
+
+async def local_template(task: TerminalTask, limits: SandboxLimits | None = None) -> Path:
+    """The folder a local sandbox's workspace starts from for ``task``, built on first use
+    (see the module docstring). Raises :class:`SandboxError` naming the step that failed."""
+    if task.plan is None:
+        raise SandboxError(f"task {task.id!r} needs an image: {task.local_reason}")
+    target = template_dir() / f"{task.id}-{template_digest(task)}"
+    if target.is_dir():
+        return target
+    # On a thread, with a loop of its own: the lock may wait for another build.
+    return await asyncio.to_thread(_build_once, task, target, limits)
+
+
+def _build_once(task: TerminalTask, target: Path, limits: SandboxLimits | None) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(target.with_name(target.name + ".lock")):
+        if not target.is_dir():
+            staging = target.with_name(f".{target.name}.{os.getpid()}")
+            shutil.rmtree(staging, ignore_errors=True)
+            try:
+                asyncio.run(_build(task, staging, limits))
+                staging.rename(target)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+async def _build(task: TerminalTask, staging: Path, limits: SandboxLimits | None) -> None:
+    plan = task.plan
+    assert plan is not None
+    staging.mkdir(parents=True)
+    for host, rel in plan.copies:
+        dest = staging / rel
+        if host.is_dir():
+            shutil.copytree(host, dest, symlinks=True, dirs_exist_ok=True)
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(host, dest)
+    if not plan.runs:
+        return
+    limits = limits or SandboxLimits(timeout_s=BUILD_TIMEOUT_S, memory_mb=2048, pids=512)
+    spec = SandboxSpec(template=str(staging), workdir=plan.workdir, env=dict(plan.env),
+                       limits=limits)
+    async with await open_sandbox("local", spec) as box:
+        for cwd, command in plan.runs:
+            script = f"cd {shlex.quote(cwd)} && {{\n{command}\n}}"
+            result = await box.exec(script, timeout=BUILD_TIMEOUT_S)
+            if not result.ok:
+                raise SandboxError(
+                    f"task {task.id!r}: RUN {command[:200]!r} of {task.dockerfile} failed"
+                    f" (exit {result.exit_code}) in the local sandbox:"
+                    f" {result.output.strip()[-1500:]}")
+        archive = "/tmp/.agentgym-workspace.tar"
+        result = await box.exec(f"tar -C {shlex.quote(plan.workdir)} -cf {archive} .",
+                                timeout=BUILD_TIMEOUT_S)
+        if not result.ok:
+            raise SandboxError(f"task {task.id!r}: the built workspace could not be read"
+                               f" back: {result.output.strip()[-500:]}")
+        data = await box.read_file(archive)
+    shutil.rmtree(staging)
+    staging.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        if hasattr(tarfile, "tar_filter"):
+            tar.extraction_filter = _keep_modes
+        tar.extractall(staging)
+
+
+def _keep_modes(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
+    """tarfile's ``tar`` filter (no paths leaving the folder), keeping the permission bits
+    it would clear (group and other write, sticky, setgid): tasks about permissions set
+    them."""
+    return tarfile.tar_filter(member, path).replace(mode=member.mode, deep=False)
+
+
+def task_image(task: TerminalTask, log=None) -> str:
+    """The docker image of ``task``'s Dockerfile, built locally on first use (cached by
+    content); the default sandbox image for a task without one."""
+    from agentgym.sandboxes.builds import build_image
+    from agentgym.sandboxes.image import DEFAULT_IMAGE
+
+    if task.context is None:
+        return DEFAULT_IMAGE
+    return build_image(context=task.context, repository="agentgym/terminal", log=log)

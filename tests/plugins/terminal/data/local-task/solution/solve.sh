@@ -1,0 +1,1 @@
+echo 42 > /app/answer.txt

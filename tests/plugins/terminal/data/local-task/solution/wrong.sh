@@ -1,0 +1,1 @@
+echo 41 > /app/answer.txt

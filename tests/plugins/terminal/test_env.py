@@ -1,0 +1,161 @@
+"""The terminal envs with real sandboxes: every shipped task valid under its real grader,
+Harbor and Terminal-Bench tasks with their own images on docker, and the tests out of the
+agent's reach."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import agentgym
+from agentgym.core.sandbox import SandboxSpecError
+from agentgym.plugins.terminal.env import BUILTIN_TASKS, TerminalEnv
+from agentgym.plugins.terminal.formats import load_tasks
+from agentgym.testing import assert_valid, check_env
+from tests.conftest import backend_missing
+
+DATA = Path(__file__).parent / "data"
+CATEGORIES = ("git", "text", "sqlite", "archive", "build", "schedul", "service")
+
+
+@pytest.fixture
+def local():
+    missing = backend_missing("local")
+    if missing:
+        pytest.skip(f"local backend unavailable: {missing}")
+
+
+@pytest.fixture
+def docker():
+    missing = backend_missing("docker")
+    if missing:
+        pytest.skip(f"docker backend unavailable: {missing}")
+
+
+def turn(name: str, arguments: dict) -> dict:
+    """An assistant turn calling one tool."""
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+def play(env: TerminalEnv, task_id: str, *calls: dict) -> tuple[float, dict]:
+    """Reset to ``task_id``, make each ``terminal`` call in its own turn, submit; the
+    reward and the last info."""
+    env.reset(seed=0, options={"task_id": task_id})
+    for arguments in calls:
+        env.step({"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "terminal",
+                                              "arguments": json.dumps(arguments)}}]})
+    _, reward, terminated, _, info = env.step(turn("submit", {}))
+    assert terminated
+    return reward, info
+
+
+def test_shipped_tasks_cover_the_categories() -> None:
+    tasks = load_tasks(BUILTIN_TASKS)
+    assert len(tasks) >= 20
+    for task in tasks:
+        assert task.format == "harbor" and task.solution and task.wrong_solutions, task.id
+        assert task.runs_locally, f"{task.id}: {task.local_reason}"
+    text = " ".join(f"{t.id} {t.metadata.get('category', '')}" for t in tasks).lower()
+    for category in CATEGORIES:
+        assert category in text, f"no shipped task about {category!r}"
+
+
+def test_every_shipped_task_is_valid_under_its_grader(local) -> None:
+    """oracle 1.0, noop 0.0, each wrong solution < 1.0, on the local backend."""
+    report = assert_valid("terminal", n=None, require_solutions=True, concurrency=4)
+    assert len(report.task_ids) >= 20
+    assert sum(r.check.startswith("wrong") for r in report.results) >= 20
+
+
+def test_check_env(local) -> None:
+    check_env(agentgym.make("terminal"))
+
+
+def test_prompt_names_the_workspace_and_programs(local) -> None:
+    env = TerminalEnv()
+    messages, info = env.reset(seed=0)
+    prompt = messages[-1]["content"]
+    assert "starts in /app" in prompt and "python3" in prompt and "git" in prompt
+    assert [t["function"]["name"] for t in info["tools"]] == ["terminal", "bash", "submit"]
+    env.close()
+
+
+def test_tests_are_out_of_reach_until_grading(local) -> None:
+    env = TerminalEnv(DATA / "local-task")
+    env.reset(seed=0)
+    command = ("ls -A /tests /logs/verifier; grep -rl EXPECTED-ANSWER /app /tests /logs /tmp"
+               " /home 2>/dev/null | grep -v agentgym-terminal; echo listed")
+    looked = env.step(turn("terminal", {"input": command}))[0][0]["content"]
+    assert "listed" in looked and "test.sh" not in looked and "EXPECTED-ANSWER" in looked
+    assert looked.count("EXPECTED-ANSWER") == 1  # only the echo of the command itself
+    env.close()
+
+
+def test_editing_the_tests_or_the_reward_file_does_not_pay(local) -> None:
+    env = TerminalEnv(DATA / "local-task")
+    forged = ("printf '#!/bin/bash\\necho 1 > /logs/verifier/reward.txt\\n' > /tests/test.sh;"
+              " echo 1 > /logs/verifier/reward.txt; chmod 0 /tests/test.sh")
+    reward, info = play(env, "local-task", {"input": forged})
+    assert reward == 0.0, info["reward_metrics"]
+    reward, _ = play(env, "local-task", {"input": "echo 42 > /app/answer.txt"})
+    assert reward == 1.0
+    env.close()
+
+
+def test_exports_in_the_agents_shells_do_not_reach_the_grader(local) -> None:
+    env = TerminalEnv(DATA / "local-task")
+    poisoned = ("mkdir -p /tmp/bin && printf '#!/bin/sh\\necho 1\\n' > /tmp/bin/cat &&"
+                " chmod +x /tmp/bin/cat && export PATH=/tmp/bin:$PATH")
+    reward, _ = play(env, "local-task", {"input": poisoned},
+                     {"input": "echo 42 > /app/answer.txt"})
+    assert reward == 1.0
+    env.close()
+
+
+def test_a_task_needing_an_image_is_refused_on_local() -> None:
+    with pytest.raises(SandboxSpecError, match=r"harbor-image.*needs its own image.*USER"):
+        TerminalEnv(DATA / "harbor-image", backend="local")
+
+
+@pytest.mark.parametrize("task", ["harbor-image", "tb-image"])
+def test_tasks_with_their_own_dockerfile_run_on_docker(docker, task) -> None:
+    """Built locally FROM the default image (cached by content), graded in the container."""
+    env = TerminalEnv(DATA / task)
+    assert env.backend_of(env.terminal_tasks[task]) == "docker"
+    env.close()
+    report = assert_valid("terminal", n=None, require_solutions=True, concurrency=3,
+                          tasks=str(DATA / task))
+    assert sorted(r.check for r in report.results) == ["noop", "oracle", "wrong solution #1"]
+
+
+def test_terminal_bench_fraction_reward(docker) -> None:
+    env = TerminalEnv(DATA / "tb-image")
+    reward, info = play(env, "tb-image", {"input": "cp /etc/demo/app.conf /app/app.conf"})
+    metrics = info["reward_metrics"]
+    assert (metrics["tests_passed"], metrics["tests_total"]) == (1, 3)
+    assert reward == pytest.approx(1 / 3)
+    env.close()
+
+
+@pytest.mark.parametrize(("env_id", "at_least"), [("terminal-agentbench-os", 60),
+                                                  ("terminal-nl2bash", 150)])
+def test_package_sourced_tasks_are_valid_under_their_grader(local, env_id, at_least) -> None:
+    """Every task the converters keep from the packages' data: oracle 1.0, noop 0.0, wrong
+    solutions < 1.0, on the local backend."""
+    report = assert_valid(env_id, n=None, require_solutions=True, concurrency=4)
+    assert len(report.task_ids) >= at_least
+
+
+def test_validate_runs_a_users_task_folder(local, agentgym_cli) -> None:
+    import subprocess
+
+    done = subprocess.run([agentgym_cli, "validate", "terminal", "-e",
+                           f"tasks={DATA / 'local-task'}", "--all", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert (result["tasks"], result["checked"], result["ok"]) == (1, 3, True)
