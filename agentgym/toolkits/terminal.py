@@ -82,7 +82,7 @@ fi
 pid=$(cat "$d/pid" 2>/dev/null)
 size0=$(stat -c %s "$d/out"); n0=$(wc -l < "$d/prompts")
 [ -n "$keys" ] && printf %s "$keys" | base64 -d > "$d/in"
-t0=${{EPOCHREALTIME/./}}; last=$size0; quiet=$t0; status=running
+t0=${{EPOCHREALTIME/./}}; last=$size0; quiet=$t0; status=running; polls=0
 while :; do
   now=${{EPOCHREALTIME/./}}
   if [ "$(wc -l < "$d/prompts")" -gt "$n0" ]; then status=done; break; fi
@@ -101,7 +101,10 @@ while :; do
     esac
   fi
   [ $((now - t0)) -ge "$limit" ] && break
-  sleep 0.02
+  # Quick answers stay quick; a long command is polled less often (each poll forks).
+  polls=$((polls + 1))
+  if [ $polls -lt 50 ]; then sleep 0.02; elif [ $polls -lt 100 ]; then sleep 0.05
+  else sleep 0.2; fi
 done
 fg=$(cut -d' ' -f8 2>/dev/null < /proc/$pid/stat)
 echo "$status $started $(tail -n 1 "$d/prompts") $(cat 2>/dev/null /proc/$fg/comm || echo -)"

@@ -19,11 +19,9 @@ BENCH = ROOT / "bench" / "swe_difficulty.py"
 @pytest.mark.skipif(shutil.which("bwrap") is None or os.geteuid() != 0,
                     reason="synthesis runs mutants in the local sandbox: bubblewrap and root")
 def test_swe_difficulty_bench_json() -> None:
-    from agentgym.plugins.swe.repo import ENV_READY, cache_dir
+    from agentgym.plugins.swe.repo import prepare
 
-    if not (cache_dir() / "envs" / "toolz-1.2.0" / ENV_READY).is_file():
-        pytest.skip("toolz==1.2.0 is not prepared in the SWE cache (any swe-synth test on"
-                    " toolz prepares it)")
+    prepare("toolz", "1.2.0")  # the sdist and its test env, shared with the swe-synth tests
     done = subprocess.run([sys.executable, str(BENCH), "--package", "toolz==1.2.0", "--tasks",
                            "1", "--difficulty", "easy", "medium", "--json"],
                           capture_output=True, text=True, timeout=900)

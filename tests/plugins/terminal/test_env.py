@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import agentgym
-from agentgym.core.sandbox import SandboxSpecError
+from agentgym.core.sandbox import SandboxError, SandboxSpecError
 from agentgym.plugins.terminal.env import BUILTIN_TASKS, TerminalEnv
 from agentgym.plugins.terminal.formats import load_tasks
 from agentgym.testing import assert_valid, check_env
@@ -159,3 +159,17 @@ def test_validate_runs_a_users_task_folder(local, agentgym_cli) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
     assert (result["tasks"], result["checked"], result["ok"]) == (1, 3, True)
+
+
+def test_a_missing_base_image_is_named(docker, tmp_path) -> None:
+    import shutil
+
+    task = tmp_path / "needs-base"
+    shutil.copytree(DATA / "harbor-image", task)
+    (task / "environment" / "Dockerfile").write_text("FROM example.invalid/absent:1\n"
+                                                     "WORKDIR /app\n")
+    env = TerminalEnv(task)
+    with pytest.raises(SandboxError, match=r"base image 'example.invalid/absent:1' .* never"
+                                           r" pulls"):
+        env.reset(seed=0)
+    env.close()
