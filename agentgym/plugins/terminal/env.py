@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import functools
 import os
 import shutil
@@ -242,6 +243,8 @@ class TerminalEnv(AgentEnv):
         from agentgym.sandboxes.image import DEFAULT_IMAGE
         from agentgym.sandboxes.image import PROGRAMS as IMAGE_PROGRAMS
 
+        if task.image:
+            return []
         if task.dockerfile is None or task.plan is not None or _base_image(task) == DEFAULT_IMAGE:
             return [p for p in PROGRAMS if p in IMAGE_PROGRAMS]
         return []
@@ -265,14 +268,17 @@ class TerminalEnv(AgentEnv):
         from agentgym.plugins.terminal.workspace import local_template, task_image
 
         scratch = (TESTS_DIR, LOGS_DIR)
+        limits = self.limits
+        if task.cpus is not None or task.memory_mb is not None:  # the task's own resources
+            limits = dataclasses.replace(limits, cpus=task.cpus or limits.cpus,
+                                         memory_mb=task.memory_mb or limits.memory_mb)
         if self.backend_of(task) == "local":
             assert task.plan is not None
             template = await local_template(task)
             return SandboxSpec(template=str(template), workdir=task.plan.workdir,
-                               env=dict(task.plan.env), limits=self.limits,
-                               scratch_dirs=scratch)
+                               env=dict(task.plan.env), limits=limits, scratch_dirs=scratch)
         image = await asyncio.to_thread(task_image, task)
-        return SandboxSpec(image=image, workdir=task.workdir, limits=self.limits,
+        return SandboxSpec(image=image, workdir=task.workdir, limits=limits,
                            scratch_dirs=scratch)
 
     async def setup_episode(self, task: Task) -> None:
@@ -296,8 +302,10 @@ class TerminalEnv(AgentEnv):
 
         if self.box is None:
             return RewardResult(0.0, {"reason": "the episode's sandbox never started"})
-        return await grade_task(self.box, self.terminal_task(episode.task),
-                                env=self._start_env, timeout=self.test_timeout_s)
+        task = self.terminal_task(episode.task)
+        env = None if self._start_env is None else {**self._start_env,
+                                                     **dict(task.verifier_env)}
+        return await grade_task(self.box, task, env=env, timeout=self.test_timeout_s)
 
 
 async def _start_environment(box: Sandbox) -> dict[str, str]:

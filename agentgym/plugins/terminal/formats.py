@@ -34,6 +34,7 @@ for the docker backend.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shlex
@@ -99,6 +100,11 @@ class TerminalTask:
         agent_timeout_s, test_timeout_s: the task's time limits.
         reward: ``binary`` or ``fraction``.
         metadata: the rest of the task's config (difficulty, category, tags ...).
+        image: a prebuilt image the task runs in instead of building its Dockerfile
+            (Harbor's ``[environment] docker_image``); it must be on the docker engine.
+        verifier_env: variables the tests run with (Harbor's ``[verifier] env``).
+        cpus, memory_mb: the task's resources (Harbor's ``[environment]``); None for the
+            env's limits.
     """
 
     id: str
@@ -118,6 +124,10 @@ class TerminalTask:
     test_timeout_s: float = 120.0
     reward: RewardMode = "binary"
     metadata: dict[str, Any] = field(default_factory=dict)
+    image: str | None = None
+    verifier_env: tuple[tuple[str, str], ...] = ()
+    cpus: float | None = None
+    memory_mb: int | None = None
 
     @property
     def runs_locally(self) -> bool:
@@ -176,10 +186,20 @@ def _harbor(folder: Path) -> TerminalTask:
                               " tests/test.sh, writing the reward to " + REWARD_FILE)
     verifier = _table(config, "verifier", config_file)
     agent = _table(config, "agent", config_file)
+    environment = _table(config, "environment", config_file)
     context = folder / "environment"
     dockerfile = context / "Dockerfile"
     solution = folder / "solution" / "solve.sh"
-    return _task(
+    image = environment.get("docker_image")
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        raise TaskFormatError(f"{config_file}: environment.docker_image must be an image name,"
+                              f" got {image!r}")
+    verifier_env = verifier.get("env", {})
+    if not isinstance(verifier_env, dict) or not all(
+            isinstance(v, (str, int, float)) for v in verifier_env.values()):
+        raise TaskFormatError(f"{config_file}: verifier.env must be a table of variables,"
+                              f" got {verifier_env!r:.80}")
+    task = _task(
         folder, "harbor", instruction_file.read_text(), config_file,
         context=context if dockerfile.is_file() else None,
         tests=(("", folder / "tests"),), test_command=f"bash {TESTS_DIR}/test.sh",
@@ -188,6 +208,13 @@ def _harbor(folder: Path) -> TerminalTask:
         test_timeout=_number(verifier, "timeout_sec", 120.0, config_file, "verifier"),
         reward=_reward(verifier.get("reward", "binary"), config_file, "verifier.reward"),
         metadata=dict(_table(config, "metadata", config_file)))
+    resources = _resources(environment, config_file)
+    task = dataclasses.replace(task, verifier_env=tuple((k, str(v)) for k, v in
+                                                        verifier_env.items()), **resources)
+    if image:
+        task = dataclasses.replace(task, image=image, plan=None,
+                                   local_reason=f"it runs in the prebuilt image {image!r}")
+    return task
 
 
 def _terminal_bench(folder: Path) -> TerminalTask:
@@ -215,7 +242,7 @@ def _terminal_bench(folder: Path) -> TerminalTask:
     if not solution.is_file() and (folder / "solution.yaml").is_file():
         solution = folder / "solution.yaml"
     known = {"instruction", "reward", "max_agent_timeout_sec", "max_test_timeout_sec"}
-    return _task(
+    task = _task(
         folder, "terminal-bench", instruction, config_file,
         context=folder if (folder / "Dockerfile").is_file() else None,
         tests=tuple(tests), test_command=f"TEST_DIR={TESTS_DIR} bash {TESTS_DIR}/run-tests.sh",
@@ -224,6 +251,11 @@ def _terminal_bench(folder: Path) -> TerminalTask:
         test_timeout=_number(config, "max_test_timeout_sec", 120.0, config_file, None),
         reward=_reward(config.get("reward", "binary"), config_file, "reward"),
         metadata={k: v for k, v in config.items() if k not in known})
+    if task.dockerfile is None and (folder / "docker-compose.yaml").is_file():
+        task = dataclasses.replace(task, plan=None, local_reason=(
+            "its environment is a docker-compose.yaml without a Dockerfile, which agentgym"
+            " does not run"))
+    return task
 
 
 def _task(folder: Path, format: Format, instruction: str, config_file: Path, *,
@@ -243,6 +275,22 @@ def _task(folder: Path, format: Format, instruction: str, config_file: Path, *,
         wrong_solutions=tuple(_script(path) for path in wrong),
         agent_timeout_s=agent_timeout, test_timeout_s=test_timeout, reward=reward,
         metadata=metadata)
+
+
+def _resources(environment: dict[str, Any], where: Path) -> dict[str, Any]:
+    """``cpus`` and ``memory_mb`` from Harbor's ``[environment]`` (``memory = "2G"`` too)."""
+    found: dict[str, Any] = {}
+    if "cpus" in environment:
+        found["cpus"] = _number(environment, "cpus", 1.0, where, "environment")
+    memory = environment.get("memory_mb", environment.get("memory"))
+    if memory is not None:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([MmGg])?[Bb]?\s*", str(memory))
+        if not match or isinstance(memory, bool):
+            raise TaskFormatError(f"{where}: environment.memory must be megabytes or a size"
+                                  f" such as '2G', got {memory!r}")
+        value = float(match.group(1)) * (1024 if (match.group(2) or "M") in "Gg" else 1)
+        found["memory_mb"] = int(value)
+    return found
 
 
 def _table(config: dict[str, Any], name: str, where: Path) -> dict[str, Any]:

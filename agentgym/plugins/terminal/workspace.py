@@ -125,11 +125,18 @@ def _keep_modes(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
 
 
 def task_image(task: TerminalTask, log=None) -> str:
-    """The docker image of ``task``'s Dockerfile, built locally on first use (cached by
-    content); the default sandbox image for a task without one."""
+    """The docker image of ``task``: its prebuilt image (which must be on the engine), or its
+    Dockerfile's, built locally on first use (cached by content); the default sandbox image
+    for a task without one."""
     from agentgym.sandboxes.builds import build_image
-    from agentgym.sandboxes.image import DEFAULT_IMAGE
+    from agentgym.sandboxes.image import DEFAULT_IMAGE, ensure_image
 
+    if task.image:
+        ensure_image(task.image)
+        return task.image
     if task.context is None:
+        if task.plan is None:
+            raise SandboxError(f"task {task.id!r} has no Dockerfile to build:"
+                               f" {task.local_reason}")
         return DEFAULT_IMAGE
     return build_image(context=task.context, repository="agentgym/terminal", log=log)

@@ -173,3 +173,19 @@ def test_a_missing_base_image_is_named(docker, tmp_path) -> None:
                                            r" pulls"):
         env.reset(seed=0)
     env.close()
+
+
+def test_the_verifier_env_reaches_the_tests(local, tmp_path) -> None:
+    import shutil
+
+    task = tmp_path / "with-env"
+    shutil.copytree(DATA / "local-task", task)
+    with open(task / "task.toml", "a") as config:
+        config.write('env = { WANTED = "43" }\n')
+    (task / "tests" / "test.sh").write_text(
+        '[ "$(cat /app/answer.txt)" = "$WANTED" ] && echo 1 > /logs/verifier/reward.txt'
+        " || echo 0 > /logs/verifier/reward.txt\n")
+    env = TerminalEnv(task)
+    assert play(env, "with-env", {"input": "echo 43 > /app/answer.txt"})[0] == 1.0
+    assert play(env, "with-env", {"input": "echo 42 > /app/answer.txt"})[0] == 0.0
+    env.close()

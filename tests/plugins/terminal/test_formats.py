@@ -105,3 +105,22 @@ def test_local_plan(tmp_path: Path) -> None:
         dockerfile.write_text(text)
         plan, reason, _ = local_plan(dockerfile)
         assert plan is None and why in reason, (text, reason)
+
+
+def test_harbor_environment_and_verifier_settings(tmp_path: Path) -> None:
+    toml = ('[verifier]\nenv = { LEVEL = "strict", RETRIES = 3 }\n'
+            '[environment]\ndocker_image = "myorg/task:1"\ncpus = 2\nmemory = "1.5G"\n')
+    task = load_task(write(tmp_path / "t", {**HARBOR, "task.toml": toml}))
+    assert task.verifier_env == (("LEVEL", "strict"), ("RETRIES", "3"))
+    assert (task.image, task.cpus, task.memory_mb) == ("myorg/task:1", 2.0, 1536)
+    assert not task.runs_locally and "prebuilt image 'myorg/task:1'" in task.local_reason
+    bad = {**HARBOR, "task.toml": "[environment]\nmemory = 'lots'\n"}
+    with pytest.raises(TaskFormatError, match=r"environment\.memory must be megabytes"):
+        load_task(write(tmp_path / "u", bad))
+
+
+def test_a_compose_only_terminal_bench_task_says_so(tmp_path: Path) -> None:
+    folder = write(tmp_path / "t", {"task.yaml": "instruction: go\n", "run-tests.sh": "true\n",
+                                    "docker-compose.yaml": "services: {}\n"})
+    task = load_task(folder)
+    assert not task.runs_locally and "docker-compose.yaml" in task.local_reason
