@@ -76,6 +76,7 @@ _CALL = r"""
 d={dir}; keys={keys}; limit={timeout_us}; idle={idle_us}; started=0
 alive() {{ [ -s "$d/pid" ] && kill -0 "$(cat "$d/pid")" 2>/dev/null; }}
 if ! alive; then
+  command -v script >/dev/null || {{ echo "noscript 0 0 -"; exit 0; }}
   [ -e "$d/pid" ] && started=restarted || started=started
   {start}
 fi
@@ -215,6 +216,10 @@ class TerminalTools(Toolset):
             raise ToolError(f"the terminal did not answer ({result.output[-300:]!r});"
                             " use the bash tool, or call terminal again")
         status, started = fields[0], fields[1]
+        if status == "noscript":
+            raise ToolError("this sandbox has no `script` program (util-linux), which the"
+                            " terminal runs on; use the bash tool, or add util-linux (Debian:"
+                            " bsdutils) to the image")
         exit_code = fields[2] if len(fields) > 3 else ""
         program = fields[-1]
         text = cut_middle(screen_text(raw).rstrip("\n"), self.workspace.max_output_chars,

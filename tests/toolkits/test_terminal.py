@@ -94,3 +94,14 @@ def test_screen_text_removes_control_sequences() -> None:
     assert screen_text("\x1b[?2004h/app$ ls\r\n\x1b[01;34mdir\x1b[0m\r\n") == "/app$ ls\ndir\n"
     assert screen_text("progress 10%\rprogress 100%\r\n") == "progress 100%\n"
     assert screen_text("ab\bc\x1b]0;title\x07") == "ac"
+
+
+def test_a_sandbox_without_script_gets_a_clear_error(backend) -> None:
+    async def scenario():
+        async with await open_sandbox(backend) as box:
+            await box.exec("export PATH=/nowhere")  # as in an image without util-linux
+            [tool] = TerminalTools(box).tools()
+            with pytest.raises(ToolError, match=r"no `script` program \(util-linux\)"):
+                await tool.call({"input": "ls"})
+
+    asyncio.run(scenario())
