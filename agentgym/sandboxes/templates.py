@@ -22,8 +22,9 @@ sandbox lives (:meth:`TemplateCopy.release` ends it; the kernel does if the proc
 dies). The lock file holds the template's path, and its modification time is the copy's
 last use.
 
-Cleanup (:func:`clean`, after each :func:`acquire` and by ``agentgym sandbox gc``), one
-process at a time (``.clean.lock``): a copy that nobody holds is removed, under an
+Cleanup (:func:`clean`, by ``agentgym sandbox gc``, and by :func:`acquire` after it made a
+copy or :data:`CLEAN_INTERVAL_S` after its process last cleaned), one process at a time
+(``.clean.lock``): a copy that nobody holds is removed, under an
 exclusive lock, when its template now has another key (it changed since) or when it was
 last used more than :data:`TEMPLATE_TTL_S` ago. A copy from before these keys (no lock
 file) is removed once it is older than the same delay and no mount namespace on the host
@@ -52,6 +53,9 @@ from agentgym.sandboxes.processes import process_alive
 TEMPLATE_DIR = Path(os.environ.get("AGENTGYM_TEMPLATE_DIR", "/var/tmp/agentgym-templates"))
 #: A copy nobody has opened for this long is removed (seconds; default a day).
 TEMPLATE_TTL_S = float(os.environ.get("AGENTGYM_TEMPLATE_TTL_S", 24 * 3600))
+#: Seconds between the cleanups :func:`acquire` runs when it made no new copy.
+CLEAN_INTERVAL_S = 300.0
+_last_clean = [float("-inf")]  # when this process last cleaned (time.monotonic())
 #: The unprivileged user commands run as; copies belong to it.
 SANDBOX_UID = int(os.environ.get("AGENTGYM_SANDBOX_UID", "65000"))
 
@@ -113,7 +117,8 @@ def acquire(template: str | os.PathLike[str]) -> TemplateCopy:
     lock = _locked(root / (name + _LOCK), fcntl.LOCK_SH)
     assert lock is not None  # a blocking lock is always taken
     try:
-        if not target.is_dir():
+        made = not target.is_dir()
+        if made:
             _copy(source, target)
         recorded = os.fsencode(source)
         if os.pread(lock, len(recorded) + 1, 0) != recorded:  # the template's path
@@ -123,7 +128,11 @@ def acquire(template: str | os.PathLike[str]) -> TemplateCopy:
     except BaseException:
         os.close(lock)
         raise
-    clean(keep=name, source=source)
+    # A full scan costs a stat per copy (thousands pile up over many tasks): after a new
+    # copy (an older one of this template may be stale now), else now and then.
+    if made or time.monotonic() - _last_clean[0] > CLEAN_INTERVAL_S:
+        _last_clean[0] = time.monotonic()
+        clean(keep=name, source=source)
     return TemplateCopy(target, lock)
 
 

@@ -124,9 +124,22 @@ def test_a_copy_a_live_sandbox_uses_is_kept_until_it_closes(cache, template, run
         assert run(box.exec("cat pkg/mod.py")).output == "x = 1\n"  # still whole
     finally:
         run(box.close())
-    again = templates.acquire(template)
-    again.release()
+    # The next cleanup removes it: after a new copy, every CLEAN_INTERVAL_S, or gc.
+    templates.clean(keep=newer.path.name, source=template.resolve())
     assert copies(cache) == [newer.path.name]
+
+
+def test_acquire_scans_the_cache_after_a_new_copy_or_now_and_then(cache, template,
+                                                                  monkeypatch):
+    scans = []
+    monkeypatch.setattr(templates, "clean", lambda **kwargs: scans.append(kwargs))
+    monkeypatch.setattr(templates, "_last_clean", [float("-inf")])
+    templates.acquire(template).release()  # a new copy
+    templates.acquire(template).release()  # the same copy, just after a scan
+    assert len(scans) == 1
+    monkeypatch.setattr(templates, "CLEAN_INTERVAL_S", 0.0)
+    templates.acquire(template).release()
+    assert len(scans) == 2
 
 
 def test_copies_idle_past_the_ttl_are_removed_unless_held(cache, tmp_path, template):

@@ -42,6 +42,7 @@ import base64
 import dataclasses
 import functools
 import os
+import shlex
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,6 +67,9 @@ TOOLSETS = {"terminal": TerminalTools, "bash": BashTools}
 #: Programs the prompt names when the workspace has them.
 PROGRAMS = ("python3", "pip3", "git", "sqlite3", "curl", "make", "gcc", "tar", "gzip",
             "zip", "unzip", "jq", "less", "vim", "nano")
+#: The user's git settings in a fresh sandbox (``~/.gitconfig``), so that commits work.
+_GITCONFIG = ("[user]\n\tname = agent\n\temail = agent@agentgym.invalid\n"
+              "[init]\n\tdefaultBranch = main\n")
 #: Variables of the sandbox's starting environment that belong to one shell, not to it.
 _SHELL_VARIABLES = {"PWD", "OLDPWD", "SHLVL", "_"}
 
@@ -309,14 +313,11 @@ class TerminalEnv(AgentEnv):
 
 
 async def _start_environment(box: Sandbox) -> dict[str, str]:
-    """Prepare a fresh sandbox for a person: ``/logs`` folders, a git identity when none is
-    set; and read its environment, which grading runs with."""
+    """Prepare a fresh sandbox for a person: ``/logs`` folders, a git identity (unless the
+    home has a ``.gitconfig``); and read its environment, which grading runs with."""
     result = await box.exec(
         f"mkdir -p {LOGS_DIR}/agent {LOGS_DIR}/verifier;"
-        " if command -v git >/dev/null && ! git config user.email >/dev/null; then"
-        " git config --global user.name agent;"
-        " git config --global user.email agent@agentgym.invalid;"
-        " git config --global init.defaultBranch main; fi;"
+        f" [ -e ~/.gitconfig ] || printf %s {shlex.quote(_GITCONFIG)} > ~/.gitconfig;"
         " env -0 | base64 -w0", timeout=30)
     if not result.ok:
         raise SandboxSpecError(f"the sandbox could not be prepared: {result.output[-500:]}")

@@ -15,10 +15,11 @@ repository.
 no files (``/app``). The scripts' own clean-up (``rm -rf /testbed/``) and the lines that
 write outside that tree (``/index.html``, ``/backup``) are left out, and relative writes land
 in ``/tmp`` (the original's working directory was ``/``). Files the script does not date
-itself (``touch -t``) are dated the start of the previous hour, before any archive is made
+itself (``touch -t``) are dated 90 minutes before the build, before any archive is made
 and at the end: recent, as in InterCode, whose image is built for the run (so "modified in
-the last 2 hours" finds them), and the same for an hour, so that listings, archives and
-checksums agree between the two runs the grader compares. A
+the last 2 hours" finds them, and never sits at the edge of such a window). The grader
+gives both of its rebuilds one time, so that listings, archives and checksums agree between
+the two runs it compares. A
 task whose request names ``setup_nl2b_fs_1.sh`` (a file that sat in the original's working
 directory) gets that script as a file in the workspace.
 
@@ -73,8 +74,10 @@ PACKAGE = "icalfa"
 PACKAGE_VERSION = "0.3.6"
 #: Where the agent writes its command.
 COMMAND_FILE = "/tmp/command.sh"
-#: Files the setup does not date itself are dated the start of the previous hour.
-HOUR = 3600
+#: Files the setup does not date itself are dated this long ago (seconds): recent, and far
+#: from the bounds tasks ask about ("in the last hour", "the last 2 hours") whenever the
+#: commands run, so that no answer flips with the clock between two runs.
+AGE_S = 5400
 #: Seconds one command may run while grading.
 COMMAND_TIMEOUT_S = 15
 
@@ -259,7 +262,7 @@ def select(split: str = "all") -> tuple[list[tuple[FileSystem, dict[str, Any]]],
 
 def setup_script(fs: FileSystem, with_setup_file: bool = False) -> str:
     """The file system's setup script, run from ``/tmp``: its clean-up and writes outside the
-    workspace dropped, undated files dated the start of the previous hour before every
+    workspace dropped, undated files dated 90 minutes back before every
     archive and at the end."""
     settle = (f'_nl2bash_settle() {{ find {fs.workdir} -newer "$_nl2bash_marker" -exec touch'
               ' -h -d "@$_nl2bash_time" {} + 2>/dev/null; }')
@@ -268,8 +271,8 @@ def setup_script(fs: FileSystem, with_setup_file: bool = False) -> str:
              f" {fs.workdir}",
              f"# (setup_nl2b_fs_{fs.number}.sh of the icalfa package, adapted: see"
              " agentgym.plugins.terminal.sources.nl2bash).",
-             # The grader passes one time to both of its rebuilds (an hour may turn between).
-             f"_nl2bash_time=${{NL2BASH_TIME:-$(( $(date +%s) / {HOUR} * {HOUR} - {HOUR} ))}}",
+             # The grader passes one time to both of its rebuilds.
+             f"_nl2bash_time=${{NL2BASH_TIME:-$(( $(date +%s) - {AGE_S} ))}}",
              "_nl2bash_marker=$(mktemp)",
              settle, f"mkdir -p {fs.workdir}", "cd /tmp"]
     workdir = re.escape(fs.workdir)
@@ -533,8 +536,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = json.load(open(os.path.join(HERE, "task.json")))
-# Both rebuilds date their files alike, even when an hour turns between them.
-SETUP_TIME = str(int(time.time()) // 3600 * 3600 - 3600)
+# Both rebuilds date their files alike (see the converter's AGE_S).
+SETUP_TIME = str(int(time.time()) - 5400)
 WORKDIR = SPEC["workdir"]
 OUTPUT_CAP = 1 << 20
 
