@@ -26,14 +26,13 @@ import hashlib
 import io
 import os
 import re
-import stat
 import tarfile
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agentgym.core.cache import cache_root, file_lock
+from agentgym.core.cache import cache_root, file_lock, hash_tree
 from agentgym.core.sandbox import SandboxError
 from agentgym.sandboxes.image import DEFAULT_IMAGE, docker_client, ensure_image, image_exists
 
@@ -87,7 +86,11 @@ def build_image(*, base: str | None = None,
     for image in bases:
         digest.update(_base_id(client, image, where).encode())
     for key, host in inputs.items():
-        hash_tree(digest, key, host)
+        try:
+            hash_tree(digest, key, host)
+        except FileNotFoundError:
+            raise SandboxError(f"cannot build an image from {str(host)!r}: no such file or"
+                               " directory") from None
     full = digest.hexdigest()
     name = f"{repository}:{full[:24]}"
     if image_exists(client, name):
@@ -150,29 +153,6 @@ def _base_id(client: Any, name: str, where: str) -> str:
             f" reachable, `docker load -i IMAGE.tar` from a saved copy, or `docker build -t"
             f" {name} DIR`; or start FROM {DEFAULT_IMAGE}, which agentgym builds itself")
     return client.images.get(name).id
-
-
-def hash_tree(digest: Any, key: str, root: Path) -> None:
-    """Add ``root`` (a file or folder) to ``digest``: relative paths, permissions,
-    contents, symlink targets."""
-    if not root.exists():
-        raise SandboxError(f"cannot build an image from {str(root)!r}: no such file or"
-                           " directory")
-    paths = [str(root)]
-    for directory, dirs, names in os.walk(root):  # symlinks to folders are not followed
-        dirs.sort()
-        paths += [os.path.join(directory, name) for name in sorted(dirs + names)]
-    for path in paths:
-        info = os.lstat(path)
-        relative = os.fsencode(os.path.join(key, os.path.relpath(path, root)))
-        digest.update(relative + b"\0%o\0" % info.st_mode)
-        if stat.S_ISLNK(info.st_mode):
-            digest.update(os.fsencode(os.readlink(path)))
-        elif stat.S_ISREG(info.st_mode):
-            with open(path, "rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
-        digest.update(b"\n")
 
 
 def _write_context(archive: Any, dockerfile: str, inputs: Mapping[str, Path]) -> None:

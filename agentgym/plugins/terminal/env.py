@@ -281,7 +281,7 @@ class TerminalEnv(AgentEnv):
             template = await local_template(task)
             return SandboxSpec(template=str(template), workdir=task.plan.workdir,
                                env=dict(task.plan.env), limits=limits, scratch_dirs=scratch)
-        image = await asyncio.to_thread(task_image, task)
+        image = await asyncio.to_thread(task_image, task, self.backend_of(task))
         return SandboxSpec(image=image, workdir=task.workdir, limits=limits,
                            scratch_dirs=scratch)
 

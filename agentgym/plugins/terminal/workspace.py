@@ -7,7 +7,7 @@
   read back as a tar. It is built once and cached under ``~/.cache/agentgym/terminal/``,
   named by a digest of everything it is built from, so a reset only opens a sandbox on it.
 * **docker** (:func:`task_image`): any other Dockerfile is built as it is by the docker
-  backend (:func:`agentgym.sandboxes.builds.build_image`, cached by content; base images
+  backend (its ``build_image``, cached by content; base images
   are never pulled, and a missing one is an error naming it).
 """
 
@@ -22,8 +22,8 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from agentgym.core.cache import cache_root, file_lock
-from agentgym.core.registry import open_sandbox
+from agentgym.core.cache import cache_root, file_lock, hash_tree
+from agentgym.core.registry import open_sandbox, sandbox_backend
 from agentgym.core.sandbox import SandboxError, SandboxLimits, SandboxSpec
 from agentgym.plugins.terminal.formats import TerminalTask
 
@@ -40,8 +40,6 @@ def template_dir() -> Path:
 
 def template_digest(task: TerminalTask) -> str:
     """What a task's template is built from: the Dockerfile and every file it copies."""
-    from agentgym.sandboxes.builds import hash_tree
-
     assert task.plan is not None
     digest = hashlib.sha256(f"{TEMPLATE_VERSION}\0{task.plan.workdir}\0".encode())
     if task.dockerfile is not None:
@@ -124,19 +122,20 @@ def _keep_modes(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
     return tarfile.tar_filter(member, path).replace(mode=member.mode, deep=False)
 
 
-def task_image(task: TerminalTask, log=None) -> str:
-    """The docker image of ``task``: its prebuilt image (which must be on the engine), or its
-    Dockerfile's, built locally on first use (cached by content); the default sandbox image
-    for a task without one."""
-    from agentgym.sandboxes.builds import build_image
-    from agentgym.sandboxes.image import DEFAULT_IMAGE, ensure_image
-
+def task_image(task: TerminalTask, backend: str = "docker", log=None) -> str | None:
+    """The image ``task`` runs in on ``backend`` (one with ``build_image``, as ``docker``
+    has): its prebuilt image (the backend checks it exists when the sandbox opens), or its
+    Dockerfile's, built locally on first use (cached by content); None, the backend's
+    default image, for a task without one."""
     if task.image:
-        ensure_image(task.image)
         return task.image
     if task.context is None:
         if task.plan is None:
             raise SandboxError(f"task {task.id!r} has no Dockerfile to build:"
                                f" {task.local_reason}")
-        return DEFAULT_IMAGE
-    return build_image(context=task.context, repository="agentgym/terminal", log=log)
+        return None
+    builder = sandbox_backend(backend)
+    if not hasattr(builder, "build_image"):
+        raise SandboxError(f"task {task.id!r} needs its Dockerfile built, and the {backend}"
+                           " backend builds no images; use backend='docker'")
+    return builder.build_image(context=task.context, repository="agentgym/terminal", log=log)
