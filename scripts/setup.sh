@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 
 # System programs: bubblewrap (the local sandbox) and slirp4netns (its network, when a
 # sandbox asks for one), docker.io (the docker sandbox's engine),
-# debootstrap (builds the docker sandbox's default image without a registry), git and the
+# debootstrap (builds the docker sandbox's default image without a registry), chromium (the
+# web plugin's browser), git and the
 # system Python's venv (the swe plugin's repositories and their test envs, which must use
 # the interpreter the local sandbox sees: /usr/bin/python3).
 missing=()
@@ -20,6 +21,8 @@ command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v slirp4netns >/dev/null || missing+=(slirp4netns)
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
+# Chromium: the web plugin's browser, driven by playwright (which cannot download its own).
+[ -x /usr/bin/chromium ] || command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing ${missing[*]} with apt-get"
@@ -36,4 +39,8 @@ PYTHON="${PYTHON:-python3}"
 pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 .venv/bin/python -c "import torch" 2>/dev/null || "${pip[@]}" "torch==2.13.0"
 "${pip[@]}" -e ".[all,dev]"
+# WebArena's task files, for the webarena env: data only, since the package pins versions of
+# pydantic and jsonpath-ng that the terminal extra's inspect-evals cannot share.
+.venv/bin/python -c "import importlib.util as u; exit(u.find_spec('webarena_verified') is None)" \
+  2>/dev/null || "${pip[@]}" --no-deps "webarena-verified>=1.2"
 echo "agentgym is installed in .venv ($(.venv/bin/agentgym --version))"

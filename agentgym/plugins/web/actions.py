@@ -1,0 +1,359 @@
+"""The browser actions an agent calls, as tools (BrowserGym's action set, by bid).
+
+:class:`WebTools` is bound to one episode's :class:`PageEpisode` (its browser session and
+goal). Each action runs in the real page, waits for a navigation it started to load, and
+returns the new observation (:func:`PageEpisode.observe`): the goal, the tabs, the URL,
+blocked requests, and the accessibility tree with bids. An unknown bid or an action the
+page refuses (a hidden element, a select without that option, a timeout) is a
+:class:`~agentgym.core.tools.ToolError` whose message says what failed, followed by the
+observation, so the agent sees the page it must work from.
+
+``send_msg_to_user(text)`` is the agent's answer and ends the episode (WebArena's
+``stop [answer]``); a page that ends the episode itself (MiniWoB++'s done flag) ends it
+after the action that finished it (:attr:`PageEpisode.page_done`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.core.episode import Submitted
+from agentgym.core.tools import ToolError, Toolset, tool
+from agentgym.plugins.web.browser import BrowserSession, is_loopback_url
+from agentgym.plugins.web.observation import accessibility_tree
+
+#: Keys ``press`` names in its description (any Playwright key name works).
+KEY_EXAMPLES = "Enter, Tab, Escape, Backspace, ArrowDown, PageDown, Control+a"
+
+
+@dataclass
+class PageEpisode:
+    """One web episode's browser session and what its observations show.
+
+    Args:
+        session: the leased browser context.
+        goal: the task as one line, repeated at the top of every observation.
+        max_chars: bound of the accessibility-tree text.
+        action_timeout_s: how long an action waits for its element or page.
+        page_done: called after every action; returns a message when the page itself
+            ended the episode (MiniWoB++), else None.
+    """
+
+    session: BrowserSession
+    goal: str
+    max_chars: int = 20_000
+    action_timeout_s: float = 5.0
+    page_done: Callable[[BrowserSession], Awaitable[str | None]] | None = None
+    #: Messages the agent sent to the user, in order (the last is its answer).
+    messages: list[str] = field(default_factory=list)
+    _blocked_seen: int = 0
+
+    @property
+    def deadline_s(self) -> float:
+        """The most one browser call may take before the browser counts as hung."""
+        return self.action_timeout_s * 2 + 10
+
+    async def observe(self) -> str:
+        """The observation text of the active page (module docstring)."""
+        return await self.session.run(self._observe, self.deadline_s)
+
+    async def _observe(self, session: BrowserSession) -> str:
+        page = session.page
+        tree = await accessibility_tree(page, max_chars=self.max_chars)
+        tabs = []
+        for i, tab in enumerate(session.pages):
+            title = await tab.title() if not tab.is_closed() else "(closed)"
+            tabs.append(f"[{i}] {title or '(untitled)'}" + (" (active)" if i == session.active
+                                                             else ""))
+        lines = [f"Goal: {self.goal}", f"Tabs: {' | '.join(tabs)}", f"URL: {page.url}"]
+        blocked = session.blocked[self._blocked_seen:]
+        self._blocked_seen = len(session.blocked)
+        if blocked:
+            shown = ", ".join(blocked[:5]) + (" ..." if len(blocked) > 5 else "")
+            lines.append(f"Blocked (only this machine can be reached): {shown}")
+        return "\n".join(lines) + "\n\n" + tree
+
+    async def act(self, action: Callable[[BrowserSession], Awaitable[Any]]) -> str:
+        """Run ``action`` on the page, let what it started load, and observe. A page that
+        refuses it raises ToolError (with the observation); a page that ended the episode
+        raises Submitted."""
+        async def run(session: BrowserSession) -> str | None:
+            try:
+                await action(session)
+            except ToolError as error:
+                return str(error)
+            except Exception as error:
+                if type(error).__name__ not in ("Error", "TimeoutError"):
+                    raise
+                return _first_line(error)
+            await _settle(session.page, self.action_timeout_s)
+            return None
+
+        error = await self.session.run(run, self.deadline_s)
+        if self.page_done is not None:
+            message = await self.session.run(self.page_done, self.deadline_s)
+            if message is not None:
+                raise Submitted(None, message)
+        observation = await self.observe()
+        if error is not None:
+            raise ToolError(f"{error}\n\n{observation}")
+        return observation
+
+
+async def _settle(page: Any, timeout_s: float) -> None:
+    """Wait for the navigation an action started (if any) to reach DOMContentLoaded."""
+    # A page still loading after the timeout: observe what is there.
+    with contextlib.suppress(Exception):
+        await page.wait_for_load_state("domcontentloaded", timeout=timeout_s * 1000)
+
+
+def _first_line(error: Exception) -> str:
+    """Playwright's message without its call log."""
+    text = str(error).strip().split("\nCall log:")[0].strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _element(session: BrowserSession, bid: str) -> Any:
+    return session.page.locator(f'[bid="{bid}"]')
+
+
+async def _one(session: BrowserSession, bid: str) -> Any:
+    """The element with ``bid`` on the active page, or a ToolError saying there is none."""
+    bid = str(bid).strip().strip("[]'\"")
+    locator = _element(session, bid)
+    if await locator.count() == 0:
+        raise ToolError(f"no element with bid {bid!r} on this page; use a bid from the"
+                        " latest observation")
+    return locator.first
+
+
+class WebTools(Toolset):
+    """Browser actions on one episode's page (module docstring)."""
+
+    def __init__(self, episode: PageEpisode):
+        self.episode = episode
+
+    @property
+    def _timeout_ms(self) -> float:
+        return self.episode.action_timeout_s * 1000
+
+    @tool
+    async def click(self, bid: str, button: str = "left") -> str:
+        """Click an element.
+
+        Args:
+            bid: The element's bid, the number in brackets in the observation.
+            button: Which mouse button: left, middle or right.
+        """
+        if button not in ("left", "middle", "right"):
+            raise ToolError(f"button={button!r}: use left, middle or right")
+
+        async def action(session: BrowserSession) -> None:
+            await (await _one(session, bid)).click(button=button, timeout=self._timeout_ms)
+
+        return await self.episode.act(action)
+
+    @tool
+    async def dblclick(self, bid: str) -> str:
+        """Double-click an element.
+
+        Args:
+            bid: The element's bid.
+        """
+        async def action(session: BrowserSession) -> None:
+            await (await _one(session, bid)).dblclick(timeout=self._timeout_ms)
+
+        return await self.episode.act(action)
+
+    @tool
+    async def hover(self, bid: str) -> str:
+        """Move the mouse over an element.
+
+        Args:
+            bid: The element's bid.
+        """
+        async def action(session: BrowserSession) -> None:
+            await (await _one(session, bid)).hover(timeout=self._timeout_ms)
+
+        return await self.episode.act(action)
+
+    @tool
+    async def fill(self, bid: str, value: str) -> str:
+        """Clear a text field and type a value into it.
+
+        Args:
+            bid: The text field's bid.
+            value: The text to put in the field.
+        """
+        async def action(session: BrowserSession) -> None:
+            await (await _one(session, bid)).fill(value, timeout=self._timeout_ms)
+
+        return await self.episode.act(action)
+
+    @tool
+    async def select_option(self, bid: str, options: str | list[str]) -> str:
+        """Choose option(s) of a select element (a combobox or listbox), by label or value.
+
+        Args:
+            bid: The select element's bid.
+            options: The option's label (or a list of them for a multiple select).
+        """
+        wanted = [options] if isinstance(options, str) else list(options)
+
+        async def action(session: BrowserSession) -> None:
+            element = await _one(session, bid)
+            labels = await element.evaluate(
+                "el => el.options ? [...el.options].map(o => [o.label, o.value]) : null")
+            if labels is None:
+                raise ToolError(f"the element with bid {bid!r} is not a select element")
+            chosen = []
+            for option in wanted:
+                match = next((value for label, value in labels if label == option), None)
+                if match is None:
+                    match = next((value for _, value in labels if value == option), None)
+                if match is None:
+                    known = ", ".join(repr(label) for label, _ in labels)
+                    raise ToolError(f"no option {option!r} in the select with bid {bid!r};"
+                                    f" its options are {known}")
+                chosen.append(match)
+            await element.select_option(value=chosen, timeout=self._timeout_ms)
+
+        return await self.episode.act(action)
+
+    @tool
+    async def press(self, key: str, bid: str = "") -> str:
+        """Press a key or key combination, in an element (focusing it first) or wherever
+        the focus is.
+
+        Args:
+            key: A key name or combination, e.g. Enter, Tab, Escape, Backspace, ArrowDown,
+                PageDown, Control+a.
+            bid: The element to press it in (optional: the focused element otherwise).
+        """
+        async def action(session: BrowserSession) -> None:
+            if bid:
+                await (await _one(session, bid)).press(key, timeout=self._timeout_ms)
+            else:
+                await session.page.keyboard.press(key)
+
+        return await self.episode.act(action)
+
+    @tool
+    async def scroll(self, dx: float = 0.0, dy: float = 0.0) -> str:
+        """Scroll the page (or the element under the mouse) by pixels.
+
+        Args:
+            dx: Pixels to the right (negative: to the left).
+            dy: Pixels down (negative: up).
+        """
+        async def action(session: BrowserSession) -> None:
+            await session.page.mouse.wheel(dx, dy)
+
+        return await self.episode.act(action)
+
+    @tool
+    async def goto(self, url: str) -> str:
+        """Open a URL in the current tab (relative URLs are resolved against the page's).
+
+        Args:
+            url: The address to open.
+        """
+        target = urllib.parse.urljoin(self.episode.session.page.url, url.strip())
+        if not is_loopback_url(target, self.episode.session.allowed_hosts) or \
+                urllib.parse.urlsplit(target).scheme not in ("http", "https"):
+            raise ToolError(f"goto({url!r}): only http pages on this machine (127.0.0.1)"
+                            " can be opened")
+
+        async def action(session: BrowserSession) -> None:
+            await session.page.goto(target, wait_until="domcontentloaded",
+                                    timeout=self._timeout_ms * 2)
+
+        return await self.episode.act(action)
+
+    @tool
+    async def go_back(self) -> str:
+        """Go back to the previous page of the current tab."""
+        async def action(session: BrowserSession) -> None:
+            await session.page.go_back(wait_until="domcontentloaded",
+                                       timeout=self._timeout_ms * 2)
+
+        return await self.episode.act(action)
+
+    @tool
+    async def go_forward(self) -> str:
+        """Go forward to the next page of the current tab's history."""
+        async def action(session: BrowserSession) -> None:
+            await session.page.go_forward(wait_until="domcontentloaded",
+                                          timeout=self._timeout_ms * 2)
+
+        return await self.episode.act(action)
+
+    @tool
+    async def new_tab(self) -> str:
+        """Open a new, empty tab and switch to it."""
+        async def action(session: BrowserSession) -> None:
+            await session.context.new_page()  # the context's "page" event adds it
+            for _ in range(50):
+                if len(session.pages) and session.pages[-1] is not session.page:
+                    break
+                await asyncio.sleep(0.01)
+            session.active = len(session.pages) - 1
+
+        return await self.episode.act(action)
+
+    @tool
+    async def tab_focus(self, index: int) -> str:
+        """Switch to a tab.
+
+        Args:
+            index: The tab's number in the observation's tab list.
+        """
+        async def action(session: BrowserSession) -> None:
+            open_tabs = [i for i, p in enumerate(session.pages) if not p.is_closed()]
+            if index not in open_tabs:
+                raise ToolError(f"no open tab {index}; open tabs: {open_tabs}")
+            session.active = index
+            await session.page.bring_to_front()
+
+        return await self.episode.act(action)
+
+    @tool
+    async def tab_close(self) -> str:
+        """Close the current tab and switch to the previous open one (the last tab
+        cannot be closed)."""
+        async def action(session: BrowserSession) -> None:
+            open_tabs = [i for i, p in enumerate(session.pages) if not p.is_closed()]
+            if len(open_tabs) <= 1:
+                raise ToolError("the last open tab cannot be closed")
+            await session.page.close()
+            session.active = max(i for i in open_tabs if i != session.active)
+
+        return await self.episode.act(action)
+
+    @tool
+    async def noop(self, wait_ms: float = 0.0) -> str:
+        """Do nothing (optionally wait for the page to change), and observe again.
+
+        Args:
+            wait_ms: Milliseconds to wait first (at most 10000).
+        """
+        async def action(session: BrowserSession) -> None:
+            await asyncio.sleep(min(max(wait_ms, 0.0), 10_000.0) / 1000)
+
+        return await self.episode.act(action)
+
+    @tool
+    async def send_msg_to_user(self, text: str) -> str:
+        """Send your answer (or a report that the task is done) to the user. This ends
+        the episode.
+
+        Args:
+            text: The answer, or a short note that the task is done.
+        """
+        self.episode.messages.append(text)
+        raise Submitted(text, "Message sent to the user; the episode is over.")

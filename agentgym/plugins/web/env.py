@@ -1,0 +1,147 @@
+"""``WebEnv``: the base of every browser env: a leased Chromium context per episode, the
+page's accessibility tree as the observation, BrowserGym's actions as tools.
+
+An episode (:meth:`WebEnv.setup_episode`) leases a browser from the process's pool
+(:mod:`agentgym.plugins.web.browser`), lets the subclass open the task's page
+(:meth:`WebEnv.open_page`), and shows the agent the task's goal followed by the first
+observation (:mod:`agentgym.plugins.web.observation`). Every action tool
+(:class:`~agentgym.plugins.web.actions.WebTools`) returns the next observation; the
+episode ends when the agent calls ``send_msg_to_user``, when the page says it is done
+(MiniWoB++), or at ``max_turns``. A browser that dies or hangs ends only its episode, with
+finish reason ``sandbox_error``.
+
+Subclasses provide the tasks, :meth:`open_page` (navigate, set cookies, start the task)
+and :meth:`grade`; optionally :meth:`lease_options` (cookies, extra allowed hosts),
+:meth:`page_done` and :meth:`close_page` (release what ``open_page`` took, such as a site's
+episode database).
+
+``screenshot=True`` adds ``info["screenshot"]`` (PNG bytes of the active tab) to ``reset``
+and to every ``step`` that leaves the episode running, for multimodal policies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentgym.core.env import AgentEnv
+from agentgym.core.episode import Message
+from agentgym.core.errors import InvalidArgumentError
+from agentgym.core.task import Task, TaskSource
+from agentgym.plugins.web.actions import PageEpisode, WebTools
+from agentgym.plugins.web.browser import BrowserSession, browser_pool
+
+SYSTEM_PROMPT = """\
+You are using a web browser to do a task for the user. Each observation shows the goal, \
+the open tabs, the page's URL and its accessibility tree, one element a line; elements \
+you can act on carry a bid in brackets, e.g. [12] button 'Save'. Act with the tools, \
+naming elements by bid. When the task is done, or to give the answer it asks for, call \
+send_msg_to_user with the answer (or a short note that it is done): that ends the task."""
+
+
+class WebEnv(AgentEnv):
+    """A browser env (module docstring).
+
+    Args:
+        tasks: the tasks (a task source).
+        max_turns: turns before truncation.
+        max_chars: the bound of each observation's accessibility tree, in characters.
+        action_timeout_s: how long an action waits for its element or page to load.
+        screenshot: add PNG screenshots to ``info`` (module docstring).
+        parser: tool-call format (``hermes``, ``xml``, ``openai`` or a parser object).
+        turn_timeout_s: time budget of one turn's tool calls (see ``AgentEnv``).
+    """
+
+    system_prompt = SYSTEM_PROMPT
+    toolsets = (WebTools,)
+    setup_before_prompt = True  # the prompt shows the first observation
+
+    def __init__(self, tasks: TaskSource, *, max_turns: int = 30, max_chars: int = 20_000,
+                 action_timeout_s: float = 5.0, screenshot: bool = False,
+                 parser: Any = "hermes", turn_timeout_s: float | None = 300.0,
+                 render_mode: str | None = None):
+        if max_chars < 500:
+            raise InvalidArgumentError(f"max_chars={max_chars}: observations need at least 500"
+                                       " characters to show a page")
+        if not action_timeout_s > 0:
+            raise InvalidArgumentError(f"action_timeout_s={action_timeout_s!r} must be > 0")
+        self.max_chars = max_chars
+        self.action_timeout_s = action_timeout_s
+        self.screenshot = screenshot
+        self.page: PageEpisode | None = None
+        self._first_observation = ""
+        super().__init__(tasks, parser=parser, max_turns=max_turns,
+                         turn_timeout_s=turn_timeout_s, render_mode=render_mode)
+
+    # ---- what subclasses provide ------------------------------------------------------
+
+    def goal(self, task: Task) -> str:
+        """The task's goal as one line (top of every observation). Default: its prompt."""
+        return " ".join(str(task.prompt).split())
+
+    async def lease_options(self, task: Task) -> dict[str, Any]:
+        """Keyword arguments of :meth:`BrowserPool.lease` for ``task`` (cookies, hosts)."""
+        return {}
+
+    async def open_page(self, task: Task, session: BrowserSession) -> None:
+        """Open ``task``'s starting page in ``session.page`` (runs on the pool's loop)."""
+        raise NotImplementedError
+
+    async def page_done(self, session: BrowserSession) -> str | None:
+        """After each action: a message when the page ended the episode, else None."""
+        return None
+
+    async def close_page(self) -> None:
+        """Release what :meth:`open_page` took (called once per episode, even on error)."""
+
+    # ---- episodes ---------------------------------------------------------------------
+
+    async def setup_episode(self, task: Task) -> None:
+        episode = self.episode
+        pool = browser_pool()
+        session = await pool.lease(**await self.lease_options(task))
+        page = PageEpisode(session, self.goal(task), self.max_chars, self.action_timeout_s,
+                           self.page_done if type(self).page_done is not WebEnv.page_done
+                           else None)
+        self.page = page
+        if episode is not None:
+            episode.resources["page"] = session
+        await session.run(lambda s: self.open_page(task, s), page.deadline_s * 2)
+        page.goal = self.goal(task)
+        self._first_observation = await page.observe()
+        self.bind_toolsets(page)
+
+    async def teardown_episode(self) -> None:
+        page, self.page = self.page, None
+        try:
+            if page is not None:
+                await page.session.pool.release(page.session)
+        finally:
+            await self.close_page()
+
+    def initial_messages(self, task: Task) -> list[Message]:
+        messages = super().initial_messages(task)
+        messages[-1] = {**messages[-1],
+                        "content": f"{messages[-1]['content']}\n\n{self._first_observation}"}
+        return messages
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+                     ) -> tuple[list[Message], dict[str, Any]]:
+        messages, info = await super().areset(seed=seed, options=options)
+        if self.screenshot:
+            info["screenshot"] = await self._screenshot()
+        return messages, info
+
+    async def astep(self, action: str | Message
+                    ) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
+        messages, reward, terminated, truncated, info = await super().astep(action)
+        if self.screenshot and not (terminated or truncated):
+            info["screenshot"] = await self._screenshot()
+        return messages, reward, terminated, truncated, info
+
+    async def _screenshot(self) -> bytes:
+        assert self.page is not None
+
+        async def shoot(session: BrowserSession) -> bytes:
+            return await session.page.screenshot(type="png")
+
+        return await self.page.session.run(shoot, self.page.deadline_s)

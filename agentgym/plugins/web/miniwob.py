@@ -1,0 +1,186 @@
+"""MiniWoB++ in real Chromium: the task pages the ``miniwob`` package ships, graded by the
+page's own reward.
+
+One env id per task family (``miniwob-click-button``, ...) and ``miniwob`` over all of
+them. A task is a family and a seed (``click-button/17``): the page is served by a static
+server on 127.0.0.1 (:func:`miniwob_server`), seeded with ``Math.seedrandom(seed)`` and
+started with ``core.startEpisodeReal()``, so the same task id always shows the same
+problem. The goal is the page's utterance (``core.getUtterance()``). MiniWoB's 10-second
+episode timer is set to an hour (agents think slower than the scripted policies it was
+made for) and its reward display is hidden.
+
+The episode ends when the page sets ``WOB_DONE_GLOBAL`` (the action that finished it
+returns the page's message), when the agent calls ``send_msg_to_user``, or at
+``max_turns``. **Reward**: the page's raw reward (``WOB_RAW_REWARD_GLOBAL``, without
+MiniWoB's time decay) clipped at 0: 1.0 for success, partial credit where the page gives
+it, 0.0 for a failure (MiniWoB's -1) or an unfinished page. ``info["reward_metrics"]``
+keeps the raw value and the page's reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import socketserver
+import threading
+from pathlib import Path
+from typing import Any
+
+from agentgym.core.episode import Episode
+from agentgym.core.errors import InvalidArgumentError, MissingResourceError
+from agentgym.core.reward import RewardResult
+from agentgym.core.task import GeneratedTasks, Task
+from agentgym.plugins.web.browser import BrowserSession
+from agentgym.plugins.web.env import WebEnv
+
+#: Seeds per family: ``family/0`` .. ``family/SEEDS-1``.
+SEEDS = 1000
+#: Hidden on every page: MiniWoB's reward display and click visualizer.
+_HIDE_CSS = "#reward-display, #click-canvas, #sync-task-cover { display: none !important; }"
+_START = """([seed, css]) => {
+  const style = document.createElement('style');
+  style.textContent = css;
+  document.head.appendChild(style);
+  core.createDisplay();
+  core.EPISODE_MAX_TIME = 3600 * 1000;
+  Math.seedrandom(seed);
+  core.startEpisodeReal();
+  return WOB_TASK_READY;
+}"""
+_STATE = "() => [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_REASON]"
+_READY = "() => typeof core !== 'undefined' && typeof genProblem === 'function'"
+
+
+def miniwob_root() -> Path:
+    """The folder of MiniWoB++'s html (``miniwob/html``), or an error saying how to get it."""
+    try:
+        import miniwob
+    except ImportError as error:
+        raise MissingResourceError(
+            "the miniwob package (MiniWoB++'s task pages) is not installed",
+            "install the web extra from agentgym's source: pip install -e '.[web]'") from error
+    root = Path(miniwob.__file__).parent / "html"
+    if not (root / "miniwob").is_dir():
+        raise MissingResourceError(f"the miniwob package at {root} has no html/miniwob pages",
+                                   "reinstall it: pip install --force-reinstall miniwob")
+    return root
+
+
+@functools.cache
+def families() -> tuple[str, ...]:
+    """The task families: one per page in ``miniwob/html/miniwob``, sorted. Empty when the
+    package is missing (the envs then say how to install it)."""
+    try:
+        root = miniwob_root()
+    except MissingResourceError:
+        return ()
+    return tuple(sorted(p.stem for p in (root / "miniwob").glob("*.html")))
+
+
+class _StaticHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves MiniWoB's files over keep-alive connections, quietly."""
+
+    protocol_version = "HTTP/1.1"
+
+    def end_headers(self) -> None:
+        self.send_header("Cache-Control", "max-age=3600")
+        super().end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+@functools.cache
+def miniwob_server() -> str:
+    """The base URL of the process's static server of MiniWoB++'s html, on 127.0.0.1."""
+    handler = functools.partial(_StaticHandler, directory=str(miniwob_root()))
+    server = _Server(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, name="agentgym-miniwob",
+                     daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def _task(family: str, seed: int) -> Task:
+    return Task(id=f"{family}/{seed}", prompt="", metadata={"family": family, "seed": seed})
+
+
+class MiniWoBEnv(WebEnv):
+    """MiniWoB++ tasks in Chromium (module docstring).
+
+    Args:
+        family: one task family (``click-button``), or None for all of them.
+        seeds: seeds per family (task ids ``family/0`` .. ``family/seeds-1``).
+        max_turns: turns before truncation.
+        Other arguments: see :class:`~agentgym.plugins.web.env.WebEnv`.
+    """
+
+    def __init__(self, family: str | None = None, *, seeds: int = SEEDS, max_turns: int = 10,
+                 **kwargs: Any):
+        known = families()
+        if not known:
+            miniwob_root()  # raises with the fix
+        if family is not None and family not in known:
+            import difflib
+
+            close = difflib.get_close_matches(family, known, n=3)
+            raise InvalidArgumentError(
+                f"family={family!r} is not a MiniWoB++ task"
+                + (f"; did you mean {', '.join(map(repr, close))}?" if close else "")
+                + f" ({len(known)} families: `agentgym list envs` shows them as miniwob-*)")
+        if seeds < 1:
+            raise InvalidArgumentError(f"seeds={seeds} must be >= 1")
+        chosen = [family] if family else list(known)
+        size = len(chosen) * seeds
+        source = GeneratedTasks(size, lambda i: _task(chosen[i // seeds], i % seeds),
+                                lambda i: f"{chosen[i // seeds]}/{i % seeds}")
+        self.family = family
+        self._utterance = ""
+        super().__init__(source, max_turns=max_turns, **kwargs)
+
+    def goal(self, task: Task) -> str:
+        return self._utterance
+
+    def initial_messages(self, task: Task) -> list:
+        system = [{"role": "system", "content": self.system_prompt}]
+        prompt = f"{self._utterance}\n\n{self._first_observation}"
+        return [*system, {"role": "user", "content": prompt}]
+
+    async def open_page(self, task: Task, session: BrowserSession) -> None:
+        page = session.page
+        url = self._url(task)
+        if page.url != url:  # not preloaded by the pool
+            await page.goto(url, wait_until="domcontentloaded")
+        if not await page.evaluate(_READY):
+            await page.wait_for_function(_READY)
+        await page.evaluate(_START, [task.metadata["seed"], _HIDE_CSS])
+        for _ in range(100):  # some pages load their data asynchronously
+            if await page.evaluate("() => WOB_TASK_READY"):
+                break
+            await page.wait_for_timeout(20)
+        self._utterance = await page.evaluate("() => core.getUtterance()")
+
+    def _url(self, task: Task) -> str:
+        return f"{miniwob_server()}/miniwob/{task.metadata['family']}.html"
+
+    async def lease_options(self, task: Task) -> dict[str, Any]:
+        return {"preload": self._url(task)}
+
+    async def page_done(self, session: BrowserSession) -> str | None:
+        done, raw, reason = await session.page.evaluate(_STATE)
+        if not done:
+            return None
+        why = f": {reason}" if reason else ""
+        return f"The page ended the task (reward {raw:g}{why})."
+
+    async def grade(self, episode: Episode) -> RewardResult:
+        if self.page is None:
+            return RewardResult(0.0, {"reason": "the episode's browser never started"})
+        done, raw, reason = await self.page.session.run(
+            lambda s: s.page.evaluate(_STATE), self.page.deadline_s)
+        return RewardResult(max(0.0, float(raw)) if done else 0.0,
+                            {"raw_reward": float(raw), "done": bool(done),
+                             "reason": reason or ("unfinished" if not done else "")})

@@ -1,0 +1,203 @@
+"""WebArena-style tasks on agentgym's own sites (``web-shop``, ``web-forum``), graded by the
+site's database state and the agent's answer.
+
+**Sites** (:data:`SITES`) are small web applications backed by SQLite
+(:mod:`agentgym.plugins.web.sites.framework`), each served on 127.0.0.1 by one server per
+process. Every episode gets its own copy of the site's database, made from the seeded
+template in well under a millisecond; its browser context carries the cookie that names
+it, so concurrent episodes never see each other's changes.
+
+**Tasks** live in ``tasks/<site>.json`` (package data), a JSON list of objects:
+
+``id``, ``site``, ``category``
+    the task's id, its site, and a label (navigate, search, form, settings, ...).
+``goal``
+    the intent, as WebArena writes it: the outcome wanted, with every value needed.
+``start``, ``login``
+    the path the browser opens, and the user the episode starts logged in as (or null).
+``grade``
+    ``db``: checks ``{"sql", "expected"}``, each query's rows equal to ``expected``;
+    ``answer``: null, ``{"exact": text}`` or ``{"must_include": [phrases]}`` against the
+    agent's last ``send_msg_to_user`` (lower-cased, spaces collapsed). Reward 1.0 when every
+    check passes, else 0.0; ``reward_metrics`` says which failed.
+``steps``
+    the reference solution as symbolic actions (targets by role and name), written by
+    people; :mod:`agentgym.plugins.web.author` replays them in Chromium and writes
+    ``solution``.
+``solution``
+    the same actions with the bids they resolved to: the assistant turns ``oracle``
+    replays through ``step``, as a model's turns are.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from agentgym.core.episode import Episode
+from agentgym.core.errors import InvalidArgumentError, MissingFileError
+from agentgym.core.parsers import ToolCall
+from agentgym.core.reward import RewardResult
+from agentgym.core.task import SolutionTurn, Task, TaskList
+from agentgym.plugins.web.browser import BrowserSession
+from agentgym.plugins.web.env import WebEnv
+from agentgym.plugins.web.sites.framework import Site, SiteServer, site_server
+
+#: Site name -> ``module:attribute`` of its :class:`~.sites.framework.Site` instance.
+SITES = {"shop": "agentgym.plugins.web.sites.shop:SITE",
+         "forum": "agentgym.plugins.web.sites.forum:SITE"}
+#: The folder of the shipped task files, ``<site>.json``.
+TASKS_DIR = Path(__file__).parent / "tasks"
+
+
+def server_of(site: str | Site) -> SiteServer:
+    """The process's server of ``site``: a :class:`~.sites.framework.Site`, or the name of
+    one of agentgym's (:data:`SITES`)."""
+    if isinstance(site, Site):
+        return site_server(site)
+    if site not in SITES:
+        raise InvalidArgumentError(f"site={site!r} is not one of agentgym's sites"
+                                   f" ({', '.join(SITES)})")
+    module, _, attribute = SITES[site].partition(":")
+    return site_server(getattr(importlib.import_module(module), attribute))
+
+
+def read_task_file(path: str | os.PathLike, sites: Any = SITES) -> list[dict[str, Any]]:
+    """The task objects of a task file, checked for the fields every task needs (and, unless
+    ``sites`` is None, for a site among ``sites``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise MissingFileError(f"the web task file {str(path)!r} does not exist",
+                               "pass tasks=PATH of a JSON list of site tasks")
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    for i, row in enumerate(rows):
+        missing = [k for k in ("id", "site", "goal", "grade") if k not in row]
+        if missing:
+            raise InvalidArgumentError(f"{path}: task #{i} ({row.get('id', '?')}) lacks"
+                                       f" {', '.join(missing)}")
+        if sites is not None and row["site"] not in sites:
+            raise InvalidArgumentError(f"{path}: task {row['id']!r} names site"
+                                       f" {row['site']!r}; sites: {', '.join(sites)}")
+        grade = row["grade"]
+        if not grade.get("db") and not grade.get("answer"):
+            raise InvalidArgumentError(f"{path}: task {row['id']!r} has no db or answer check")
+    return rows
+
+
+def to_task(row: dict[str, Any]) -> Task:
+    """A task object as a :class:`~agentgym.core.task.Task`."""
+    prompt = row["goal"]
+    if row.get("login"):
+        prompt += f"\n\n(You are logged in to the site as {row['login']}.)"
+    solution = None
+    if row.get("solution"):
+        solution = [SolutionTurn([ToolCall(c["name"], dict(c.get("arguments", {})))
+                                  for c in turn]) for turn in row["solution"]]
+    metadata = {k: row.get(k) for k in ("site", "category", "start", "login", "grade")}
+    return Task(id=row["id"], prompt=prompt, metadata=metadata, solution=solution)
+
+
+def normalize(text: str) -> str:
+    """An answer as compared: lower case, spaces collapsed, outer quotes and a final period
+    dropped."""
+    text = re.sub(r"\s+", " ", str(text)).strip().lower()
+    return text.strip("'\"` ").rstrip(".").strip()
+
+
+def check_answer(spec: dict[str, Any] | None, answer: str | None) -> tuple[bool, str]:
+    """Whether ``answer`` meets an answer check, and why not."""
+    if not spec:
+        return True, ""
+    if answer is None:
+        return False, "no answer was sent (send_msg_to_user)"
+    got = normalize(answer)
+    if "exact" in spec:
+        want = normalize(spec["exact"])
+        return got == want, f"answer {got!r} is not {want!r}"
+    missing = [p for p in spec.get("must_include", []) if normalize(p) not in got]
+    return not missing, f"answer {got!r} lacks {missing}"
+
+
+def failed_checks(server: SiteServer, token: str, grade: dict[str, Any],
+                  answer: str | None) -> list[str]:
+    """The checks of a task's ``grade`` that the episode ``token`` fails, each saying why
+    (none: reward 1.0). Database checks read the episode's database; the answer check
+    reads ``answer``, the agent's last message."""
+    failed: list[str] = []
+    for check in grade.get("db") or ():
+        try:
+            rows = [list(r) for r in server.query(token, check["sql"])]
+        except Exception as error:  # a broken check is the task's bug: say so
+            failed.append(f"{check['sql']!r} failed: {error}")
+            continue
+        if rows != check["expected"]:
+            failed.append(f"{check['sql']!r} gave {rows[:5]}, expected {check['expected'][:5]}")
+    ok, why = check_answer(grade.get("answer"), answer)
+    if not ok:
+        failed.append(why)
+    return failed
+
+
+class SiteEnv(WebEnv):
+    """WebArena-style tasks on one of agentgym's sites (module docstring).
+
+    Args:
+        site: ``shop`` or ``forum`` (its shipped tasks unless ``tasks`` is given), or a
+            :class:`~agentgym.plugins.web.sites.framework.Site` of your own (with
+            ``tasks``): every task then runs on it, whatever its ``site`` field says.
+        tasks: a task file (JSON list of task objects) instead of the shipped ones.
+        max_turns: turns before truncation.
+        Other arguments: see :class:`~agentgym.plugins.web.env.WebEnv`.
+    """
+
+    def __init__(self, site: str | Site = "shop", *, tasks: str | os.PathLike | None = None,
+                 max_turns: int = 30, **kwargs: Any):
+        self.server = server_of(site)  # a bad name fails here, before any browser starts
+        if tasks is None and isinstance(site, Site):
+            raise InvalidArgumentError(f"a site of your own ({site.name!r}) needs tasks=PATH")
+        custom = isinstance(site, Site)
+        rows = read_task_file(tasks if tasks is not None else TASKS_DIR / f"{site}.json",
+                              None if custom else SITES)
+        self.site = site
+        self._token: str | None = None
+        self._server = self.server
+        super().__init__(TaskList([to_task(r) for r in rows]), max_turns=max_turns, **kwargs)
+
+    def goal(self, task: Task) -> str:
+        return " ".join(str(task.prompt).split())
+
+    async def lease_options(self, task: Task) -> dict[str, Any]:
+        server = self.server if isinstance(self.site, Site) else server_of(task.metadata["site"])
+        self._server, self._token = server, server.open_episode()
+        cookies = [{"name": server.cookie_name, "value": self._token,
+                    "url": server.base_url}]
+        if task.metadata.get("login"):
+            session = server.log_in(self._token, task.metadata["login"])
+            cookies.append({"name": server.site.session_cookie, "value": session,
+                            "url": server.base_url})
+        return {"cookies": cookies}
+
+    async def open_page(self, task: Task, session: BrowserSession) -> None:
+        url = self._server.base_url + (task.metadata.get("start") or "/")
+        await session.page.goto(url, wait_until="domcontentloaded",
+                                timeout=self.action_timeout_s * 2000)
+
+    async def close_page(self) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            self._server.close_episode(token)
+
+    async def grade(self, episode: Episode) -> RewardResult:
+        """Run the task's database checks on the episode's database and check its answer."""
+        if self._token is None:
+            return RewardResult(0.0, {"reason": "the episode's site never opened"})
+        grade = episode.task.metadata["grade"]
+        answer = episode.submission if isinstance(episode.submission, str) else None
+        failed = failed_checks(self._server, self._token, grade, answer)
+        return RewardResult(0.0 if failed else 1.0,
+                            {"failed": failed, "answer": answer,
+                             "checks": len(grade.get("db") or ()) + bool(grade.get("answer"))})

@@ -1,0 +1,69 @@
+"""The local sites' tasks in real Chromium: every task valid under its real grader (oracle
+1.0, noop 0.0), and episodes that never see each other's database."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import re
+
+import pytest
+
+from agentgym.core import OraclePolicy
+from agentgym.plugins.web.sites_env import TASKS_DIR, SiteEnv, read_task_file
+from agentgym.rollout.loop import play_episode
+from agentgym.testing import assert_valid
+
+pytestmark = pytest.mark.usefixtures("chromium")
+ORDER_TASK = "shop-checkout-skillet-towels"
+NEW_ORDERS = "SELECT count(*) FROM orders o JOIN users u ON u.id = o.user_id" \
+             " WHERE u.username = 'carol' AND o.id > 1016"
+
+
+def test_the_sites_ship_enough_tasks_of_every_kind() -> None:
+    rows = [row for site in ("shop", "forum") for row in read_task_file(TASKS_DIR / f"{site}.json")]
+    assert len(rows) >= 40
+    kinds = collections.Counter(row["category"] for row in rows)
+    for kind in ("navigate", "search", "form", "settings", "multi-page", "answer"):
+        assert kinds[kind] >= 3, kinds
+    assert all(row.get("solution") for row in rows), "run python -m agentgym.plugins.web.author"
+    assert sum(bool(row["grade"].get("db")) for row in rows) >= 20
+    assert sum(bool(row["grade"].get("answer")) for row in rows) >= 10
+
+
+@pytest.mark.parametrize("env_id", ["web-shop", "web-forum"])
+def test_every_task_is_valid_under_its_grader(env_id) -> None:
+    """oracle 1.0 and noop 0.0 for every task, in Chromium, graded by the site's database."""
+    report = assert_valid(env_id, n=None, require_solutions=True, concurrency=4)
+    assert len(report.task_ids) >= 20
+
+
+def test_concurrent_episodes_never_see_each_others_orders() -> None:
+    """One episode places an order while another, on the same site at the same time, finds
+    none: each has its own copy of the database."""
+    buyer, watcher = SiteEnv("shop"), SiteEnv("shop")
+    try:
+        watcher.reset(seed=0, options={"task_id": ORDER_TASK})
+
+        async def both():
+            order = asyncio.wrap_future(buyer._loop.submit(
+                play_episode(buyer, OraclePolicy(), ORDER_TASK)))
+            counts = []
+            while not order.done():
+                counts.append(watcher.server.query(watcher._token, NEW_ORDERS)[0][0])
+                await asyncio.sleep(0.05)
+            return await order, counts
+
+        result, counts = asyncio.run(both())
+        assert result.reward == 1.0, result.metrics
+        assert counts and set(counts) == {0}
+        assert watcher.server.query(watcher._token, NEW_ORDERS) == [(0,)]
+        page = watcher.step({"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "goto",
+                                              "arguments": '{"url": "/orders"}'}}]})
+        text = page[0][0]["content"]
+        numbers = [int(n) for n in re.findall(r"link 'Order #(\d+)'", text)]
+        assert numbers and max(numbers) <= 1016, text
+    finally:
+        buyer.close()
+        watcher.close()
