@@ -64,7 +64,7 @@ class PageEpisode:
 
     async def _observe(self, session: BrowserSession) -> str:
         page = session.page
-        tree = await accessibility_tree(page, max_chars=self.max_chars)
+        tree = await accessibility_tree(page, await session.cdp(page), self.max_chars)
         tabs = []
         for i, tab in enumerate(session.pages):
             title = await tab.title() if not tab.is_closed() else "(closed)"

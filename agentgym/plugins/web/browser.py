@@ -119,6 +119,7 @@ class BrowserSession:
     requests: list[dict[str, Any]] = field(default_factory=list)
     active: int = 0
     closed: bool = False
+    _cdp: dict[int, Any] = field(default_factory=dict)
 
     @property
     def page(self) -> Any:
@@ -153,6 +154,14 @@ class BrowserSession:
             if type(error).__name__ == "TargetClosedError" and self._all_pages_closed():
                 raise BrowserCrashed("the episode's page was closed or crashed") from error
             raise
+
+    async def cdp(self, page: Any) -> Any:
+        """A CDP session of ``page``, kept for the page's life (one per call costs ~10 ms)."""
+        session = self._cdp.get(id(page))
+        if session is None:
+            session = self._cdp[id(page)] = await self.context.new_cdp_session(page)
+            page.once("close", lambda _p: self._cdp.pop(id(page), None))
+        return session
 
     def _all_pages_closed(self) -> bool:
         return all(page.is_closed() for page in self.pages)
@@ -232,6 +241,17 @@ class BrowserPool:
         is then already at that URL)."""
         return await self.call(self._lease(tuple(allowed_hosts), list(cookies), preload))
 
+    async def prepare_next(self, session: BrowserSession) -> None:
+        """Start the context the next lease of ``session``'s browser will get, while
+        ``session``'s episode runs. Call it once the episode's first page is up: made
+        earlier, it would compete with that page for the CPU."""
+        await self.call(self._prepare_next(session))
+
+    async def _prepare_next(self, session: BrowserSession) -> None:
+        browser = session._browser
+        if browser.spare is None and not browser.dead and not session.closed:
+            self._make_spare(browser, session.preload)
+
     async def release(self, session: BrowserSession) -> None:
         """End ``session``: close its context and return its browser to the pool."""
         await self.call(self._release(session))
@@ -260,8 +280,6 @@ class BrowserPool:
                 continue
             session = BrowserSession(self, browser, context, [page], allowed_hosts, preload)
             session.track(page)
-            # The next lease's context starts now, while this episode runs.
-            self._make_spare(browser, preload)
             context.on("page", lambda p, s=session: s.pages.append(s.track(p)))
             return session
         raise BrowserCrashed("three browsers in a row died while opening a context")

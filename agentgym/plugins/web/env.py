@@ -108,6 +108,7 @@ class WebEnv(AgentEnv):
         await session.run(lambda s: self.open_page(task, s), page.deadline_s * 2)
         page.goal = self.goal(task)
         self._first_observation = await page.observe()
+        await pool.prepare_next(session)
         self.bind_toolsets(page)
 
     async def teardown_episode(self) -> None:

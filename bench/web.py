@@ -1,0 +1,116 @@
+"""Web env latency and throughput in real Chromium, on agentgym's local sites.
+
+    python bench/web.py [--episodes 40] [--concurrency 8] [--json]
+
+Latency: ``--episodes`` resets of ``web-shop`` and ``web-forum`` tasks (round robin), each
+followed by one action step (the first call of the task's reference solution: a click, a
+fill or a goto, and the observation after it); medians and p95s in ms. The browser pool is
+warm (one episode ran before the timings), as it is in training.
+
+Throughput: ``episodes_per_min_8`` is ``--concurrency`` oracle episodes at a time (each
+env on its own, one process sharing the browser pool), over every task of both sites,
+counted per minute of wall time, with the share that scored 1.0.
+Target (issue 18): reset < 300 ms median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+
+from agentgym.core import OraclePolicy
+from agentgym.plugins.web.sites_env import SiteEnv
+from agentgym.rollout.loop import play_episode
+
+SITES = ("shop", "forum")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def first_call(env: SiteEnv, task_id: str) -> dict:
+    """The first turn of the task's reference solution, as an assistant message."""
+    call = env.tasks.get(task_id).solution[0].tool_calls[0]
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": call.name,
+                                          "arguments": json.dumps(call.arguments)}}]}
+
+
+def latency(episodes: int) -> tuple[list[float], list[float]]:
+    envs = {site: SiteEnv(site) for site in SITES}
+    resets, steps = [], []
+    try:
+        for env in envs.values():  # warm: the pool's first browser, the site's server
+            env.reset(seed=0, options={"task_id": env.task_ids()[0]})
+        for index in range(episodes):
+            env = envs[SITES[index % len(SITES)]]
+            ids = env.task_ids()
+            task_id = ids[(index // len(SITES)) % len(ids)]
+            start = time.perf_counter()
+            env.reset(seed=index, options={"task_id": task_id})
+            resets.append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            env.step(first_call(env, task_id))
+            steps.append((time.perf_counter() - start) * 1000)
+    finally:
+        for env in envs.values():
+            env.close()
+    return resets, steps
+
+
+async def throughput(concurrency: int) -> tuple[float, float, int]:
+    jobs = [(site, task_id) for site in SITES for task_id in SiteEnv(site).task_ids()]
+    queue: asyncio.Queue = asyncio.Queue()
+    for job in jobs:
+        queue.put_nowait(job)
+    rewards: list[float] = []
+
+    async def worker() -> None:
+        by_site = {site: SiteEnv(site) for site in SITES}
+        try:
+            while not queue.empty():
+                site, task_id = queue.get_nowait()
+                result = await play_episode(by_site[site], OraclePolicy(), task_id)
+                rewards.append(result.reward or 0.0)
+        finally:
+            for env in by_site.values():
+                await env.aclose()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    minutes = (time.perf_counter() - start) / 60
+    return len(rewards) / minutes, sum(r == 1.0 for r in rewards) / len(rewards), len(rewards)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--episodes", type=int, default=40)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    resets, steps = latency(args.episodes)
+    per_minute, solved, played = asyncio.run(throughput(args.concurrency))
+    results = {"reset_ms_p50": statistics.median(resets),
+               "reset_ms_p95": percentile(resets, 0.95),
+               "step_ms_p50": statistics.median(steps),
+               "step_ms_p95": percentile(steps, 0.95),
+               "episodes_per_min_8": per_minute,
+               "oracle_pass_rate": solved,
+               "throughput_episodes": played,
+               "concurrency": args.concurrency,
+               "episodes": args.episodes}
+    if args.json:
+        print(json.dumps(results))
+        return
+    for key, value in results.items():
+        print(f"{key:<22}{value:>12.1f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
