@@ -1,6 +1,6 @@
 """Web env latency and throughput in real Chromium, on agentgym's local sites.
 
-    python bench/web.py [--episodes 40] [--concurrency 8] [--json]
+    python bench/web.py [--episodes 40] [--concurrency 8] [--oracle-episodes N] [--json]
 
 Latency: ``--episodes`` resets of ``web-shop`` and ``web-forum`` tasks (round robin), each
 followed by one action step (the first call of the task's reference solution: a click, a
@@ -64,8 +64,9 @@ def latency(episodes: int) -> tuple[list[float], list[float]]:
     return resets, steps
 
 
-async def throughput(concurrency: int) -> tuple[float, float, int]:
+async def throughput(concurrency: int, limit: int | None) -> tuple[float, float, int]:
     jobs = [(site, task_id) for site in SITES for task_id in SiteEnv(site).task_ids()]
+    jobs = jobs[::len(jobs) // limit][:limit] if limit else jobs
     queue: asyncio.Queue = asyncio.Queue()
     for job in jobs:
         queue.put_nowait(job)
@@ -92,10 +93,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--episodes", type=int, default=40)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--oracle-episodes", type=int, default=None,
+                        help="oracle episodes of the throughput run (default: every task)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     resets, steps = latency(args.episodes)
-    per_minute, solved, played = asyncio.run(throughput(args.concurrency))
+    per_minute, solved, played = asyncio.run(throughput(args.concurrency,
+                                                          args.oracle_episodes))
     results = {"reset_ms_p50": statistics.median(resets),
                "reset_ms_p95": percentile(resets, 0.95),
                "step_ms_p50": statistics.median(steps),

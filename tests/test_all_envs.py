@@ -1,4 +1,11 @@
-"""Every registered env passes check_env, or says exactly what it is missing."""
+"""Every registered env passes check_env, or says exactly what it is missing.
+
+The MiniWoB++ family ids (``miniwob-<family>``, 130 of them) are one class that differs
+only in the page it opens; ``check_env`` runs on ``miniwob``, which draws its tasks from
+every family, and tests/plugins/web/test_miniwob_families.py opens every family's page.
+(A full check_env of each family costs about 20 fresh browser contexts, several minutes in
+all: ``python scripts/check_all_envs.py`` runs it for every id.)
+"""
 
 import pytest
 
@@ -8,7 +15,11 @@ from agentgym.core.plugins import plugin_host
 from agentgym.testing import check_env
 
 
-@pytest.mark.parametrize("env_id", sorted(plugin_host().entries("envs")))
+def checked_ids() -> list[str]:
+    return sorted(i for i in plugin_host().entries("envs") if not i.startswith("miniwob-"))
+
+
+@pytest.mark.parametrize("env_id", checked_ids())
 def test_registered_env(env_id):
     try:
         env = agentgym.make(env_id)

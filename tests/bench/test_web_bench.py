@@ -17,8 +17,9 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "web.py"
 
 @pytest.mark.skipif(bool(chromium_missing()), reason=f"bench needs {chromium_missing()}")
 def test_web_bench_json() -> None:
-    done = subprocess.run([sys.executable, str(BENCH), "--episodes", "4", "--concurrency", "2",
-                           "--json"], capture_output=True, text=True, timeout=900)
+    command = [sys.executable, str(BENCH), "--episodes", "4", "--concurrency", "2",
+               "--oracle-episodes", "6", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
     for key in ("reset_ms_p50", "reset_ms_p95", "step_ms_p50", "step_ms_p95",

@@ -41,7 +41,7 @@ _START = """([seed, css]) => {
   const style = document.createElement('style');
   style.textContent = css;
   document.head.appendChild(style);
-  core.createDisplay();
+  core.startEpisode();  // the display and the start cover, which onload would make
   core.EPISODE_MAX_TIME = 3600 * 1000;
   Math.seedrandom(seed);
   core.startEpisodeReal();
@@ -92,6 +92,9 @@ class _StaticHandler(http.server.SimpleHTTPRequestHandler):
 
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a page closed mid-download (the episode ended): nothing to report
 
 
 @functools.cache

@@ -1,5 +1,8 @@
 """What a web agent sees: the page's accessibility tree as text, each element with a bid.
 
+Elements that handle clicks without a role of their own (a ``<span onclick>``) are shown
+as ``generic`` with their bid, so that they can be clicked.
+
 **Bids** follow BrowserGym's convention: every element of the page carries a ``bid``
 attribute, a number given in document order when the element is first seen
 (:data:`MARK_BIDS`); an element keeps its bid while it lives, so the ids an agent read stay
@@ -72,25 +75,31 @@ async def accessibility_tree(page: Any, cdp: Any | None = None, max_chars: int =
     finally:
         if own_session:
             await cdp.detach()
-    return render_tree(tree["nodes"], _bids_by_node(snapshot), max_chars)
+    bids, clickable = _bids_by_node(snapshot)
+    return render_tree(tree["nodes"], bids, max_chars, clickable)
 
 
-def _bids_by_node(snapshot: dict[str, Any]) -> dict[int, str]:
-    """backendNodeId -> bid, from a DOMSnapshot of the main document."""
+def _bids_by_node(snapshot: dict[str, Any]) -> tuple[dict[int, str], set[int]]:
+    """backendNodeId -> bid, and the backendNodeIds of elements with a click handler, from a
+    DOMSnapshot of the main document."""
     strings = snapshot["strings"]
     bids: dict[int, str] = {}
     document = snapshot["documents"][0]["nodes"]
+    ids = document["backendNodeId"]
+    clickable = {ids[i] for i in document.get("isClickable", {}).get("index", [])}
     for backend_id, attributes in zip(document["backendNodeId"], document["attributes"],
                                       strict=False):
         for i in range(0, len(attributes) - 1, 2):
             if strings[attributes[i]] == "bid":
                 bids[backend_id] = strings[attributes[i + 1]]
                 break
-    return bids
+    return bids, clickable
 
 
-def render_tree(nodes: list[dict[str, Any]], bids: dict[int, str], max_chars: int) -> str:
-    """The lines of an AX tree (CDP nodes) with bids, bounded by ``max_chars``."""
+def render_tree(nodes: list[dict[str, Any]], bids: dict[int, str], max_chars: int,
+                clickable: set[int] = frozenset()) -> str:
+    """The lines of an AX tree (CDP nodes) with bids, bounded by ``max_chars``. A nameless
+    wrapper that handles clicks (``clickable``: a span with an onclick) is kept."""
     by_id = {node["nodeId"]: node for node in nodes}
     roots = [node for node in nodes if not node.get("parentId")]
     lines: list[str] = []
@@ -99,7 +108,8 @@ def render_tree(nodes: list[dict[str, Any]], bids: dict[int, str], max_chars: in
         role = _value(node.get("role")) or ""
         name = (_value(node.get("name")) or "").strip()
         shown = not node.get("ignored") and role not in _HIDDEN
-        if shown and role in _WRAPPERS and not name:
+        if shown and role in _WRAPPERS and not name and \
+                node.get("backendDOMNodeId") not in clickable:
             shown = False
         if shown and role == "StaticText" and (not name or name == parent_name):
             shown = False

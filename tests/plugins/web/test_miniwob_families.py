@@ -1,0 +1,36 @@
+"""Every MiniWoB++ family's env starts its page in Chromium: a seeded problem with a goal,
+elements with bids, an action step, and the page's grade. (``check_env`` runs on ``miniwob``,
+which draws tasks from every family, in tests/test_all_envs.py; the families differ only in
+their page, which this test loads one by one.)"""
+
+from __future__ import annotations
+
+import pytest
+
+import agentgym
+from agentgym.plugins.web.miniwob import families
+
+pytestmark = pytest.mark.usefixtures("chromium")
+
+
+def test_every_family_starts_a_seeded_problem() -> None:
+    assert len(families()) >= 100
+    problems = []
+    env = agentgym.make("miniwob")
+    try:
+        for family in families():
+            messages, _ = env.reset(seed=0, options={"task_id": f"{family}/3"})
+            text = messages[-1]["content"]
+            goal = text.split("\n\n")[0].strip()
+            if not goal or f"Goal: {goal}" not in text:
+                problems.append(f"{family}: no goal in {text[:200]!r}")
+            if "] " not in text.split("\n\n", 2)[-1]:
+                problems.append(f"{family}: no element with a bid")
+            new, reward, terminated, _, step_info = env.step(
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"type": "function", "function": {"name": "noop", "arguments": "{}"}}]})
+            if step_info["tool_errors"] or terminated or reward:
+                problems.append(f"{family}: noop gave {new[0]['content'][:200]!r}")
+    finally:
+        env.close()
+    assert not problems, "\n".join(problems)
