@@ -113,9 +113,12 @@ async def _settle(page: Any, timeout_s: float) -> None:
 
 
 def _first_line(error: Exception) -> str:
-    """Playwright's message without its call log."""
-    text = str(error).strip().split("\nCall log:")[0].strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    """Playwright's message without its call log, plus the log's line that says what
+    covered the element, if one does."""
+    message, _, log = str(error).strip().partition("\nCall log:")
+    text = message.strip().splitlines()[0] if message.strip() else type(error).__name__
+    covering = [line.strip(" -") for line in log.splitlines() if "intercepts pointer" in line]
+    return f"{text} ({covering[-1]})" if covering else text
 
 
 def _element(session: BrowserSession, bid: str) -> Any:

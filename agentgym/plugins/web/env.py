@@ -119,11 +119,18 @@ class WebEnv(AgentEnv):
         finally:
             await self.close_page()
 
+    def instructions(self, task: Task) -> str:
+        """Text of the opening message before the first observation (which starts with the
+        goal). Default: none."""
+        return ""
+
     def initial_messages(self, task: Task) -> list[Message]:
-        messages = super().initial_messages(task)
-        messages[-1] = {**messages[-1],
-                        "content": f"{messages[-1]['content']}\n\n{self._first_observation}"}
-        return messages
+        """The system prompt, then the first observation (the goal is its first line),
+        after :meth:`instructions` if any."""
+        intro = self.instructions(task)
+        content = f"{intro}\n\n{self._first_observation}" if intro else self._first_observation
+        return [{"role": "system", "content": self.system_prompt},
+                {"role": "user", "content": content}]
 
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
                      ) -> tuple[list[Message], dict[str, Any]]:

@@ -147,11 +147,6 @@ class MiniWoBEnv(WebEnv):
     def goal(self, task: Task) -> str:
         return self._utterance
 
-    def initial_messages(self, task: Task) -> list:
-        system = [{"role": "system", "content": self.system_prompt}]
-        prompt = f"{self._utterance}\n\n{self._first_observation}"
-        return [*system, {"role": "user", "content": prompt}]
-
     async def open_page(self, task: Task, session: BrowserSession) -> None:
         page = session.page
         url = self._url(task)

@@ -155,17 +155,13 @@ class WebArenaEnv(WebEnv):
                       for i, r in self.rows.items()]
         super().__init__(TaskList(tasks_list), max_turns=max_turns, **kwargs)
 
-    def initial_messages(self, task: Task) -> list:
-        messages = super().initial_messages(task)
+    def instructions(self, task: Task) -> str:
         row = self.rows[task.id]
-        if any(e.get("evaluator") == "AgentResponseEvaluator" for e in _evals(row)):
-            messages[-1]["content"] = messages[-1]["content"].replace(
-                f"\n\n{self._first_observation}",
-                "\n\nWhen done, call send_msg_to_user with a JSON object: {\"task_type\":"
+        if not any(e.get("evaluator") == "AgentResponseEvaluator" for e in _evals(row)):
+            return ""
+        return ("When done, call send_msg_to_user with a JSON object: {\"task_type\":"
                 " \"retrieve\"|\"mutate\"|\"navigate\", \"status\": \"SUCCESS\" or an error"
-                " such as \"NOT_FOUND_ERROR\", \"retrieved_data\": [answers] or null}."
-                f"\n\n{self._first_observation}")
-        return messages
+                " such as \"NOT_FOUND_ERROR\", \"retrieved_data\": [answers] or null}.")
 
     async def lease_options(self, task: Task) -> dict[str, Any]:
         cookies: list[dict] = []

@@ -21,10 +21,10 @@ def test_every_family_starts_a_seeded_problem() -> None:
         for family in families():
             messages, _ = env.reset(seed=0, options={"task_id": f"{family}/3"})
             text = messages[-1]["content"]
-            goal = text.split("\n\n")[0].strip()
-            if not goal or f"Goal: {goal}" not in text:
+            goal = text.split("\n")[0].removeprefix("Goal: ").strip()
+            if not text.startswith("Goal: ") or not goal:
                 problems.append(f"{family}: no goal in {text[:200]!r}")
-            if "] " not in text.split("\n\n", 2)[-1]:
+            if "] " not in text.split("\n\n", 1)[-1]:
                 problems.append(f"{family}: no element with a bid")
             new, reward, terminated, _, step_info = env.step(
                 {"role": "assistant", "content": "", "tool_calls": [

@@ -1,0 +1,171 @@
+"""MiniWoB++ in real Chromium: the scripted solvers (agentgym.testing.miniwob_solvers) win
+seeded episodes of their families through the rollout loop, the page's reward is the
+env's, and the env's edges (seeding, goal, noop, unknown bids and families) behave.
+
+The whole module needs Chromium and the miniwob package, and is skipped without them.
+One env per family plays its seeds in turn on the process's shared, warm browser pool;
+the module takes about a minute on a 2-core machine (longer when it is busy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+import agentgym
+from agentgym.core.errors import InvalidArgumentError, MissingResourceError, UnknownIdError
+from agentgym.core.policies import ScriptedPolicy
+from agentgym.plugins.web.browser import chromium_path
+from agentgym.plugins.web.miniwob import MiniWoBEnv, families, miniwob_root
+from agentgym.rollout.evaluate import EvalReport, evaluate
+from agentgym.rollout.pipeline import PipelineConfig
+from agentgym.testing.miniwob_solvers import SOLVERS, parse_line, parse_observation
+
+try:
+    chromium_path()
+    miniwob_root()
+    import playwright  # noqa: F401
+except (MissingResourceError, ImportError) as missing:
+    pytest.skip(f"MiniWoB++ needs Chromium, playwright and the miniwob package: {missing}",
+                allow_module_level=True)
+
+#: Seeded episodes each solver plays (task ids family/0 .. family/EPISODES-1).
+EPISODES = 3
+#: Families on which doing nothing must score 0.
+NOOP_FAMILIES = ("click-button", "enter-text", "click-checkboxes")
+
+
+def turn(name: str, **arguments) -> dict:
+    """An assistant turn calling one tool."""
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+async def _play_all() -> tuple[dict[str, EvalReport], dict[str, EvalReport]]:
+    """Every solver on its family's first seeds, and the noop tool on NOOP_FAMILIES, one
+    env per family, one episode at a time (the browsers' work is CPU-bound: running
+    episodes side by side is slower on a small machine, not faster)."""
+    sync = PipelineConfig(mode="sync", concurrency=1)
+
+    async def run(family: str, policy: ScriptedPolicy, n: int, **env_kwargs) -> EvalReport:
+        return await evaluate(f"miniwob-{family}", policy, n, pipeline=sync,
+                              env_kwargs=env_kwargs)
+
+    noop = ScriptedPolicy([turn("noop")], repeat_last=True)
+    solved = {family: await run(family, ScriptedPolicy(solver), EPISODES)
+              for family, solver in SOLVERS.items()}
+    idle = {family: await run(family, noop, 1, max_turns=1) for family in NOOP_FAMILIES}
+    return solved, idle
+
+
+@pytest.fixture(scope="module")
+def played() -> tuple[dict[str, EvalReport], dict[str, EvalReport]]:
+    return asyncio.run(_play_all())
+
+
+@pytest.fixture(scope="module")
+def env():
+    env = MiniWoBEnv("click-test-2")
+    yield env
+    env.close()
+
+
+def test_there_are_solvers_for_a_dozen_families() -> None:
+    assert len(SOLVERS) >= 12
+    assert set(SOLVERS) <= set(families())
+
+
+@pytest.mark.parametrize("family", sorted(SOLVERS))
+def test_solver_wins_its_family(played, family: str) -> None:
+    report = played[0][family]
+    rewards = [t.reward for t in report.trajectories]
+    details = [(t.task_id, t.reward, t.finish_reason, t.error, t.metrics)
+               for t in report.trajectories]
+    assert len(rewards) == EPISODES, details
+    assert [t.task_id for t in report.trajectories] == [f"{family}/{i}"
+                                                        for i in range(EPISODES)]
+    assert report.mean_reward > 0, details
+    assert sum(r >= 1.0 for r in rewards) >= EPISODES - 1, details
+    for t in report.trajectories:
+        assert t.error is None, details
+        if t.reward >= 1.0:  # the page ended it, with its own reward
+            assert t.finish_reason == "submitted", details
+            assert t.metrics["done"] and t.metrics["raw_reward"] > 0, details
+
+
+@pytest.mark.parametrize("family", NOOP_FAMILIES)
+def test_noop_scores_zero(played, family: str) -> None:
+    (trajectory,) = played[1][family].trajectories
+    assert trajectory.error is None, trajectory.error
+    assert trajectory.reward == 0.0
+    assert trajectory.finish_reason == "max_turns"
+    assert trajectory.metrics["done"] is False and trajectory.metrics["reason"] == "unfinished"
+
+
+def test_same_task_same_first_observation() -> None:
+    env = MiniWoBEnv("read-table")
+    try:
+        first, _ = env.reset(options={"task_id": "read-table/7"})
+        other, _ = env.reset(options={"task_id": "read-table/8"})
+        again, info = env.reset(options={"task_id": "read-table/7"})
+    finally:
+        env.close()
+    assert info["task_id"] == "read-table/7"
+    assert first == again
+    assert other[-1]["content"] != first[-1]["content"]  # the seed picks the problem
+    goal, nodes = parse_observation(first[-1]["content"])
+    assert goal and any(n.role == "cell" and n.bid for n in nodes)
+
+
+def test_goal_is_the_pages_utterance(env) -> None:
+    messages, _ = env.reset(options={"task_id": "click-test-2/3"})
+
+    async def utterance(session) -> str:
+        return await session.page.evaluate("() => core.getUtterance()")
+
+    page = env.page
+    said = env._loop.run(page.session.run(utterance))
+    goal, nodes = parse_observation(messages[-1]["content"])
+    assert said and goal == said
+    assert messages[-1]["content"].startswith(f"Goal: {said}\n")
+    assert any(n.role == "StaticText" and n.name == said for n in nodes)
+
+
+def test_wrong_answer_scores_zero(env) -> None:
+    messages, _ = env.reset(options={"task_id": "click-test-2/0"})
+    goal, nodes = parse_observation(messages[-1]["content"])
+    wrong = next(n for n in nodes if n.role == "button" and n.name not in goal)
+    new, reward, terminated, truncated, info = env.step(turn("click", bid=wrong.bid))
+    assert terminated and not truncated
+    assert "The page ended the task (reward -1" in new[0]["content"]
+    assert reward == 0.0 and info["reward_metrics"]["raw_reward"] == -1.0
+
+
+def test_unknown_bid_is_a_tool_error(env) -> None:
+    env.reset(options={"task_id": "click-test-2/1"})
+    new, reward, terminated, truncated, info = env.step(turn("click", bid="9999"))
+    assert not (terminated or truncated) and reward == 0.0
+    assert info["tool_errors"] == 1
+    content = new[0]["content"]
+    assert content.startswith("Error: click: no element with bid '9999'")
+    assert "Goal: " in content and "RootWebArea" in content  # the page, to act on next
+
+
+def test_unknown_family_is_a_clear_error() -> None:
+    with pytest.raises(InvalidArgumentError, match="did you mean 'click-button'"):
+        MiniWoBEnv("click-buton")
+    with pytest.raises(UnknownIdError, match="miniwob-click-button"):
+        agentgym.make("miniwob-click-buton")
+
+
+def test_parse_line() -> None:
+    node = parse_line("    [19] spinbutton 'Select a value:', value='-3', focused, valuemin=0")
+    assert node is not None
+    assert (node.depth, node.bid, node.role, node.name) == (2, "19", "spinbutton",
+                                                          "Select a value:")
+    assert node.props == {"value": "-3", "focused": True, "valuemin": "0"}
+    text = parse_line("  StaticText 'it\\'s, \"quoted\"'")
+    assert text is not None and text.bid is None and text.name == "it's, \"quoted\""
+    assert parse_line("Tabs: [0] Task (active)") is None
