@@ -83,11 +83,15 @@ def test_failed_actions_are_error_messages_with_the_page(notes) -> None:
              call("goto", url="http://example.com/"),
              call("tab_focus", index=5),
              call("tab_close")]
+    errors = []
     for action in cases:
         new, _, terminated, _, info = notes.step(action)
         assert not terminated and info["tool_errors"] == 1, (action, info)
         assert new[0]["content"].startswith("Error: "), new
-    assert "no element with bid '99999'" in info["errors"][0] or True
+        errors.append(info["errors"][0])
+    assert "no element with bid '99999'" in errors[0]
+    assert "only http pages on this machine" in errors[3] and "only http" in errors[4]
+    assert "no open tab 5" in errors[5] and "last open tab" in errors[6]
     first = notes.step(call("click", bid="99999"))[0][0]["content"]
     assert "no element with bid '99999'" in first and "URL: http://127.0.0.1" in first
     purple = notes.step(call("select_option", bid=bid_of(page, "combobox", "Colour"),
