@@ -527,11 +527,12 @@ import hashlib
 import json
 import os
 import resource
+import selectors
 import shutil
+import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -569,17 +570,34 @@ def limit():
 
 
 def run(command):
-    """The command's output (stdout and stderr together) and whether it finished."""
-    with tempfile.TemporaryFile() as out:
-        try:
-            subprocess.run([SPEC["shell"], "-c", command.strip()], cwd=WORKDIR,
-                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                           timeout=SPEC["timeout"], preexec_fn=limit)
-            finished = True
-        except subprocess.TimeoutExpired:
-            finished = False
-        out.seek(0)
-        return out.read(OUTPUT_CAP).decode("utf-8", errors="replace"), finished
+    """The command's output (stdout and stderr together) and whether it finished. Like
+    docker's exec_run, the output is read until every writer has closed it, so processes
+    the command leaves behind (``tee >(wc -l)``) are waited for, within the time limit."""
+    deadline = time.monotonic() + SPEC["timeout"]
+    process = subprocess.Popen([SPEC["shell"], "-c", command.strip()], cwd=WORKDIR,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, preexec_fn=limit,
+                               start_new_session=True)
+    output, size, finished = [], 0, False
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while (left := deadline - time.monotonic()) > 0:
+            if not selector.select(left):
+                continue
+            chunk = os.read(process.stdout.fileno(), 65536)
+            if not chunk:
+                finished = True
+                break
+            if size < OUTPUT_CAP:
+                output.append(chunk[:OUTPUT_CAP - size])
+            size += len(chunk)
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the command
+    except ProcessLookupError:
+        pass
+    process.stdout.close()
+    process.wait()
+    return b"".join(output).decode("utf-8", errors="replace"), finished
 
 
 def snapshot():
