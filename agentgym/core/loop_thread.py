@@ -53,6 +53,11 @@ class LoopThread:
         caller does something else, e.g. sandboxes set up during an optimizer step)."""
         return asyncio.run_coroutine_threadsafe(coro, self._start())
 
+    def owns_running_loop(self) -> bool:
+        """Whether the caller is running on this thread's loop (a hop would deadlock or
+        only cost time: await the coroutine directly)."""
+        return self._thread is not None and threading.current_thread() is self._thread
+
     def stop(self) -> None:
         """Stop the loop and join the thread. Safe to call more than once."""
         with self._lock:

@@ -60,16 +60,16 @@ class PageEpisode:
 
     async def observe(self) -> str:
         """The observation text of the active page (module docstring)."""
-        return await self.session.run(self._observe, self.deadline_s)
+        return await self.session.run(self.observation, self.deadline_s)
 
-    async def _observe(self, session: BrowserSession) -> str:
+    async def observation(self, session: BrowserSession) -> str:
+        """:meth:`observe`, for work already running on the browsers' loop."""
         page = session.page
-        tree = await accessibility_tree(page, await session.cdp(page), self.max_chars)
-        tabs = []
-        for i, tab in enumerate(session.pages):
-            title = await tab.title() if not tab.is_closed() else "(closed)"
-            tabs.append(f"[{i}] {title or '(untitled)'}" + (" (active)" if i == session.active
-                                                             else ""))
+        tree, titles = await asyncio.gather(
+            accessibility_tree(page, await session.cdp(page), self.max_chars),
+            asyncio.gather(*(_title(tab) for tab in session.pages)))
+        tabs = [f"[{i}] {title or '(untitled)'}" + (" (active)" if i == session.active else "")
+                for i, title in enumerate(titles)]
         lines = [f"Goal: {self.goal}", f"Tabs: {' | '.join(tabs)}", f"URL: {page.url}"]
         blocked = session.blocked[self._blocked_seen:]
         self._blocked_seen = len(session.blocked)
@@ -82,27 +82,35 @@ class PageEpisode:
         """Run ``action`` on the page, let what it started load, and observe. A page that
         refuses it raises ToolError (with the observation); a page that ended the episode
         raises Submitted."""
-        async def run(session: BrowserSession) -> str | None:
+        # One trip to the browser's loop for the action, its page load and the observation.
+        async def run(session: BrowserSession) -> tuple[str | None, str | None, str]:
+            error = None
             try:
                 await action(session)
-            except ToolError as error:
-                return str(error)
-            except Exception as error:
-                if type(error).__name__ not in ("Error", "TimeoutError"):
+            except ToolError as refused:
+                error = str(refused)
+            except Exception as failed:
+                if type(failed).__name__ not in ("Error", "TimeoutError"):
                     raise
-                return _first_line(error)
-            await _settle(session.page, self.action_timeout_s)
-            return None
+                error = _first_line(failed)
+            else:
+                await _settle(session.page, self.action_timeout_s)
+            if self.page_done is not None:
+                message = await self.page_done(session)
+                if message is not None:
+                    return error, message, ""
+            return error, None, await self.observation(session)
 
-        error = await self.session.run(run, self.deadline_s)
-        if self.page_done is not None:
-            message = await self.session.run(self.page_done, self.deadline_s)
-            if message is not None:
-                raise Submitted(None, message)
-        observation = await self.observe()
+        error, done, observation = await self.session.run(run, self.deadline_s * 2)
+        if done is not None:
+            raise Submitted(None, done)
         if error is not None:
             raise ToolError(f"{error}\n\n{observation}")
         return observation
+
+
+async def _title(page: Any) -> str:
+    return await page.title() if not page.is_closed() else "(closed)"
 
 
 async def _settle(page: Any, timeout_s: float) -> None:

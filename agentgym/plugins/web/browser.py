@@ -159,8 +159,12 @@ class BrowserSession:
         """A CDP session of ``page``, kept for the page's life (one per call costs ~10 ms)."""
         session = self._cdp.get(id(page))
         if session is None:
-            session = self._cdp[id(page)] = await self.context.new_cdp_session(page)
-            page.once("close", lambda _p: self._cdp.pop(id(page), None))
+            session = self._keep_cdp(page, await self.context.new_cdp_session(page))
+        return session
+
+    def _keep_cdp(self, page: Any, session: Any) -> Any:
+        self._cdp[id(page)] = session
+        page.once("close", lambda _p: self._cdp.pop(id(page), None))
         return session
 
     def _all_pages_closed(self) -> bool:
@@ -219,7 +223,10 @@ class BrowserPool:
     # ---- running on the pool's loop ---------------------------------------------------
 
     async def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await ``coro`` on the pool's loop from any loop."""
+        """Await ``coro`` on the pool's loop from any loop (directly when already on it:
+        work given to :meth:`BrowserSession.run` may call the pool's methods)."""
+        if self._thread.owns_running_loop():
+            return await coro
         return await asyncio.wrap_future(self._thread.submit(coro))
 
     def kill(self, browser: _Browser) -> None:
@@ -265,9 +272,9 @@ class BrowserPool:
                 if allowed_hosts or spare is None or browser.spare_preload != preload:
                     if spare is not None:
                         spare.add_done_callback(_close_context_of)
-                    context, page = await self._new_context(browser, allowed_hosts, None)
+                    context, page, cdp = await self._new_context(browser, allowed_hosts, None)
                 else:
-                    context, page = await spare
+                    context, page, cdp = await spare
                 if cookies:
                     await context.add_cookies(cookies)
             except Exception as error:
@@ -280,6 +287,7 @@ class BrowserPool:
                 continue
             session = BrowserSession(self, browser, context, [page], allowed_hosts, preload)
             session.track(page)
+            session._keep_cdp(page, cdp)
             context.on("page", lambda p, s=session: s.pages.append(s.track(p)))
             return session
         raise BrowserCrashed("three browsers in a row died while opening a context")
@@ -300,8 +308,6 @@ class BrowserPool:
             return
         session.closed = True
         browser = session._browser
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(session.context.close(), 10)
         browser.leased = False
         if browser.dead or not browser.browser.is_connected():
             self._drop(browser)
@@ -310,6 +316,9 @@ class BrowserPool:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(browser.browser.close(), 10)
         else:
+            # The next lease uses the spare context, so the old one can close while the
+            # next episode starts: that is off the reset's path.
+            _close_soon(session.context)
             if browser.spare is None:
                 self._make_spare(browser, session.preload)
             self._idle.append(browser)
@@ -355,7 +364,7 @@ class BrowserPool:
         browser.spare, browser.spare_preload = spare, preload
 
     async def _new_context(self, browser: _Browser, allowed_hosts: tuple[str, ...],
-                           preload: str | None) -> tuple[Any, Any]:
+                           preload: str | None) -> tuple[Any, Any, Any]:
         options: dict[str, Any] = {"viewport": VIEWPORT, "service_workers": "block"}
         if allowed_hosts:
             port = self._proxy_socket.getsockname()[1]
@@ -363,10 +372,11 @@ class BrowserPool:
                                 "bypass": ",".join((*LOOPBACK_HOSTS, *allowed_hosts))}
         context = await browser.browser.new_context(**options)
         page = await context.new_page()
+        cdp = await context.new_cdp_session(page)  # observations use it: ready ahead
         if preload:
             with contextlib.suppress(Exception):  # the lessee will load it itself
                 await page.goto(preload, wait_until="domcontentloaded", timeout=30_000)
-        return context, page
+        return context, page, cdp
 
     def _drop(self, browser: _Browser) -> None:
         browser.dead = True
@@ -421,9 +431,17 @@ _closing: set[asyncio.Future] = set()  # contexts being closed (asyncio keeps we
 def _close_context_of(spare: asyncio.Future) -> None:
     """Close the context of a spare that a session could not use."""
     if not spare.cancelled() and spare.exception() is None:
-        context, _page = spare.result()
-        _closing.add(task := asyncio.ensure_future(context.close()))
-        task.add_done_callback(_closing.discard)
+        _close_soon(spare.result()[0])
+
+
+def _close_soon(context: Any) -> None:
+    """Close ``context`` in the background (on the running loop), errors ignored."""
+    async def close() -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(context.close(), 10)
+
+    _closing.add(task := asyncio.ensure_future(close()))
+    task.add_done_callback(_closing.discard)
 
 
 def _refusing_port() -> socket.socket:

@@ -98,18 +98,27 @@ class WebEnv(AgentEnv):
     async def setup_episode(self, task: Task) -> None:
         episode = self.episode
         pool = browser_pool()
-        session = await pool.lease(**await self.lease_options(task))
-        page = PageEpisode(session, self.goal(task), self.max_chars, self.action_timeout_s,
-                           self.page_done if type(self).page_done is not WebEnv.page_done
-                           else None)
-        self.page = page
-        if episode is not None:
-            episode.resources["page"] = session
-        await session.run(lambda s: self.open_page(task, s), page.deadline_s * 2)
-        page.goal = self.goal(task)
-        self._first_observation = await page.observe()
-        await pool.prepare_next(session)
-        self.bind_toolsets(page)
+        options = await self.lease_options(task)
+        page_done = self.page_done if type(self).page_done is not WebEnv.page_done else None
+
+        async def start() -> str:  # on the browsers' loop: one trip there, not four
+            session = await pool.lease(**options)
+            page = self.page = PageEpisode(session, self.goal(task), self.max_chars,
+                                           self.action_timeout_s, page_done)
+            if episode is not None:
+                episode.resources["page"] = session
+
+            async def first_page(session: BrowserSession) -> str:
+                await self.open_page(task, session)
+                page.goal = self.goal(task)  # a page may say its goal (MiniWoB's utterance)
+                return await page.observation(session)
+
+            observation = await session.run(first_page, page.deadline_s * 2)
+            await pool.prepare_next(session)
+            return observation
+
+        self._first_observation = await pool.call(start())
+        self.bind_toolsets(self.page)
 
     async def teardown_episode(self) -> None:
         page, self.page = self.page, None

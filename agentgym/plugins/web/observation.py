@@ -27,6 +27,8 @@ kept); a StaticText that repeats its parent's name is dropped. The text is cut a
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,18 +67,37 @@ class Observation:
 async def accessibility_tree(page: Any, cdp: Any | None = None, max_chars: int = 20_000
                              ) -> str:
     """``page``'s accessibility tree as text (module docstring), bids marked first."""
-    await page.evaluate(MARK_BIDS)
     own_session = cdp is None
     if own_session:
         cdp = await page.context.new_cdp_session(page)
     try:
-        tree = await cdp.send("Accessibility.getFullAXTree")
-        snapshot = await cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": []})
+        for attempt in range(2):
+            try:
+                marked, tree, snapshot = await _capture(cdp)
+                break
+            except Exception:
+                if attempt:  # a document replaced mid-capture twice: give up
+                    raise
+                with contextlib.suppress(Exception):  # let the new one load, once
+                    await page.wait_for_load_state("domcontentloaded", timeout=5000)
     finally:
         if own_session:
             await cdp.detach()
+    if marked.get("exceptionDetails"):  # a page that broke querySelectorAll: say so
+        raise RuntimeError("could not mark the page's elements with bids: "
+                           f"{marked['exceptionDetails'].get('text', 'script error')}")
     bids, clickable = _bids_by_node(snapshot)
     return render_tree(tree["nodes"], bids, max_chars, clickable)
+
+
+async def _capture(cdp: Any) -> tuple[dict, dict, dict]:
+    """Mark bids, then take the AX tree and a DOM snapshot. One CDP session handles its
+    commands in order, so the three go out together: one round trip, not three, and the
+    tree and the snapshot see the bids just marked."""
+    return await asyncio.gather(
+        cdp.send("Runtime.evaluate", {"expression": f"({MARK_BIDS})()", "returnByValue": True}),
+        cdp.send("Accessibility.getFullAXTree"),
+        cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": []}))
 
 
 def _bids_by_node(snapshot: dict[str, Any]) -> tuple[dict[int, str], set[int]]:

@@ -164,6 +164,7 @@ class SiteEnv(WebEnv):
                               None if custom else SITES)
         self.site = site
         self._token: str | None = None
+        self._entry = ""
         self._server = self.server
         super().__init__(TaskList([to_task(r) for r in rows]), max_turns=max_turns, **kwargs)
 
@@ -173,17 +174,14 @@ class SiteEnv(WebEnv):
     async def lease_options(self, task: Task) -> dict[str, Any]:
         server = self.server if isinstance(self.site, Site) else server_of(task.metadata["site"])
         self._server, self._token = server, server.open_episode()
-        cookies = [{"name": server.cookie_name, "value": self._token,
-                    "url": server.base_url}]
-        if task.metadata.get("login"):
-            session = server.log_in(self._token, task.metadata["login"])
-            cookies.append({"name": server.site.session_cookie, "value": session,
-                            "url": server.base_url})
-        return {"cookies": cookies}
+        login = task.metadata.get("login")
+        self._entry = server.entry_url(self._token, task.metadata.get("start") or "/",
+                                       server.log_in(self._token, login) if login else None)
+        return {}
 
     async def open_page(self, task: Task, session: BrowserSession) -> None:
-        url = self._server.base_url + (task.metadata.get("start") or "/")
-        await session.page.goto(url, wait_until="domcontentloaded",
+        # The entry URL sets the episode's cookies and redirects to the task's start page.
+        await session.page.goto(self._entry, wait_until="domcontentloaded",
                                 timeout=self.action_timeout_s * 2000)
 
     async def close_page(self) -> None:

@@ -11,9 +11,11 @@ every element an agent needs is in the page's accessibility tree.
 free port (:func:`site_server`). The built database is the *template*; an episode gets its
 own copy (:meth:`SiteServer.open_episode`, SQLite's backup API from memory to memory:
 well under a millisecond, no restart), named by a token. The browser context of the
-episode carries the token in the cookie :meth:`SiteServer.cookie_name`; every request is
-served from the database that token names, so two concurrent episodes never see each
-other's changes. A request without a known token gets 403. Grading reads the episode's
+episode carries the token in the cookie :meth:`SiteServer.cookie_name`, set by its first
+page load (:meth:`SiteServer.entry_url` redirects to the start page with the cookie: no
+browser call of its own); every request is served from the database that token names, so
+two concurrent episodes never see each other's changes. A request without a known token
+gets 403. Grading reads the episode's
 database with :meth:`SiteServer.query`; :meth:`SiteServer.close_episode` drops it.
 
 **Users.** A site with a ``users`` table (columns ``id``, ``username``, ``password``) gets
@@ -39,6 +41,8 @@ from typing import Any
 
 #: A route handler: the request and the pattern's named parameters; HTML text or a Response.
 Handler = Callable[..., "Response | str"]
+#: The path of :meth:`SiteServer.entry_url` on every site.
+ENTRY_PATH = "/_agentgym/enter"
 _PARAM = re.compile(r"<(?:(int|str|path):)?(\w+)>")
 
 
@@ -224,6 +228,14 @@ class SiteServer:
         self._episodes[token] = _Episode(db)
         return token
 
+    def entry_url(self, token: str, path: str = "/", session: str | None = None) -> str:
+        """A URL that sets the episode's cookies (``token``'s, and the login ``session``
+        of :meth:`log_in` if given) and redirects to ``path``: an episode's first page."""
+        query = {"episode": token, "next": path}
+        if session is not None:
+            query["session"] = session
+        return f"{self.base_url}{ENTRY_PATH}?{urllib.parse.urlencode(query)}"
+
     def close_episode(self, token: str) -> None:
         episode = self._episodes.pop(token, None)
         if episode is not None:
@@ -265,6 +277,8 @@ class SiteServer:
     def serve(self, method: str, target: str, body: bytes, cookie_header: str
               ) -> Response:
         url = urllib.parse.urlsplit(target)
+        if url.path == ENTRY_PATH:
+            return self._enter(urllib.parse.parse_qs(url.query))
         cookies = _parse_cookies(cookie_header)
         episode = self._episodes.get(cookies.get(self.cookie_name, ""))
         if episode is None:
@@ -291,6 +305,19 @@ class SiteServer:
                                     f"<pre>{escape(type(error).__name__)}: {escape(error)}</pre>",
                                     500)
         response.cookies = {**request.set_cookies, **response.cookies}
+        return response
+
+
+    def _enter(self, query: dict[str, list[str]]) -> Response:
+        token = (query.get("episode") or [""])[0]
+        target = (query.get("next") or ["/"])[0]
+        if token not in self._episodes or not target.startswith("/") or \
+                target.startswith("//"):
+            return Response("<!doctype html><title>Forbidden</title><h1>No episode</h1>", 403)
+        response = redirect(target)
+        response.cookies[self.cookie_name] = token
+        if query.get("session"):
+            response.cookies[self.site.session_cookie] = query["session"][0]
         return response
 
 
