@@ -49,6 +49,11 @@ class PageEpisode:
     max_chars: int = 20_000
     action_timeout_s: float = 5.0
     page_done: Callable[[BrowserSession], Awaitable[str | None]] | None = None
+    #: Virtual time: None when the page's clock is real; else the page runs on Playwright's
+    #: paused fake clock (installed by the env), which each action advances by this many
+    #: ms (and ``noop``'s wait by its own), so an episode's pages depend on its actions
+    #: and seed only, never on how fast the machine is.
+    tick_ms: float | None = None
     #: Messages the agent sent to the user, in order (the last is its answer).
     messages: list[str] = field(default_factory=list)
     _blocked_seen: int = 0
@@ -95,6 +100,8 @@ class PageEpisode:
                 error = _first_line(failed)
             else:
                 await _settle(session.page, self.action_timeout_s)
+            if self.tick_ms is not None and not session.page.is_closed():
+                await session.page.clock.run_for(self.tick_ms)
             if self.page_done is not None:
                 message = await self.page_done(session)
                 if message is not None:
@@ -353,8 +360,13 @@ class WebTools(Toolset):
         Args:
             wait_ms: Milliseconds to wait first (at most 10000).
         """
+        wait_ms = min(max(wait_ms, 0.0), 10_000.0)
+
         async def action(session: BrowserSession) -> None:
-            await asyncio.sleep(min(max(wait_ms, 0.0), 10_000.0) / 1000)
+            if self.episode.tick_ms is None:
+                await asyncio.sleep(wait_ms / 1000)
+            elif wait_ms:  # the page's clock is virtual: advance it
+                await session.page.clock.run_for(wait_ms)
 
         return await self.episode.act(action)
 

@@ -54,6 +54,9 @@ class WebEnv(AgentEnv):
     system_prompt = SYSTEM_PROMPT
     toolsets = (WebTools,)
     setup_before_prompt = True  # the prompt shows the first observation
+    #: Virtual time (see :attr:`PageEpisode.tick_ms`): None for a real clock. An env that
+    #: sets it installs and pauses the page's clock in :meth:`open_page`.
+    tick_ms: float | None = None
 
     def __init__(self, tasks: TaskSource, *, max_turns: int = 30, max_chars: int = 20_000,
                  action_timeout_s: float = 5.0, screenshot: bool = False,
@@ -104,7 +107,8 @@ class WebEnv(AgentEnv):
         async def start() -> str:  # on the browsers' loop: one trip there, not four
             session = await pool.lease(**options)
             page = self.page = PageEpisode(session, self.goal(task), self.max_chars,
-                                           self.action_timeout_s, page_done)
+                                           self.action_timeout_s, page_done,
+                                           tick_ms=self.tick_ms)
             if episode is not None:
                 episode.resources["page"] = session
 

@@ -5,9 +5,13 @@ One env id per task family (``miniwob-click-button``, ...) and ``miniwob`` over 
 them. A task is a family and a seed (``click-button/17``): the page is served by a static
 server on 127.0.0.1 (:func:`miniwob_server`), seeded with ``Math.seedrandom(seed)`` and
 started with ``core.startEpisodeReal()``, so the same task id always shows the same
-problem. The goal is the page's utterance (``core.getUtterance()``). MiniWoB's 10-second
-episode timer is set to an hour (agents think slower than the scripted policies it was
-made for) and its reward display is hidden.
+problem. The goal is the page's utterance (``core.getUtterance()``). Pages run on virtual
+time: before the problem starts, Playwright's fake clock is installed and paused at
+:data:`CLOCK_START_MS`; each action advances it by :data:`TICK_MS` (``noop(wait_ms)`` by
+its wait too), so timers and dates (moving prices, a blinking caret) depend on the seed and
+the actions only, and seeded episodes replay exactly. MiniWoB's 10-second episode timer
+is set to an hour (agents think slower than the scripted policies it was made for) and
+its reward display is hidden.
 
 The episode ends when the page sets ``WOB_DONE_GLOBAL`` (the action that finished it
 returns the page's message), when the agent calls ``send_msg_to_user``, or at
@@ -35,6 +39,10 @@ from agentgym.plugins.web.env import WebEnv
 
 #: Seeds per family: ``family/0`` .. ``family/SEEDS-1``.
 SEEDS = 1000
+#: The pages' virtual clock starts at this instant (2024-01-01T12:00:00Z) ...
+CLOCK_START_MS = 1_704_110_400_000
+#: ... and each action moves it on by this many ms (``noop(wait_ms)`` by its wait too).
+TICK_MS = 1000.0
 #: Hidden on every page: MiniWoB's reward display and click visualizer.
 _HIDE_CSS = "#reward-display, #click-canvas, #sync-task-cover { display: none !important; }"
 _START = """([seed, css]) => {
@@ -141,6 +149,7 @@ class MiniWoBEnv(WebEnv):
         source = GeneratedTasks(size, lambda i: _task(chosen[i // seeds], i % seeds),
                                 lambda i: f"{chosen[i // seeds]}/{i % seeds}")
         self.family = family
+        self.tick_ms = TICK_MS
         self._utterance = ""
         super().__init__(source, max_turns=max_turns, **kwargs)
 
@@ -154,10 +163,16 @@ class MiniWoBEnv(WebEnv):
             await page.goto(url, wait_until="domcontentloaded")
         if not await page.evaluate(_READY):
             await page.wait_for_function(_READY)
+        # Virtual time from here on: the problem's timers (prices that move, a caret that
+        # blinks, a delayed focus) and its Date run on a paused clock that only actions
+        # advance, so a seed always gives the same pages.
+        await page.clock.install(time=CLOCK_START_MS)
+        await page.clock.pause_at(CLOCK_START_MS + 60_000)
         await page.evaluate(_START, [task.metadata["seed"], _HIDE_CSS])
         for _ in range(100):  # some pages load their data asynchronously
             if await page.evaluate("() => WOB_TASK_READY"):
                 break
+            await page.clock.run_for(20)
             await page.wait_for_timeout(20)
         self._utterance = await page.evaluate("() => core.getUtterance()")
 

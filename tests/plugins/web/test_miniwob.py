@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -117,6 +118,26 @@ def test_same_task_same_first_observation() -> None:
     assert other[-1]["content"] != first[-1]["content"]  # the seed picks the problem
     goal, nodes = parse_observation(first[-1]["content"])
     assert goal and any(n.role == "cell" and n.bid for n in nodes)
+
+
+def test_time_driven_pages_replay_exactly_on_virtual_time() -> None:
+    """Stock prices move on a timer and the terminal's caret blinks: on virtual time a seed
+    and the same actions give the same pages, however much real time passes between them,
+    and waiting (noop with wait_ms) moves the page on."""
+    for family in ("stock-market", "terminal"):
+        env = MiniWoBEnv(family)
+        try:
+            runs = []
+            for pause_s in (0.0, 1.2):
+                pages = [env.reset(options={"task_id": f"{family}/4"})[0][-1]["content"]]
+                time.sleep(pause_s)
+                for wait_ms in (0, 900, 3000):
+                    pages.append(env.step(turn("noop", wait_ms=wait_ms))[0][-1]["content"])
+                runs.append(pages)
+        finally:
+            env.close()
+        assert runs[0] == runs[1], family
+        assert len(set(runs[0])) > 1, f"{family}: the page never changed as time went on"
 
 
 def test_goal_is_the_pages_utterance(env) -> None:
