@@ -596,3 +596,24 @@ def test_form_controls_have_labels(server: SiteServer, token: str, username: str
             assert field_id and field_id.group(1) in labelled | wrapped, (path, tag, attrs)
         for name in re.findall(r"<button[^>]*>([^<]*)</button>", page):
             assert name.strip(), path
+
+
+def test_entry_url_sets_the_episode_cookies_and_refuses_strangers() -> None:
+    """The first page load of an episode goes through the entry URL: it sets the episode's
+    (and the login's) cookies and redirects to a path on the site, never elsewhere."""
+    server = site_server(SITE)
+    token = server.open_episode()
+    try:
+        session = server.log_in(token, "alice")
+        url = server.entry_url(token, "/account", session)
+        entered = server.serve("GET", url.removeprefix(server.base_url), b"", "")
+        assert entered.status == 303 and entered.headers["Location"] == "/account"
+        assert entered.cookies == {server.cookie_name: token,
+                                   SITE.session_cookie: session}
+        path = server.entry_url("not-a-token", "/").removeprefix(server.base_url)
+        assert server.serve("GET", path, b"", "").status == 403
+        for outside in ("//example.com/", "http://example.com/"):
+            path = server.entry_url(token, outside).removeprefix(server.base_url)
+            assert server.serve("GET", path, b"", "").status == 403, outside
+    finally:
+        server.close_episode(token)

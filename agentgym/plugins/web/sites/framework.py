@@ -15,8 +15,8 @@ episode carries the token in the cookie :meth:`SiteServer.cookie_name`, set by i
 page load (:meth:`SiteServer.entry_url` redirects to the start page with the cookie: no
 browser call of its own); every request is served from the database that token names, so
 two concurrent episodes never see each other's changes. A request without a known token
-gets 403. Grading reads the episode's
-database with :meth:`SiteServer.query`; :meth:`SiteServer.close_episode` drops it.
+gets 403. Grading reads the episode's database with :meth:`SiteServer.query`;
+:meth:`SiteServer.close_episode` drops it.
 
 **Users.** A site with a ``users`` table (columns ``id``, ``username``, ``password``) gets
 logins: :meth:`Request.log_in` and :meth:`SiteServer.log_in` (an episode that starts
@@ -306,7 +306,6 @@ class SiteServer:
                                     500)
         response.cookies = {**request.set_cookies, **response.cookies}
         return response
-
 
     def _enter(self, query: dict[str, list[str]]) -> Response:
         token = (query.get("episode") or [""])[0]
