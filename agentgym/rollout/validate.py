@@ -262,8 +262,21 @@ def _judge(trajectory: Trajectory, task: Task | None, require_solutions: bool) -
     else:
         result.passed = (reward >= 1.0 if check == ORACLE else reward == 0.0 if check == NOOP
                          else reward < 1.0)
-        result.reason = "" if result.passed else _short(_metrics_reason(trajectory.metrics))
+        result.reason = "" if result.passed else _short(
+            _tool_errors_reason(trajectory) + _metrics_reason(trajectory.metrics))
     return result
+
+
+def _tool_errors_reason(trajectory: Trajectory) -> str:
+    """For a failed check: how many tool calls failed and the first one's error, since a
+    reference solution that failed an action explains its reward."""
+    if not trajectory.tool_errors:
+        return ""
+    first = next((m["content"] for m in trajectory.messages if m.get("role") == "tool"
+                  and str(m.get("content", "")).startswith("Error: ")), "")
+    first = first.removeprefix("Error: ").splitlines()[0] if first else ""
+    return f"{_count(trajectory.tool_errors, 'tool error')} (first: {first}); " if first \
+        else f"{_count(trajectory.tool_errors, 'tool error')}; "
 
 
 def _metrics_reason(metrics: dict[str, Any]) -> str:

@@ -55,6 +55,20 @@ def test_a_broken_task_fails_its_oracle_check_and_the_others_still_run(tmp_path)
     assert failure.reason == "submitted=true parsed=true"  # the grader's metrics, in brief
 
 
+def test_a_failed_check_names_the_solution_s_tool_errors(tmp_path):
+    """A reference solution whose action failed says so first: that explains its reward."""
+    def broken_step(index, row):
+        if index == 1:
+            row["solution"][0]["tool_calls"][0]["arguments"]["expression"] = "42 *"
+            row["metadata"]["answer"] = "-1"
+
+    report = validate("calculator", {"tasks": calculator_tasks(tmp_path / "t.jsonl",
+                                                               edit=broken_step)}, n=None)
+    [failure] = report.failed
+    assert failure.reason.startswith("1 tool error (first: calculator: "), failure.reason
+    assert failure.reason.endswith("; submitted=true parsed=true")
+
+
 def test_known_wrong_solutions_are_played_and_one_that_scores_is_reported(tmp_path):
     def wrong_solutions(index, row):
         if index == 2:

@@ -128,14 +128,14 @@ def failed_checks(server: SiteServer, token: str, grade: dict[str, Any],
     (none: reward 1.0). Database checks read the episode's database; the answer check
     reads ``answer``, the agent's last message."""
     failed: list[str] = []
-    for check in grade.get("db") or ():
+    for number, check in enumerate(grade.get("db") or (), 1):
         try:
             rows = [list(r) for r in server.query(token, check["sql"])]
         except Exception as error:  # a broken check is the task's bug: say so
-            failed.append(f"{check['sql']!r} failed: {error}")
+            failed.append(f"db check {number} ({check['sql']!r}) failed: {error}")
             continue
         if rows != check["expected"]:
-            failed.append(f"{check['sql']!r} gave {rows[:5]}, expected {check['expected'][:5]}")
+            failed.append(f"db check {number} gave {rows[:5]}, expected {check['expected'][:5]}")
     ok, why = check_answer(grade.get("answer"), answer)
     if not ok:
         failed.append(why)
@@ -197,5 +197,5 @@ class SiteEnv(WebEnv):
         answer = episode.submission if isinstance(episode.submission, str) else None
         failed = failed_checks(self._server, self._token, grade, answer)
         return RewardResult(0.0 if failed else 1.0,
-                            {"failed": failed, "answer": answer,
+                            {"reason": "; ".join(failed), "failed": failed, "answer": answer,
                              "checks": len(grade.get("db") or ()) + bool(grade.get("answer"))})

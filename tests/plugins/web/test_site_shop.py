@@ -353,6 +353,19 @@ def test_task_fails_on_the_seed(server: SiteServer, token: str, task_id: str) ->
     assert not grade(server, token, task, "Done")
 
 
+def test_a_failed_check_says_which_and_what_it_found(server: SiteServer, token: str) -> None:
+    grade = {"db": [{"sql": "SELECT count(*) FROM users WHERE username = 'dave'",
+                     "expected": [[1]]},
+                    {"sql": "SELECT count(*) FROM users WHERE username = 'nobody'",
+                     "expected": [[1]]},
+                    {"sql": "SELECT id FROM nowhere", "expected": []}],
+             "answer": {"exact": "42"}}
+    assert failed_checks(server, token, grade, "41") == [
+        "db check 2 gave [[0]], expected [[1]]",
+        "db check 3 ('SELECT id FROM nowhere') failed: no such table: nowhere",
+        "answer '41' is not '42'"]
+
+
 @pytest.mark.parametrize("task_id", sorted(BY_ID))
 def test_task_passes_after_its_solution(server: SiteServer, token: str, task_id: str) -> None:
     task = BY_ID[task_id]
