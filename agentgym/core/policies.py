@@ -67,7 +67,13 @@ Turn = str | Message
 
 @runtime_checkable
 class TextPolicy(Protocol):
-    """Writes the next assistant turn from the conversation so far."""
+    """Writes the next assistant turn from the conversation so far.
+
+    ``messages`` is what the agent sees: when the env bounds the context
+    (:mod:`agentgym.core.context`), only that window. A policy that replays turns by their
+    number rather than reading them (``oracle``, ``wrong``, ``scripted``) sets a class
+    attribute ``whole_conversation = True`` and is always given every message.
+    """
 
     def act(self, messages: list[Message], task: Task) -> Any:
         """Return the next turn (text or an assistant message), or an awaitable of it."""
@@ -171,6 +177,8 @@ def _turn_index(messages: list[Message]) -> int:
 class OraclePolicy:
     """Replays ``task.solution``; the env renders it in its own tool-call format."""
 
+    whole_conversation = True  # it counts turns (see TextPolicy)
+
     def act(self, messages: list[Message], task: Task) -> Turn:
         if not task.solution:
             raise AgentGymError(
@@ -193,6 +201,8 @@ class NoopPolicy:
 class WrongSolutionPolicy:
     """Replays the task's known-wrong solution ``index`` (from 0) as the oracle replays the
     reference solution."""
+
+    whole_conversation = True  # it counts turns (see TextPolicy)
 
     def __init__(self, index: int = 0):
         if index < 0:
@@ -230,6 +240,8 @@ class ScriptedPolicy:
         turns: the turns to play, or ``f(messages, task) -> turn``.
         repeat_last: after the last turn, keep playing it (otherwise fall back to noop).
     """
+
+    whole_conversation = True  # it counts turns (see TextPolicy)
 
     def __init__(
         self,

@@ -93,9 +93,33 @@ class EvalReport:
             errors=sum(t.error is not None for t in self.trajectories),
             stage_time_s={s: self._mean([t.timings.get(s, 0.0) for t in self.trajectories])
                           for s in STAGES},
-            **self.extra,
         )
+        metrics = mean_metrics([t.metrics for t in self.trajectories if t.error is None])
+        if metrics:
+            data["reward_metrics"] = metrics
+        data.update(self.extra)
         return data
+
+
+def mean_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The mean of each numeric reward metric over the episodes that report it, and of
+    each number inside a metric that is a dict of numbers (per-type scores, such as the
+    memory envs' ``by_type``); other metrics (text, lists) are left out."""
+    numbers: dict[str, list[float]] = {}
+    groups: dict[str, dict[str, list[float]]] = {}
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, int | float):
+                numbers.setdefault(key, []).append(float(value))
+            elif isinstance(value, dict) and value and all(
+                    isinstance(v, int | float) for v in value.values()):
+                for name, number in value.items():
+                    groups.setdefault(key, {}).setdefault(name, []).append(float(number))
+    means: dict[str, Any] = {key: sum(v) / len(v) for key, v in numbers.items()}
+    for key, group in groups.items():
+        if key not in means:  # a key that is a number in some rows stays a number
+            means[key] = {name: sum(v) / len(v) for name, v in group.items()}
+    return dict(sorted(means.items()))
 
 
 async def rollout(env_id: str, policy: Any, n: int, *, k: int = 1,

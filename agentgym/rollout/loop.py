@@ -16,6 +16,10 @@ new messages are tokenized with the chat template (loss mask 0, see
 :mod:`agentgym.rollout.chat`). With a text-level policy (oracle, noop, chat APIs) the same
 stages run on messages and the record has no token ids.
 
+An env may bound what the agent sees (``info["context_start"]``, see
+:mod:`agentgym.core.context`): a text-level policy is then shown only that window, while
+the record keeps the whole conversation.
+
 Limits end an episode as *truncated* with their reason: the env's turn limit
 (``max_turns``), the total token budget (``context_limit``) and wall time (``wall_time``).
 Any exception ends only its own episode (``finish_reason`` ``error``, or
@@ -33,11 +37,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgym.core.context import visible
 from agentgym.core.env import EnvProtocol
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.policies import Sampling, TokenPolicy
 from agentgym.core.sandbox import SandboxError
 from agentgym.rollout.chat import ChatTokens
 from agentgym.rollout.trajectory import Trajectory
+
+
+class ContextWindowError(InvalidArgumentError):
+    """A token-level policy was played on an env that moves the context window."""
 
 
 @dataclass
@@ -99,6 +109,10 @@ class EpisodeRunner:
         #: The conversation so far, and the task (for text-level policies), from the env.
         self.messages: list[dict[str, Any]] = []
         self.task: Any = None
+        #: Where the agent's context window starts (``info["context_start"]``, see
+        #: :mod:`agentgym.core.context`): the conversation before it, but for its system
+        #: messages, is no longer shown to the policy.
+        self.context_start = 0
         self.over = False
         self.logprobs_known = True
         self.started = 0.0
@@ -196,6 +210,7 @@ class EpisodeRunner:
         self.record.tool_errors += int(info.get("tool_errors", 0))
         self.messages.append(info.get("assistant_message") or _as_message(action))
         self.messages += new
+        self._move_window(int(info.get("context_start", self.context_start)))
         if terminated or truncated:
             self.over = True
             self.record.finish_reason = str(info.get("finish_reason")
@@ -218,7 +233,9 @@ class EpisodeRunner:
     async def _act(self) -> Any:
         """The next assistant turn: sampled tokens (appended) or a text policy's answer."""
         if self.tokens is None:
-            action = self.policy.act(list(self.messages), self.task)
+            whole = getattr(self.policy, "whole_conversation", False)
+            seen = list(self.messages) if whole else visible(self.messages, self.context_start)
+            action = self.policy.act(seen, self.task)
             return await action if inspect.isawaitable(action) else action
         budget = self.config.max_total_tokens - len(self.ids)
         if budget < 1:
@@ -234,6 +251,17 @@ class EpisodeRunner:
             # did not sample it, so the environment writes it (mask 0).
             self._append([self.tokens.eos_id], model=False)
         return self.tokens.decode_turn(generation.token_ids)
+
+    def _move_window(self, start: int) -> None:
+        """Follow the env's context window; a token-level policy cannot (yet): its tokens
+        are one growing sequence, so a window that drops messages ends the episode."""
+        if start != self.context_start and self.tokens is not None:
+            raise ContextWindowError(
+                f"the env moved the agent's context window to message {start}, and"
+                " token-level policies keep the whole conversation in context: make the env"
+                " keep it too (for the memory envs, context_budget=None) and bound the"
+                " episode with max_total_tokens, or play a text-level policy")
+        self.context_start = start
 
     def _append(self, token_ids: list[int], model: bool,
                 logprobs: list[float] | None = None) -> None:

@@ -245,6 +245,7 @@ class _Seeing:
 
     def __init__(self, policy: Any, seen: dict[str, Task]):
         self.policy, self.seen = policy, seen
+        self.whole_conversation = getattr(policy, "whole_conversation", False)
 
     def act(self, messages: list[dict[str, Any]], task: Task) -> Any:
         self.seen.setdefault(task.id, task)

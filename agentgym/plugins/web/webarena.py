@@ -33,7 +33,6 @@ also reads WebArena's original format (``test.raw.json``, or a folder of per-tas
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -46,6 +45,7 @@ from typing import Any
 
 from agentgym.core.episode import Episode
 from agentgym.core.errors import InvalidArgumentError, MissingFileError, MissingResourceError
+from agentgym.core.package_data import package_file
 from agentgym.core.reward import RewardResult
 from agentgym.core.task import Task, TaskList
 from agentgym.plugins.web.browser import BrowserSession
@@ -59,19 +59,11 @@ _PLACEHOLDER = re.compile(r"__([A-Z_]+)__")
 
 def verified_file() -> Path:
     """The WebArena Verified task file of the ``webarena-verified`` package."""
-    spec = importlib.util.find_spec("webarena_verified")
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingResourceError(
-            "WebArena's task files are not installed (package webarena-verified)",
-            "install its data without its pinned dependencies: pip install --no-deps"
-            " webarena-verified; or pass tasks=PATH of a WebArena task file")
-    package = Path(next(iter(spec.submodule_search_locations)))
-    path = package / "assets" / "dataset" / "webarena-verified.json"
-    if not path.is_file():
-        raise MissingResourceError(f"webarena-verified has no task file at {path}",
-                                   "reinstall it: pip install --no-deps --force-reinstall"
-                                   " webarena-verified")
-    return path
+    return package_file(
+        "webarena_verified", "assets/dataset/webarena-verified.json",
+        what="WebArena's task files",
+        install="install its data without its pinned dependencies: pip install --no-deps"
+                " webarena-verified; or pass tasks=PATH of a WebArena task file")
 
 
 def read_tasks(path: str | os.PathLike | None = None) -> list[dict[str, Any]]:
