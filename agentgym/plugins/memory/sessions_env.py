@@ -52,6 +52,9 @@ class MemorySessionsEnv(MemoryTaskEnv):
             policies, which need one growing sequence).
         workspace: the folder under which each episode gets its own folder (the memory
             database); the system's temporary folder by default.
+        embedding_model: a sentence-transformers model folder: memory_search then also
+            ranks by embedding similarity (:mod:`agentgym.plugins.memory.embeddings`);
+            keywords alone (BM25) without one.
         **kwargs: the tasks and limits of
             :class:`~agentgym.plugins.memory.base.MemoryTaskEnv` (``source``,
             ``sessions``, ``num_tasks``, ``seed``, ``questions``, ``tasks``,
@@ -62,7 +65,7 @@ class MemorySessionsEnv(MemoryTaskEnv):
     toolsets = (MemoryTools,)
 
     def __init__(self, context_budget: int | None = 1024, workspace: str | None = None,
-                 **kwargs: Any):
+                 embedding_model: str | None = None, **kwargs: Any):
         if context_budget is not None and (not isinstance(context_budget, int)
                                            or context_budget < 256):
             raise InvalidArgumentError(
@@ -71,6 +74,11 @@ class MemorySessionsEnv(MemoryTaskEnv):
         super().__init__(**kwargs)
         self.context_budget = context_budget
         self.workspace_root = workspace
+        self.embedder = None
+        if embedding_model:
+            from agentgym.plugins.memory.embeddings import load_embedder
+
+            self.embedder = load_embedder(str(embedding_model))
         self._folder: Path | None = None
         self._store: MemoryStore | None = None
         self._shown = 0
@@ -82,7 +90,7 @@ class MemorySessionsEnv(MemoryTaskEnv):
         self.max_turns = len(sessions) + 2 * len(questions) + self.extra_turns
         self._folder = Path(tempfile.mkdtemp(prefix="agentgym-memory-",
                                              dir=self.workspace_root))
-        self._store = MemoryStore(self._folder / "memory.db")
+        self._store = MemoryStore(self._folder / "memory.db", self.embedder)
         self._shown = 1
         self.bind_toolsets(self._store)
         assert self.episode is not None

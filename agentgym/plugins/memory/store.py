@@ -8,6 +8,11 @@ text an agent writes is a valid query.
 
 Ids only grow (a deleted note's id is never given to a new one), so an id an agent wrote
 down never points at a different note later.
+
+With an embedder (:mod:`agentgym.plugins.memory.embeddings`, optional) each note also
+keeps a unit vector, and a search fuses the BM25 ranking with the cosine ranking by
+reciprocal rank fusion (each list's rank ``r`` adds ``1 / (60 + r)``): keywords still find
+exact names, vectors find paraphrases.
 """
 
 from __future__ import annotations
@@ -18,13 +23,21 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from agentgym.core.tools import ToolError
+
+if TYPE_CHECKING:
+    from agentgym.plugins.memory.embeddings import Embedder
 
 #: Characters one note may hold: a memory is a note, not a document.
 MAX_NOTE_CHARS = 2000
 #: The most notes one search returns.
 MAX_RESULTS = 50
+#: Reciprocal rank fusion's constant: how flat the fused ranking is (60, as in the paper).
+RRF_K = 60
 #: Tags a note may carry, and characters per tag.
 MAX_TAGS, MAX_TAG_CHARS = 10, 40
 
@@ -41,6 +54,10 @@ END;
 CREATE TRIGGER IF NOT EXISTS notes_removed AFTER DELETE ON notes BEGIN
     INSERT INTO notes_index(notes_index, rowid, text, tags)
         VALUES ('delete', old.id, old.text, old.tags);
+END;
+CREATE TABLE IF NOT EXISTS vectors (id INTEGER PRIMARY KEY, vector BLOB NOT NULL);
+CREATE TRIGGER IF NOT EXISTS vectors_removed AFTER DELETE ON notes BEGIN
+    DELETE FROM vectors WHERE id = old.id;
 END;
 CREATE TRIGGER IF NOT EXISTS notes_changed AFTER UPDATE ON notes BEGIN
     INSERT INTO notes_index(notes_index, rowid, text, tags)
@@ -71,10 +88,12 @@ class MemoryStore:
     """Notes in the SQLite database at ``path`` (created if missing; ``":memory:"`` for
     one that lives only in this process). Not thread-safe: one episode uses it."""
 
-    def __init__(self, path: str | Path = ":memory:"):
+    def __init__(self, path: str | Path = ":memory:", embedder: Embedder | None = None):
         self.path = str(path)
+        self.embedder = embedder
         self._db = sqlite3.connect(self.path, isolation_level=None)
         self._db.executescript(_SCHEMA)
+        self._matrix: tuple[np.ndarray, np.ndarray] | None = None  # (ids, vectors) cache
 
     # ---- writing ----------------------------------------------------------------------
 
@@ -83,13 +102,19 @@ class MemoryStore:
         text, tags = _check_text(text), _check_tags(tags)
         cursor = self._db.execute("INSERT INTO notes (text, tags) VALUES (?, ?)",
                                   (text, " ".join(tags)))
-        return Note(int(cursor.lastrowid), text, tags)
+        note = Note(int(cursor.lastrowid), text, tags)
+        self._embed([note.id], [text])
+        return note
 
     def write_many(self, notes: Iterable[tuple[str, Sequence[str]]]) -> None:
         """Store many ``(text, tags)`` notes in one transaction (for loading and benches)."""
         rows = [(_check_text(text), " ".join(_check_tags(tags))) for text, tags in notes]
         with self._transaction():
+            first = self._db.execute("SELECT coalesce(max(id), 0) FROM notes").fetchone()[0]
             self._db.executemany("INSERT INTO notes (text, tags) VALUES (?, ?)", rows)
+            ids = [row[0] for row in self._db.execute(
+                "SELECT id FROM notes WHERE id > ? ORDER BY id", (first,))]
+            self._embed(ids, [text for text, _ in rows])
 
     def update(self, note_id: int, text: str, tags: Iterable[str] | None = None) -> Note:
         """Replace a note's text (and its tags, when given)."""
@@ -98,12 +123,14 @@ class MemoryStore:
         new_tags = old.tags if tags is None else _check_tags(tags)
         self._db.execute("UPDATE notes SET text = ?, tags = ? WHERE id = ?",
                          (text, " ".join(new_tags), old.id))
+        self._embed([old.id], [text])
         return Note(old.id, text, new_tags)
 
     def delete(self, note_id: int) -> Note:
         """Remove a note; returns what it held."""
         old = self.read(note_id)
         self._db.execute("DELETE FROM notes WHERE id = ?", (old.id,))
+        self._matrix = None
         return old
 
     # ---- reading ----------------------------------------------------------------------
@@ -126,13 +153,21 @@ class MemoryStore:
         if not words:
             raise ToolError(f"query={query!r} has no words to search for")
         match = " OR ".join(f'"{word}"' for word in dict.fromkeys(words))
+        depth = k if self.embedder is None else max(4 * k, 20)
         # bm25() is lower for better matches (it is negative): ascending order, then ids
         # so that ties always come back in the same order.
         rows = self._db.execute(
             "SELECT n.id, n.text, n.tags, bm25(notes_index) AS rank FROM notes_index"
             " JOIN notes n ON n.id = notes_index.rowid WHERE notes_index MATCH ?"
-            " ORDER BY rank, n.id LIMIT ?", (match, k)).fetchall()
-        return [_note(row[:3], -row[3]) for row in rows]
+            " ORDER BY rank, n.id LIMIT ?", (match, depth)).fetchall()
+        if self.embedder is None:
+            return [_note(row[:3], -row[3]) for row in rows]
+        fused: dict[int, float] = {}
+        for ranking in ([row[0] for row in rows], self._nearest(str(query), depth)):
+            for rank, note_id in enumerate(ranking):
+                fused[note_id] = fused.get(note_id, 0.0) + 1.0 / (RRF_K + rank + 1)
+        best = sorted(fused, key=lambda i: (-fused[i], i))[:k]
+        return [Note(n.id, n.text, n.tags, fused[n.id]) for n in map(self.read, best)]
 
     def all(self) -> list[Note]:
         """Every note, oldest first."""
@@ -147,6 +182,30 @@ class MemoryStore:
         self._db.close()
 
     # ---- internals --------------------------------------------------------------------
+
+    def _embed(self, ids: list[int], texts: list[str]) -> None:
+        if self.embedder is None or not ids:
+            return
+        vectors = self.embedder.encode(texts)
+        self._db.executemany("INSERT OR REPLACE INTO vectors (id, vector) VALUES (?, ?)",
+                             [(i, v.tobytes()) for i, v in zip(ids, vectors, strict=True)])
+        self._matrix = None
+
+    def _nearest(self, query: str, count: int) -> list[int]:
+        """Ids of the ``count`` notes whose vectors are closest to the query's."""
+        assert self.embedder is not None
+        if self._matrix is None:
+            rows = self._db.execute("SELECT id, vector FROM vectors ORDER BY id").fetchall()
+            ids = np.array([row[0] for row in rows], dtype=np.int64)
+            vectors = np.stack([np.frombuffer(row[1], dtype=np.float32) for row in rows]) \
+                if rows else np.zeros((0, 1), dtype=np.float32)
+            self._matrix = (ids, vectors)
+        ids, vectors = self._matrix
+        if not len(ids):
+            return []
+        scores = vectors @ self.embedder.encode([query])[0]
+        best = np.argsort(-scores, kind="stable")[:count]
+        return [int(ids[i]) for i in best]
 
     def _ids_hint(self) -> str:
         ids = [row[0] for row in self._db.execute("SELECT id FROM notes ORDER BY id DESC"
