@@ -147,6 +147,18 @@ def _cell(value: Any) -> str:
     return escape(str(value))
 
 
+def _summary_cell(value: Any) -> str:
+    """An eval summary's value as a cell: numbers to 3 places; a dict as ``key value``
+    pairs, a dict inside it (per-type scores) on a line of its own."""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, dict):
+        flat = [f"{k} {_summary_cell(v)}" for k, v in value.items() if not isinstance(v, dict)]
+        nested = [f"{k}: {_summary_cell(v)}" for k, v in value.items() if isinstance(v, dict)]
+        return "\n".join(filter(None, [", ".join(flat), *nested]))
+    return str(value)
+
+
 @main.command("list")
 @click.argument("kind", required=False, type=click.Choice(LIST_KINDS))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
@@ -338,10 +350,7 @@ def eval_command(as_json: bool, out: Path | None, **options: Any) -> None:
     table = Table(title=f"eval {options['env_id']} --policy {options['policy']}",
                   title_justify="left", show_header=False)
     for key, value in summary.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                              for k, v in value.items())
-        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+        table.add_row(key, _summary_cell(value))
     Console().print(table)
     for trajectory in [t for t in trajectories if t.error][:3]:
         stderr.print(f"[red]episode {trajectory.episode} ({trajectory.task_id}) failed:[/]"

@@ -132,3 +132,5 @@ def test_the_generator_is_seeded_and_scales_to_a_thousand_sessions():
     who = by_type["abstention"]["question"].split("my ")[1].split("'s")[0]
     assert who not in text  # never said: the only right answer is not knowing
     assert len(big.solution) == 1000 + 2 * len(questions)
+    # Played end to end: 1,000 sessions through the window, oracle 1.0 and noop 0.0.
+    assert assert_valid("memory-sessions", n=1, sessions=1000).ok
