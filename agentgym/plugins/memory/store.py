@@ -86,12 +86,15 @@ class Note:
 
 class MemoryStore:
     """Notes in the SQLite database at ``path`` (created if missing; ``":memory:"`` for
-    one that lives only in this process). Not thread-safe: one episode uses it."""
+    one that lives only in this process). One episode uses it at a time (it is not
+    meant for concurrent writers)."""
 
     def __init__(self, path: str | Path = ":memory:", embedder: Embedder | None = None):
         self.path = str(path)
         self.embedder = embedder
-        self._db = sqlite3.connect(self.path, isolation_level=None)
+        # One episode uses it at a time, but its setup and its tools may run on different
+        # threads of the caller's (the pipeline's loop, an env's own loop thread).
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.executescript(_SCHEMA)
         self._matrix: tuple[np.ndarray, np.ndarray] | None = None  # (ids, vectors) cache
 
