@@ -526,6 +526,40 @@ def plot_command(run_dirs: tuple[Path, ...], out: Path | None) -> None:
     click.echo(f"wrote {path}")
 
 
+@main.command("view")
+@click.argument("targets", metavar="FILE.jsonl|RUN_DIR...", nargs=-1, required=True,
+                type=click.Path(exists=True, path_type=Path))
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="The port on 127.0.0.1 (0: any free one).")
+def view_command(targets: tuple[Path, ...], port: int) -> None:
+    """Browse trajectories in a local web page (127.0.0.1 only): the episodes, sorted and
+    filtered by reward, finish reason, env and text; each one as a conversation with its
+    tool calls, and its loss mask. Files still being written show new episodes as they
+    come. Stop with Ctrl-C."""
+    from agentgym.viewer.server import ViewerServer, open_index
+
+    try:
+        index = open_index(list(targets))
+    except FileNotFoundError as missing:
+        raise InvalidOption("FILE.jsonl|RUN_DIR", f"{missing} does not exist") from None
+    if not index.files:
+        raise InvalidOption("FILE.jsonl|RUN_DIR", "no trajectory files (*.jsonl) in"
+                            f" {', '.join(map(str, targets))}")
+    try:
+        server = ViewerServer(index, port)
+    except OSError as busy:
+        raise InvalidOption("--port", f"{port} cannot be used ({busy.strerror}); pass"
+                            " another, or --port 0 for any free one") from None
+    click.echo(f"{len(index.rows)} episodes from {len(index.files)} file(s);"
+               f" open {server.url} (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
 # ---- plugin -------------------------------------------------------------------------------
 
 

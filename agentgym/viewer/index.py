@@ -1,0 +1,197 @@
+"""An index of trajectory files: one small row per episode, the episode itself read on
+demand.
+
+:class:`EpisodeIndex` reads each JSONL file once, keeping per line its byte offset and
+what the list view shows (env, task, reward, finish reason, turns, tokens, stage times),
+so a file of 100,000 episodes is indexed once and never held whole. :meth:`refresh` reads
+only what was appended since (a file still being written shows new episodes as they come;
+a last line without its newline waits for it). Text search scans the episodes' raw bytes
+through a memory map, without parsing them.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: The columns the list can be sorted by.
+SORT_KEYS = ("index", "env", "task_id", "reward", "finish_reason", "turns", "tokens",
+             "time_s")
+
+
+@dataclass
+class Row:
+    """What the list view shows of one episode, and where the episode lies."""
+
+    index: int
+    file: int
+    offset: int
+    length: int
+    env: str
+    task_id: str
+    episode: int
+    policy: str
+    reward: float
+    finish_reason: str
+    turns: int
+    tokens: int
+    tool_errors: int
+    error: str
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def time_s(self) -> float:
+        return sum(v for v in self.timings.values() if isinstance(v, int | float))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        del data["offset"], data["length"]
+        data["time_s"] = self.time_s
+        return data
+
+
+def trajectory_files(target: str | Path) -> list[Path]:
+    """The trajectory files of ``target``: the file itself, or a run folder's ``*.jsonl``
+    files other than its metrics (sorted by name)."""
+    target = Path(target)
+    if target.is_file():
+        return [target]
+    if target.is_dir():
+        return sorted(p for p in target.rglob("*.jsonl") if p.name != "metrics.jsonl")
+    raise FileNotFoundError(target)
+
+
+class EpisodeIndex:
+    """The episodes of ``files`` (module docstring). Thread-safe."""
+
+    def __init__(self, files: Sequence[str | Path]):
+        self.files = [Path(f) for f in files]
+        self.rows: list[Row] = []
+        self.bad_lines = 0
+        self._read_to = [0] * len(self.files)
+        self._lock = threading.Lock()
+        self._searches: dict[tuple[str, int], list[int]] = {}
+        self.refresh()
+
+    def refresh(self) -> int:
+        """Index what was appended to the files since the last call; how many new rows."""
+        with self._lock:
+            before = len(self.rows)
+            for number, path in enumerate(self.files):
+                self._read_new(number, path)
+            if len(self.rows) != before:
+                self._searches.clear()
+            return len(self.rows) - before
+
+    def _read_new(self, number: int, path: Path) -> None:
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return
+        start = self._read_to[number]
+        if size <= start:
+            return
+        with path.open("rb") as handle:
+            handle.seek(start)
+            data = handle.read(size - start)
+        end = data.rfind(b"\n") + 1  # a last line still being written waits for its newline
+        at = start
+        for line in data[:end].split(b"\n")[:-1]:
+            length = len(line) + 1
+            if line.strip():
+                row = self._row(line, number, at, length)
+                if row is None:
+                    self.bad_lines += 1
+                else:
+                    self.rows.append(row)
+            at += length
+        self._read_to[number] = start + end
+
+    def _row(self, line: bytes, number: int, offset: int, length: int) -> Row | None:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or "task_id" not in data:
+            return None
+        timings = data.get("timings") if isinstance(data.get("timings"), dict) else {}
+        return Row(index=len(self.rows), file=number, offset=offset, length=length,
+                   env=str(data.get("env", "")), task_id=str(data.get("task_id", "")),
+                   episode=int(data.get("episode") or 0), policy=str(data.get("policy", "")),
+                   reward=float(data.get("reward") or 0.0),
+                   finish_reason=str(data.get("finish_reason") or ""),
+                   turns=int(data.get("turns") or 0),
+                   tokens=len(data.get("prompt_ids") or ()) + len(data.get("completion_ids")
+                                                                  or ()),
+                   tool_errors=int(data.get("tool_errors") or 0),
+                   error=str(data.get("error") or "")[:200], timings=timings)
+
+    # ---- reading ----------------------------------------------------------------------
+
+    def episode(self, index: int) -> dict[str, Any]:
+        """Episode ``index`` as written (``metrics`` and ``tools`` decoded)."""
+        row = self.rows[index]
+        with self.files[row.file].open("rb") as handle:
+            handle.seek(row.offset)
+            data = json.loads(handle.read(row.length))
+        for key, empty in (("metrics", {}), ("tools", [])):
+            if isinstance(data.get(key), str):
+                data[key] = json.loads(data[key]) if data[key] else empty
+        data["index"] = index
+        return data
+
+    def query(self, *, sort: str = "index", descending: bool = False, env: str = "",
+              finish_reason: str = "", text: str = "", min_reward: float | None = None,
+              max_reward: float | None = None, offset: int = 0, limit: int = 100
+              ) -> tuple[int, list[Row]]:
+        """``(matching count, one page of rows)``, filtered and sorted."""
+        if sort not in SORT_KEYS:
+            raise ValueError(f"sort={sort!r}: use one of {', '.join(SORT_KEYS)}")
+        rows = self.rows
+        if env:
+            rows = [r for r in rows if r.env == env]
+        if finish_reason:
+            rows = [r for r in rows if r.finish_reason == finish_reason]
+        if min_reward is not None:
+            rows = [r for r in rows if r.reward >= min_reward]
+        if max_reward is not None:
+            rows = [r for r in rows if r.reward <= max_reward]
+        if text:
+            found = set(self._search(text))
+            rows = [r for r in rows if r.index in found]
+        if sort != "index" or descending:
+            rows = sorted(rows, key=lambda r: (getattr(r, sort), r.index), reverse=descending)
+        return len(rows), rows[offset:offset + limit]
+
+    def facets(self) -> dict[str, Any]:
+        """The envs and finish reasons present, for the filters."""
+        rows = self.rows
+        return {"episodes": len(rows), "envs": sorted({r.env for r in rows}),
+                "finish_reasons": sorted({r.finish_reason for r in rows}),
+                "files": [str(f) for f in self.files], "bad_lines": self.bad_lines}
+
+    def _search(self, text: str) -> list[int]:
+        """Indexes of the episodes whose JSON holds ``text`` (case-insensitive)."""
+        key = (text.lower(), len(self.rows))
+        if key in self._searches:
+            return self._searches[key]
+        needle = text.lower().encode()
+        escaped = json.dumps(text.lower())[1:-1].encode()  # as it reads inside JSON strings
+        found = []
+        by_file: dict[int, list[Row]] = {}
+        for row in self.rows:
+            by_file.setdefault(row.file, []).append(row)
+        for number, rows in by_file.items():
+            with self.files[number].open("rb") as handle, \
+                    mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                for row in rows:
+                    line = data[row.offset:row.offset + row.length].lower()
+                    if needle in line or escaped in line:
+                        found.append(row.index)
+        self._searches[key] = found
+        return found

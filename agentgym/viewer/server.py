@@ -1,0 +1,123 @@
+"""``agentgym view``: a local web page over trajectory files, served on 127.0.0.1 only.
+
+The page (``page.html``, plain HTML and JavaScript, no build step) asks this server for:
+
+* ``GET /api/facets``: episode count, envs and finish reasons (for the filters);
+* ``GET /api/episodes?sort=&desc=&env=&finish=&q=&min=&max=&offset=&limit=``: one page of
+  the list, filtered and sorted (:meth:`EpisodeIndex.query`), with the matching total;
+* ``GET /api/episode/N``: one whole episode (messages, tokens and loss mask, metrics).
+
+Every list and facets request first indexes what was appended to the files, so a file
+still being written shows its new episodes. Bad parameters get a 400 with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from agentgym.viewer.index import EpisodeIndex
+
+HOST = "127.0.0.1"
+#: The most rows one list request returns.
+MAX_PAGE = 1000
+
+
+class ViewerServer(ThreadingHTTPServer):
+    """The viewer's HTTP server over ``index``, on 127.0.0.1 at ``port`` (0: any free)."""
+
+    daemon_threads = True
+
+    def __init__(self, index: EpisodeIndex, port: int = 0):
+        self.index = index
+        self.page = resources.files("agentgym.viewer").joinpath("page.html").read_bytes()
+        super().__init__((HOST, port), _Handler)
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.server_address[1]}/"
+
+    def start(self) -> threading.Thread:
+        """Serve in a background thread (for tests and benches); stop with shutdown()."""
+        thread = threading.Thread(target=self.serve_forever, name="agentgym-view",
+                                  daemon=True)
+        thread.start()
+        return thread
+
+
+def open_index(targets: list[str | Path]) -> EpisodeIndex:
+    """The index of the trajectory files of ``targets`` (files or run folders)."""
+    from agentgym.viewer.index import trajectory_files
+
+    files = [f for target in targets for f in trajectory_files(target)]
+    return EpisodeIndex(files)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ViewerServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the page polls
+        pass
+
+    def do_GET(self) -> None:  # http.server calls it by this name
+        url = urllib.parse.urlsplit(self.path)
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
+        index = self.server.index
+        try:
+            if url.path in ("/", "/index.html"):
+                return self._send(self.server.page, "text/html; charset=utf-8")
+            if url.path == "/api/facets":
+                index.refresh()
+                return self._json(index.facets())
+            if url.path == "/api/episodes":
+                index.refresh()
+                total, rows = index.query(**_list_options(query))
+                return self._json({"total": total, "episodes": [r.to_dict() for r in rows]})
+            if url.path.startswith("/api/episode/"):
+                number = int(url.path.rsplit("/", 1)[1])
+                if not 0 <= number < len(index.rows):
+                    return self._error(HTTPStatus.NOT_FOUND,
+                                       f"no episode {number}: there are {len(index.rows)}")
+                return self._json(index.episode(number))
+        except ValueError as bad:
+            return self._error(HTTPStatus.BAD_REQUEST, str(bad))
+        return self._error(HTTPStatus.NOT_FOUND, f"no page {url.path}")
+
+    def _json(self, data: Any) -> None:
+        self._send(json.dumps(data, default=str).encode(), "application/json")
+
+    def _error(self, status: HTTPStatus, message: str) -> None:
+        self._send(json.dumps({"error": message}).encode(), "application/json", status)
+
+    def _send(self, body: bytes, kind: str, status: HTTPStatus = HTTPStatus.OK) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _list_options(query: dict[str, str]) -> dict[str, Any]:
+    def number(key: str) -> float | None:
+        if not query.get(key):
+            return None
+        try:
+            return float(query[key])
+        except ValueError:
+            raise ValueError(f"{key}={query[key]!r} is not a number") from None
+
+    limit = int(100 if number("limit") is None else number("limit"))
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit={limit}: ask for 1 to {MAX_PAGE} rows")
+    return {"sort": query.get("sort") or "index", "descending": query.get("desc") == "1",
+            "env": query.get("env", ""), "finish_reason": query.get("finish", ""),
+            "text": query.get("q", "").strip(), "min_reward": number("min"),
+            "max_reward": number("max"), "offset": max(0, int(number("offset") or 0)),
+            "limit": limit}

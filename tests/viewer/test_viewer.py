@@ -1,0 +1,180 @@
+"""agentgym view: the index over trajectory files, its HTTP API, and the page in real
+Chromium (the list loads, a filter narrows it, an episode shows its tool calls and its loss
+mask). Screenshots of each view are saved under build/test-artifacts/viewer/."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from agentgym.rollout.trajectory import Trajectory
+from agentgym.viewer.index import EpisodeIndex
+from agentgym.viewer.server import ViewerServer
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "viewer"
+DIFF = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-old = 1\n+new = 2\n"
+
+
+def trajectory(i: int) -> Trajectory:
+    solved = i % 3 != 0
+    messages = [
+        {"role": "system", "content": "Fix the bug."},
+        {"role": "user", "content": f"Task {i}: make the tests pass."},
+        {"role": "assistant", "content": "Let me look.", "tool_calls": [
+            {"id": f"call_{i}", "type": "function",
+             "function": {"name": "run", "arguments": json.dumps({"command": "pytest -q"})}}]},
+        {"role": "tool", "tool_call_id": f"call_{i}", "name": "run",
+         "content": "1 failed" if i != 7 else DIFF},
+        {"role": "assistant", "content": "Done." + (" needle-in-episode-5" if i == 5 else "")}]
+    return Trajectory(env="swe-lite" if i % 2 else "calculator", task_id=f"task-{i}",
+                      episode=i, policy="oracle", prompt_ids=[1, 2, 3],
+                      completion_ids=[10, 11, 12, 13, 14], loss_mask=[1, 1, 0, 0, 1],
+                      logprobs=[0.0] * 5, reward=1.0 if solved else 0.0,
+                      finish_reason="submitted" if solved else "max_turns", turns=2,
+                      timings={"init": 0.5, "generate": 1.0 + i, "tool": 0.25, "grade": 0.1},
+                      messages=messages, metrics={"passed": solved})
+
+
+def write(path: Path, rows: range) -> None:
+    with path.open("a") as handle:
+        for i in rows:
+            handle.write(trajectory(i).to_json() + "\n")
+
+
+def test_the_index_reads_rows_and_then_only_what_is_appended(tmp_path):
+    path = tmp_path / "t.jsonl"
+    write(path, range(10))
+    index = EpisodeIndex([path])
+    assert len(index.rows) == 10 and index.rows[3].tokens == 8
+    assert index.episode(7)["messages"][3]["content"] == DIFF
+    with path.open("a") as handle:  # a line still being written waits for its newline
+        handle.write(trajectory(10).to_json()[:50])
+    assert index.refresh() == 0
+    with path.open("a") as handle:
+        handle.write(trajectory(10).to_json()[50:] + "\n" + "not json\n")
+    assert index.refresh() == 1 and index.bad_lines == 1
+    assert index.episode(10)["task_id"] == "task-10"
+    total, rows = index.query(finish_reason="max_turns")
+    assert total == 4 and {r.task_id for r in rows} == {"task-0", "task-3", "task-6", "task-9"}
+    total, rows = index.query(sort="time_s", descending=True, limit=2)
+    assert total == 11 and [r.task_id for r in rows] == ["task-10", "task-9"]
+    assert index.query(text="NEEDLE-in-episode")[0] == 1
+    assert index.query(env="calculator", min_reward=1.0)[0] == 4  # tasks 2, 4, 8 and 10
+    with pytest.raises(ValueError, match="sort='nope'"):
+        index.query(sort="nope")
+
+
+@pytest.fixture
+def served(tmp_path):
+    path = tmp_path / "run.jsonl"
+    write(path, range(250))
+    server = ViewerServer(EpisodeIndex([path]))
+    server.start()
+    yield server, path
+    server.shutdown()
+    server.server_close()
+
+
+def get(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+def test_the_api_pages_filters_and_names_bad_requests(served):
+    server, path = served
+    assert server.url.startswith("http://127.0.0.1:")
+    status, data = get(server.url + "api/episodes?finish=max_turns&offset=80&limit=10")
+    assert status == 200 and data["total"] == 84 and len(data["episodes"]) == 4
+    assert get(server.url + "api/facets")[1]["envs"] == ["calculator", "swe-lite"]
+    assert get(server.url + "api/episode/5")[1]["messages"][-1]["content"].endswith("5")
+    assert get(server.url + "api/episode/999")[0] == 404
+    status, data = get(server.url + "api/episodes?limit=0")
+    assert status == 400 and "limit=0" in data["error"]
+    assert get(server.url + "api/episodes?min=high")[0] == 400
+    write(path, range(250, 260))
+    assert get(server.url + "api/facets")[1]["episodes"] == 260  # appended: seen
+
+
+def test_the_page_in_chromium(served):
+    from tests.plugins.web.conftest import chromium_missing
+
+    if chromium_missing():
+        pytest.skip(f"real-browser test: {chromium_missing()}")
+    from playwright.sync_api import sync_playwright
+
+    from agentgym.plugins.web.browser import LAUNCH_ARGS, chromium_path
+
+    server, path = served
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path(),
+                                             args=list(LAUNCH_ARGS))
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(server.url)
+        page.wait_for_selector("#rows tr")
+        assert page.locator("#rows tr").count() == 100
+        assert page.locator("#count").inner_text() == "250 episodes"
+        page.screenshot(path=ARTIFACTS / "list.png", full_page=False)
+
+        page.select_option("#finish", "max_turns")
+        page.wait_for_function("document.querySelector('#count').textContent"
+                               " === '84 episodes'")
+        assert set(page.locator("#rows tr td:nth-child(5)").all_inner_texts()) == {"max_turns"}
+        page.fill("#q", "needle-in-episode")
+        page.press("#q", "Enter")
+        page.select_option("#finish", "")
+        page.wait_for_function("document.querySelector('#count').textContent"
+                               " === '1 episodes'")
+        page.screenshot(path=ARTIFACTS / "filtered.png")
+        page.fill("#q", "")
+        page.press("#q", "Enter")
+        page.wait_for_function("document.querySelector('#count').textContent"
+                               " === '250 episodes'")
+
+        page.click("#rows tr[data-index='7']")
+        page.wait_for_selector("#messages")
+        assert page.locator(".call strong").first.inner_text() == "→ run"
+        assert "pytest -q" in page.locator(".call pre").first.inner_text()
+        assert page.locator("#messages .add").first.inner_text() == "+new = 2"  # the diff
+        page.click("#show-mask")
+        assert page.locator("#mask .model").count() == 3
+        assert page.locator("#mask .env").count() == 2
+        page.screenshot(path=ARTIFACTS / "episode.png", full_page=True)
+
+        write(path, range(250, 255))  # a file still being written: the list grows
+        page.click("#back")
+        page.wait_for_function("document.querySelector('#count').textContent"
+                               " === '255 episodes'", timeout=10_000)
+        browser.close()
+    assert not errors, errors
+    assert all((ARTIFACTS / name).stat().st_size > 0
+               for name in ("list.png", "filtered.png", "episode.png"))
+
+
+def test_the_command_names_what_it_cannot_serve(tmp_path):
+    import socket
+
+    from click.testing import CliRunner
+
+    from agentgym.cli import main
+
+    runner = CliRunner()
+    done = runner.invoke(main, ["view", str(tmp_path)])
+    assert done.exit_code != 0 and "no trajectory files (*.jsonl)" in done.output
+    write(tmp_path / "t.jsonl", range(3))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = runner.invoke(main, ["view", str(tmp_path), "--port", str(port)])
+    assert done.exit_code != 0 and f"{port} cannot be used" in done.output
