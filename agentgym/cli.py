@@ -330,7 +330,11 @@ def _writer(out: Path, resume: bool | None = None) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write each episode's trajectory to this JSONL file.")
-def eval_command(as_json: bool, out: Path | None, **options: Any) -> None:
+@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write an HTML report (results per env and task, plots) with the"
+                   " summary and trajectories to this folder (`agentgym compare` reads it).")
+def eval_command(as_json: bool, out: Path | None, report_dir: Path | None,
+                 **options: Any) -> None:
     """Evaluate a policy on ENV_ID: mean reward, pass@1, pass@k, turns, stage times."""
     from agentgym.rollout.evaluate import EvalReport
 
@@ -344,6 +348,12 @@ def eval_command(as_json: bool, out: Path | None, **options: Any) -> None:
     report = EvalReport(options["env_id"], options["policy"], trajectories,
                         k=options["attempts"])
     summary = report.summary()
+    if report_dir:
+        from agentgym.viewer.report import write_report
+
+        written = write_report(report_dir, options["env_id"], options["policy"], trajectories,
+                               k=options["attempts"])
+        (stderr.print if as_json else click.echo)(f"wrote {written}")
     if as_json:
         click.echo(json.dumps(summary))
         return
@@ -524,6 +534,40 @@ def plot_command(run_dirs: tuple[Path, ...], out: Path | None) -> None:
     except (MissingFileError, InvalidArgumentError) as e:
         raise InvalidOption("RUN_DIR", str(e)) from None
     click.echo(f"wrote {path}")
+
+
+@main.command("compare")
+@click.argument("run_a", metavar="RUN_A", type=click.Path(exists=True, path_type=Path))
+@click.argument("run_b", metavar="RUN_B", type=click.Path(exists=True, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("compare.html"), show_default=True, help="The HTML page to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def compare_command(run_a: Path, run_b: Path, out: Path, as_json: bool) -> None:
+    """Put two eval runs side by side: each run's results, and per task whether A only,
+    B only, both or neither solved it. A run is a folder written by `agentgym eval
+    --report` or a trajectories JSONL file (`--out`)."""
+    from agentgym.viewer.report import compare_runs, load_run, write_compare
+
+    try:
+        comparison = compare_runs(load_run(run_a), load_run(run_b))
+    except (FileNotFoundError, ValueError) as bad:
+        raise InvalidOption("RUN_A/RUN_B", str(bad)) from None
+    path = write_compare(out, comparison)
+    if as_json:
+        click.echo(json.dumps(comparison))
+        return
+    counts = comparison["counts"]
+    table = Table(title="compare", title_justify="left")
+    for column in ("run", "name", "n", "mean_reward", "pass_rate", "mean_turns"):
+        table.add_column(column)
+    for label in ("a", "b"):
+        side = comparison[label]
+        table.add_row(label.upper(), side["name"], *(_summary_cell(side[k]) for k in
+                                                     ("n", "mean_reward", "pass_rate",
+                                                      "mean_turns")))
+    Console().print(table)
+    click.echo(f"solved by A only {counts['a_only']}, by B only {counts['b_only']}, by both"
+               f" {counts['both']}, by neither {counts['neither']}; wrote {path}")
 
 
 @main.command("view")
