@@ -579,18 +579,20 @@ def view_command(targets: tuple[Path, ...], port: int) -> None:
     """Browse trajectories in a local web page (127.0.0.1 only): the episodes, sorted and
     filtered by reward, finish reason, env and text; each one as a conversation with its
     tool calls, and its loss mask. Files still being written show new episodes as they
-    come. Stop with Ctrl-C."""
-    from agentgym.viewer.server import ViewerServer, open_index
+    come. Training run folders (`agentgym train` output) also get their curves, several
+    runs overlaid. Stop with Ctrl-C."""
+    from agentgym.viewer.server import ViewerServer, open_index, training_runs
 
     try:
         index = open_index(list(targets))
     except FileNotFoundError as missing:
         raise InvalidOption("FILE.jsonl|RUN_DIR", f"{missing} does not exist") from None
-    if not index.files:
+    runs = training_runs(list(targets))
+    if not index.files and not runs:
         raise InvalidOption("FILE.jsonl|RUN_DIR", "no trajectory files (*.jsonl) in"
                             f" {', '.join(map(str, targets))}")
     try:
-        server = ViewerServer(index, port)
+        server = ViewerServer(index, port, runs=runs)
     except OSError as busy:
         raise InvalidOption("--port", f"{port} cannot be used ({busy.strerror}); pass"
                             " another, or --port 0 for any free one") from None

@@ -5,7 +5,9 @@ The page (``page.html``, plain HTML and JavaScript, no build step) asks this ser
 * ``GET /api/facets``: episode count, envs and finish reasons (for the filters);
 * ``GET /api/episodes?sort=&desc=&env=&finish=&q=&min=&max=&offset=&limit=``: one page of
   the list, filtered and sorted (:meth:`EpisodeIndex.query`), with the matching total;
-* ``GET /api/episode/N``: one whole episode (messages, tokens and loss mask, metrics).
+* ``GET /api/episode/N``: one whole episode (messages, tokens and loss mask, metrics);
+* ``GET /api/runs``: the ``metrics.jsonl`` records of each training run folder given
+  (``agentgym train`` output), which the page plots, runs overlaid.
 
 Every list and facets request first indexes what was appended to the files, so a file
 still being written shows its new episodes. Bad parameters get a 400 with the reason.
@@ -25,6 +27,8 @@ from typing import Any
 from agentgym.viewer.index import EpisodeIndex
 
 HOST = "127.0.0.1"
+#: A training run's log (agentgym.trainers.run writes it).
+METRICS_FILE = "metrics.jsonl"
 #: The most rows one list request returns.
 MAX_PAGE = 1000
 
@@ -34,8 +38,10 @@ class ViewerServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, index: EpisodeIndex, port: int = 0):
+    def __init__(self, index: EpisodeIndex, port: int = 0, runs: list[Path] | None = None):
         self.index = index
+        #: Training run folders (with ``metrics.jsonl``) whose curves the page draws.
+        self.runs = list(runs or [])
         self.page = resources.files("agentgym.viewer").joinpath("page.html").read_bytes()
         super().__init__((HOST, port), _Handler)
 
@@ -59,6 +65,24 @@ def open_index(targets: list[str | Path]) -> EpisodeIndex:
     return EpisodeIndex(files)
 
 
+def training_runs(targets: list[str | Path]) -> list[Path]:
+    """The folders among ``targets`` that hold a training run's ``metrics.jsonl``."""
+    return [Path(t) for t in targets if (Path(t) / METRICS_FILE).is_file()]
+
+
+def run_records(folder: Path) -> list[dict[str, Any]]:
+    """The complete records of ``folder/metrics.jsonl`` (a line being written waits)."""
+    from agentgym.rollout.jsonl import complete_lines
+
+    records = []
+    for line in complete_lines(folder / METRICS_FILE):
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return records
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: ViewerServer
 
@@ -79,6 +103,9 @@ class _Handler(BaseHTTPRequestHandler):
                 index.refresh()
                 total, rows = index.query(**_list_options(query))
                 return self._json({"total": total, "episodes": [r.to_dict() for r in rows]})
+            if url.path == "/api/runs":
+                return self._json({"runs": [{"name": run.name, "records": run_records(run)}
+                                            for run in self.server.runs]})
             if url.path.startswith("/api/episode/"):
                 number = int(url.path.rsplit("/", 1)[1])
                 if not 0 <= number < len(index.rows):

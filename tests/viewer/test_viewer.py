@@ -178,3 +178,60 @@ def test_the_command_names_what_it_cannot_serve(tmp_path):
         port = taken.getsockname()[1]
         done = runner.invoke(main, ["view", str(tmp_path), "--port", str(port)])
     assert done.exit_code != 0 and f"{port} cannot be used" in done.output
+
+
+def test_training_runs_are_plotted_overlaid_in_chromium(tmp_path):
+    from agentgym.viewer.server import open_index, training_runs
+    from tests.plugins.web.conftest import chromium_missing
+
+    folders = []
+    for r, name in enumerate(("run-a", "run-b")):
+        folder = tmp_path / name
+        folder.mkdir()
+        lines = [{"stage": "00-sft", "kind": "sft", "step": s, "loss": 2.0 - s / 10}
+                 for s in range(1, 4)]
+        lines += [{"stage": "01-grpo", "kind": "grpo", "step": s, "reward": 0.2 * s + r / 10,
+                   "env/pass_rate": 0.1 * s, "env/turns": 3 + s, "time/init_s": 1.0,
+                   "time/generate_s": 2.0 + s, "time/tool_s": 0.5, "time/grade_s": 0.2,
+                   "rollout/tokens_per_s": 100.0 + s, "completions/mean_length": 50 + s}
+                  for s in range(1, 5)]
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines)
+                                              + '{"stage": "01-grpo", "rew')  # being written
+        folders.append(folder)
+    write(folders[0] / "demonstrations.jsonl", range(5))
+    assert training_runs([*folders, tmp_path / "nothing"]) == folders
+    server = ViewerServer(open_index(folders), runs=training_runs(folders))
+    server.start()
+    try:
+        status, data = get(server.url + "api/runs")
+        assert status == 200 and [r["name"] for r in data["runs"]] == ["run-a", "run-b"]
+        assert len(data["runs"][0]["records"]) == 7  # the line being written waits
+        if chromium_missing():
+            pytest.skip(f"real-browser test: {chromium_missing()}")
+        from playwright.sync_api import sync_playwright
+
+        from agentgym.plugins.web.browser import LAUNCH_ARGS, chromium_path
+
+        errors: list[str] = []
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium_path(),
+                                                 args=list(LAUNCH_ARGS))
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(server.url)
+            page.wait_for_selector("#show-training:not([hidden])")
+            page.click("#show-training")
+            page.wait_for_selector(".chart")
+            titles = page.locator(".chart h3").all_inner_texts()
+            assert titles == ["reward", "pass rate", "turns", "episode length (tokens)",
+                              "rollout time per stage (s)", "tokens per second", "loss"]
+            reward = page.locator(".chart").first
+            assert reward.locator("polyline").count() == 2  # the two runs, overlaid
+            assert page.locator(".chart").nth(4).locator("polyline").count() == 8
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=ARTIFACTS / "training.png", full_page=True)
+            browser.close()
+        assert not errors, errors
+    finally:
+        server.shutdown()
+        server.server_close()
