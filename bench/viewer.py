@@ -56,9 +56,7 @@ def write_file(path: Path, episodes: int) -> None:
 
 
 def measure(episodes: int, opens: int = 5) -> dict[str, float]:
-    from playwright.sync_api import sync_playwright
-
-    from agentgym.plugins.web.browser import LAUNCH_ARGS, chromium_path
+    from agentgym.plugins.web.browser import sync_chromium
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "trajectories.jsonl"
@@ -69,9 +67,7 @@ def measure(episodes: int, opens: int = 5) -> dict[str, float]:
         server = ViewerServer(index)
         server.start()
         try:
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=chromium_path(),
-                                                     args=list(LAUNCH_ARGS))
+            with sync_chromium() as browser:
                 page = browser.new_page()
                 start = time.perf_counter()
                 page.goto(server.url)
@@ -84,7 +80,6 @@ def measure(episodes: int, opens: int = 5) -> dict[str, float]:
                     page.wait_for_selector("#messages .message")
                     open_ms.append((time.perf_counter() - start) * 1000)
                     page.click("#back")
-                browser.close()
         finally:
             server.shutdown()
             server.server_close()

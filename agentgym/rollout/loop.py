@@ -29,6 +29,7 @@ Any exception ends only its own episode (``finish_reason`` ``error``, or
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import inspect
 import time
@@ -132,6 +133,7 @@ class EpisodeRunner:
                 messages, info = await self.env.areset(
                     seed=self.config.seed + self.record.episode, options=options)
                 self.messages = list(messages)
+                self._keep_screenshot(info)
                 self.task = info.get("task")
                 self.record.tools = info.get("tools") or []
                 if is_token_policy(self.policy):
@@ -210,6 +212,7 @@ class EpisodeRunner:
         self.record.tool_errors += int(info.get("tool_errors", 0))
         self.messages.append(info.get("assistant_message") or _as_message(action))
         self.messages += new
+        self._keep_screenshot(info)
         self._move_window(int(info.get("context_start", self.context_start)))
         if terminated or truncated:
             self.over = True
@@ -251,6 +254,13 @@ class EpisodeRunner:
             # did not sample it, so the environment writes it (mask 0).
             self._append([self.tokens.eos_id], model=False)
         return self.tokens.decode_turn(generation.token_ids)
+
+    def _keep_screenshot(self, info: dict[str, Any]) -> None:
+        """Record the env's screenshot (PNG bytes in ``info``) with the latest message."""
+        png = info.get("screenshot")
+        if isinstance(png, bytes | bytearray) and png:
+            self.record.screenshots.append({"message": len(self.messages) - 1,
+                                            "png": base64.b64encode(png).decode()})
 
     def _move_window(self, start: int) -> None:
         """Follow the env's context window; a token-level policy cannot (yet): its tokens

@@ -61,6 +61,10 @@ class Trajectory:
     metrics: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     tools: list[dict[str, Any]] = field(default_factory=list)
+    #: Screenshots the env returned (``info["screenshot"]``, PNG bytes, e.g. web envs made
+    #: with ``screenshot=True``): ``{"message": index of the message they go with, "png":
+    #: base64}``; empty for envs without them.
+    screenshots: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -102,6 +106,7 @@ def trajectory_features() -> Any:
         "finish_reason": Value("string"), "turns": Value("int64"),
         "tool_errors": Value("int64"), "timings": Json(), "messages": List(Json()),
         "metrics": Json(), "error": Value("string"), "tools": Value("string"),
+        "screenshots": List(Json()),
     })
 
 

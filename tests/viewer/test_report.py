@@ -53,14 +53,10 @@ def render_in_chromium(pages):
 
     if chromium_missing():
         pytest.skip(f"real-browser test: {chromium_missing()}")
-    from playwright.sync_api import sync_playwright
-
-    from agentgym.plugins.web.browser import LAUNCH_ARGS, chromium_path
+    from agentgym.plugins.web.browser import sync_chromium
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path(),
-                                             args=list(LAUNCH_ARGS))
+    with sync_chromium() as browser:
         for path in pages:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []
@@ -76,4 +72,3 @@ def render_in_chromium(pages):
                 assert heights and max(heights) > 0, (path, i, heights)
             page.screenshot(path=ARTIFACTS / f"{path.stem}.png", full_page=True)
             assert not errors, (path, errors)
-        browser.close()

@@ -107,16 +107,12 @@ def test_the_page_in_chromium(served):
 
     if chromium_missing():
         pytest.skip(f"real-browser test: {chromium_missing()}")
-    from playwright.sync_api import sync_playwright
-
-    from agentgym.plugins.web.browser import LAUNCH_ARGS, chromium_path
+    from agentgym.plugins.web.browser import sync_chromium
 
     server, path = served
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path(),
-                                             args=list(LAUNCH_ARGS))
+    with sync_chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.on("console", lambda m: m.type == "error" and errors.append(m.text))
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -155,7 +151,6 @@ def test_the_page_in_chromium(served):
         page.click("#back")
         page.wait_for_function("document.querySelector('#count').textContent"
                                " === '255 episodes'", timeout=10_000)
-        browser.close()
     assert not errors, errors
     assert all((ARTIFACTS / name).stat().st_size > 0
                for name in ("list.png", "filtered.png", "episode.png"))
@@ -208,14 +203,10 @@ def test_training_runs_are_plotted_overlaid_in_chromium(tmp_path):
         assert len(data["runs"][0]["records"]) == 7  # the line being written waits
         if chromium_missing():
             pytest.skip(f"real-browser test: {chromium_missing()}")
-        from playwright.sync_api import sync_playwright
-
-        from agentgym.plugins.web.browser import LAUNCH_ARGS, chromium_path
+        from agentgym.plugins.web.browser import sync_chromium
 
         errors: list[str] = []
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=chromium_path(),
-                                                 args=list(LAUNCH_ARGS))
+        with sync_chromium() as browser:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(server.url)
@@ -230,8 +221,71 @@ def test_training_runs_are_plotted_overlaid_in_chromium(tmp_path):
             assert page.locator(".chart").nth(4).locator("polyline").count() == 8
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=ARTIFACTS / "training.png", full_page=True)
-            browser.close()
         assert not errors, errors
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def tiny_png() -> bytes:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2)))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + \
+        chunk(b"IEND", b"")
+
+
+def test_screenshots_go_into_the_trajectory_and_onto_the_page(tmp_path):
+    """An env that returns info["screenshot"] (web envs with screenshot=True): the loop
+    keeps each with its message, and the episode page shows them."""
+    from agentgym.core import OraclePolicy
+    from agentgym.plugins.calculator.env import CalculatorEnv
+    from agentgym.rollout.loop import play_episode
+
+    class Snapping(CalculatorEnv):
+        async def areset(self, **kwargs):
+            messages, info = await super().areset(**kwargs)
+            return messages, {**info, "screenshot": tiny_png()}
+
+        async def astep(self, action):
+            new, reward, terminated, truncated, info = await super().astep(action)
+            return new, reward, terminated, truncated, {**info, "screenshot": tiny_png()}
+
+    env = Snapping()
+    try:
+        result = env.run_coroutine(play_episode(env, OraclePolicy(), env.task_ids()[0]))
+    finally:
+        env.close()
+    assert [s["message"] for s in result.screenshots] == [1, 3, 5]
+    assert all(result.messages[s["message"]]["role"] in ("user", "tool")
+               for s in result.screenshots)
+    path = tmp_path / "shots.jsonl"
+    path.write_text(result.to_json() + "\n")
+    from tests.plugins.web.conftest import chromium_missing
+
+    if chromium_missing():
+        pytest.skip(f"real-browser test: {chromium_missing()}")
+    from agentgym.plugins.web.browser import sync_chromium
+
+    server = ViewerServer(EpisodeIndex([path]))
+    server.start()
+    try:
+        with sync_chromium() as browser:
+            page = browser.new_page()
+            page.goto(server.url)
+            page.click("#rows tr[data-index='0']")
+            page.wait_for_selector("#messages")
+            assert page.locator("#messages details.screenshot").count() == 3
+            page.locator("#messages details.screenshot summary").first.click()
+            width = page.locator("#messages details.screenshot img").first.evaluate(
+                "img => img.complete && img.naturalWidth")
+            assert width == 2  # the PNG decoded
     finally:
         server.shutdown()
         server.server_close()

@@ -35,7 +35,7 @@ import socket
 import threading
 import urllib.parse
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -75,6 +75,21 @@ def chromium_path() -> str:
         "install it, e.g. `apt-get install chromium` on Debian, or point AGENTGYM_CHROMIUM"
         " at a Chromium executable; `playwright install` needs a network this machine may"
         " not have")
+
+
+@contextlib.contextmanager
+def sync_chromium() -> Iterator[Any]:
+    """A headless Chromium (the pool's executable and flags) for synchronous scripts, such
+    as tests and benches that open a page: yields playwright's ``Browser``, closed after."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path(),
+                                             args=list(LAUNCH_ARGS))
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def is_loopback_url(url: str, allowed_hosts: Sequence[str] = ()) -> bool:
