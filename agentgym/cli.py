@@ -575,7 +575,9 @@ def compare_command(run_a: Path, run_b: Path, out: Path, as_json: bool) -> None:
                 type=click.Path(exists=True, path_type=Path))
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="The port on 127.0.0.1 (0: any free one).")
-def view_command(targets: tuple[Path, ...], port: int) -> None:
+@click.option("--tokenizer", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A local tokenizer (model) folder: the loss mask shows tokens as text.")
+def view_command(targets: tuple[Path, ...], port: int, tokenizer: Path | None) -> None:
     """Browse trajectories in a local web page (127.0.0.1 only): the episodes, sorted and
     filtered by reward, finish reason, env and text; each one as a conversation with its
     tool calls, and its loss mask. Files still being written show new episodes as they
@@ -591,8 +593,13 @@ def view_command(targets: tuple[Path, ...], port: int) -> None:
     if not index.files and not runs:
         raise InvalidOption("FILE.jsonl|RUN_DIR", "no trajectory files (*.jsonl) in"
                             f" {', '.join(map(str, targets))}")
+    decoder = None
+    if tokenizer:
+        from transformers import AutoTokenizer
+
+        decoder = AutoTokenizer.from_pretrained(tokenizer, local_files_only=True)
     try:
-        server = ViewerServer(index, port, runs=runs)
+        server = ViewerServer(index, port, runs=runs, tokenizer=decoder)
     except OSError as busy:
         raise InvalidOption("--port", f"{port} cannot be used ({busy.strerror}); pass"
                             " another, or --port 0 for any free one") from None

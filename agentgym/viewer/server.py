@@ -5,7 +5,8 @@ The page (``page.html``, plain HTML and JavaScript, no build step) asks this ser
 * ``GET /api/facets``: episode count, envs and finish reasons (for the filters);
 * ``GET /api/episodes?sort=&desc=&env=&finish=&q=&min=&max=&offset=&limit=``: one page of
   the list, filtered and sorted (:meth:`EpisodeIndex.query`), with the matching total;
-* ``GET /api/episode/N``: one whole episode (messages, tokens and loss mask, metrics);
+* ``GET /api/episode/N``: one whole episode (messages, tokens and loss mask, metrics;
+  with a tokenizer, ``completion_pieces``: each completion token as text);
 * ``GET /api/runs``: the ``metrics.jsonl`` records of each training run folder given
   (``agentgym train`` output), which the page plots, runs overlaid.
 
@@ -38,8 +39,11 @@ class ViewerServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, index: EpisodeIndex, port: int = 0, runs: list[Path] | None = None):
+    def __init__(self, index: EpisodeIndex, port: int = 0, runs: list[Path] | None = None,
+                 tokenizer: Any = None):
         self.index = index
+        #: Decodes the loss-mask view's token ids to text (a transformers tokenizer).
+        self.tokenizer = tokenizer
         #: Training run folders (with ``metrics.jsonl``) whose curves the page draws.
         self.runs = list(runs or [])
         self.page = resources.files("agentgym.viewer").joinpath("page.html").read_bytes()
@@ -111,7 +115,12 @@ class _Handler(BaseHTTPRequestHandler):
                 if not 0 <= number < len(index.rows):
                     return self._error(HTTPStatus.NOT_FOUND,
                                        f"no episode {number}: there are {len(index.rows)}")
-                return self._json(index.episode(number))
+                episode = index.episode(number)
+                if self.server.tokenizer is not None:
+                    episode["completion_pieces"] = [
+                        self.server.tokenizer.decode([i]) for i in episode.get(
+                            "completion_ids") or ()]
+                return self._json(episode)
         except ValueError as bad:
             return self._error(HTTPStatus.BAD_REQUEST, str(bad))
         return self._error(HTTPStatus.NOT_FOUND, f"no page {url.path}")

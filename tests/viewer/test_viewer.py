@@ -289,3 +289,32 @@ def test_screenshots_go_into_the_trajectory_and_onto_the_page(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_with_a_tokenizer_the_mask_shows_tokens_as_text(tmp_path):
+    pytest.importorskip("transformers", reason="the tiny model needs the train extra")
+    import asyncio
+
+    from transformers import AutoTokenizer
+
+    from agentgym.rollout.evaluate import rollout
+    from agentgym.rollout.policies.hf import hf_policy
+    from agentgym.testing import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "model")
+    [played] = asyncio.run(rollout("calculator", hf_policy(str(model)), 1))
+    assert played.completion_ids
+    path = tmp_path / "t.jsonl"
+    path.write_text(played.to_json() + "\n")
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    server = ViewerServer(EpisodeIndex([path]), tokenizer=tokenizer)
+    server.start()
+    try:
+        episode = get(server.url + "api/episode/0")[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+    pieces = episode["completion_pieces"]
+    assert len(pieces) == len(played.completion_ids)
+    assert pieces == [tokenizer.decode([i]) for i in played.completion_ids]
+    assert "<|im_end|>" in pieces  # tokens as text, the template's end of turn among them
