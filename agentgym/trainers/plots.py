@@ -2,15 +2,17 @@
 held-out pass rate after each stage.
 
 The figure (:func:`build_figure`) has one column per stage, each on its own step axis (a
-20-step GRPO stage is as wide as an 800-step SFT stage), three rows high:
+20-step GRPO stage is as wide as an 800-step SFT stage), four rows high:
 
-* ``sft`` and ``rft`` stages: the training loss (top two rows) and the learning rate;
+* ``sft`` and ``rft`` stages: the training loss (top three rows) and the learning rate;
 * ``grpo`` stages: the mean reward per step (TRL's ``reward``) and its rolling mean, the
   trailing mean over the last :data:`ROLLING_WINDOW` steps (fewer at the stage's start);
   the share of groups whose rewards vary, the groups that carry a gradient
   (``groups/with_variance``, else ``1 - frac_reward_zero_std``); the mean episode length
   in tokens (``completions/mean_length``) and, dashed on the right axis, the mean turns
-  per episode (``env/turns``);
+  per episode (``env/turns``); the rollout's seconds per stage of the episodes
+  (``time/{init,generate,tool,grade}_s``, one line style each) and, dashed on the right
+  axis, the sampled tokens per second (``rollout/tokens_per_s``);
 * a last column, when ``eval.json`` holds any: the held-out pass rate of the base model
   and after each stage, one point per stage, its value written beside it.
 
@@ -47,7 +49,9 @@ COMPARISON_FILE = "reward_curves.png"
 
 DPI = 100
 COLUMN_WIDTH = 4.2  # inches per stage column
-FIGURE_HEIGHT = 7.6
+FIGURE_HEIGHT = 9.8
+#: The rollout's stages drawn in a GRPO column's bottom panel, and their line styles.
+ROLLOUT_STAGES = (("init", ":"), ("generate", "-"), ("tool", "-."), ("grade", (0, (1, 3))))
 
 
 @dataclass
@@ -71,13 +75,14 @@ class RunCurves:
 @dataclass
 class CurveFigure:
     """A built figure and where its panels are: ``stages`` maps each stage name to its
-    axes, top to bottom; ``twins`` maps a GRPO stage to its bottom panel's right axis
-    (turns); ``pass_rate`` is the held-out pass rate panel (None when no run has an
-    eval)."""
+    axes, top to bottom; ``twins`` maps a GRPO stage to its length panel's right axis
+    (turns) and ``speeds`` to its rollout panel's right axis (tokens per second);
+    ``pass_rate`` is the held-out pass rate panel (None when no run has an eval)."""
 
     figure: Any
     stages: dict[str, list[Any]] = field(default_factory=dict)
     twins: dict[str, Any] = field(default_factory=dict)
+    speeds: dict[str, Any] = field(default_factory=dict)
     pass_rate: Any = None
 
 
@@ -160,28 +165,30 @@ def build_figure(runs: Sequence[RunCurves], title: str = "") -> CurveFigure:
         widths = [1.0]
     figure = Figure(figsize=(COLUMN_WIDTH * sum(widths) + 0.6, FIGURE_HEIGHT),
                     layout="constrained")
-    grid = figure.add_gridspec(3, len(widths), width_ratios=widths)
+    grid = figure.add_gridspec(4, len(widths), width_ratios=widths)
     colours = [f"C{i % 10}" for i in range(len(runs))]
     built = CurveFigure(figure)
     single = len(runs) == 1
 
     for column, stage in enumerate(stage_names):
         grpo = _kind(stage, runs) == "grpo"
-        top = figure.add_subplot(grid[0, column] if grpo else grid[0:2, column])
+        top = figure.add_subplot(grid[0, column] if grpo else grid[0:3, column])
         rows = [top]
         if grpo:
-            rows.append(figure.add_subplot(grid[1, column], sharex=top))
-        rows.append(figure.add_subplot(grid[2, column], sharex=top))
+            rows += [figure.add_subplot(grid[row, column], sharex=top) for row in (1, 2)]
+        rows.append(figure.add_subplot(grid[3, column], sharex=top))
         built.stages[stage] = rows
-        twin = rows[-1].twinx() if grpo else None
+        twin = rows[2].twinx() if grpo else None
+        speed = rows[3].twinx() if grpo else None
         if twin is not None:
-            built.twins[stage] = twin
+            built.twins[stage], built.speeds[stage] = twin, speed
         steps: list[float] = []
         for run, stages, colour in zip(runs, per_run, colours, strict=True):
             records = stages.get(stage, [])
             steps += [r["step"] for r in records]
             if grpo:
                 _draw_grpo(run.name, records, rows, twin, colour)
+                _draw_rollout(run.name, records, rows[3], speed, colour)
             else:
                 _draw_loss(run.name, records, rows, colour)
         low, high = (min(steps), max(steps)) if steps else (0, 1)
@@ -214,6 +221,11 @@ def build_figure(runs: Sequence[RunCurves], title: str = "") -> CurveFigure:
                 Line2D([], [], color="0.3", label="length (left)"),
                 Line2D([], [], color="0.3", linestyle="--", label="turns (right)")],
                 fontsize="small", loc="best")
+            rows[3].set_ylabel("rollout seconds per stage")
+            speed.set_ylabel("tokens per second (dashed)")
+            rows[3].legend(handles=[
+                Line2D([], [], color="0.3", linestyle=style, label=name)
+                for name, style in ROLLOUT_STAGES], fontsize="x-small", loc="best", ncols=2)
         else:
             top.set_ylabel("training loss")
             rows[-1].set_ylabel("learning rate")
@@ -223,7 +235,8 @@ def build_figure(runs: Sequence[RunCurves], title: str = "") -> CurveFigure:
             axes.grid(alpha=0.3)
             # TRL logs a null reward for a step whose every episode was masked.
             null = grpo and axes is top and "reward" in logged
-            _note_if_empty(axes, twin if axes is rows[-1] else None,
+            _note_if_empty(axes, {id(rows[-1]): speed, id(rows[2]): twin}.get(id(axes))
+                           if grpo else None,
                            "reward logged as null at every step\n(every episode masked)"
                            if null else "not logged")
 
@@ -274,6 +287,15 @@ def _draw_grpo(run: str, records: list[dict[str, Any]], rows: list[Any], twin: A
           linewidth=1.2, linestyle="--")
     if rewards and min(rewards) >= 0 and max(rewards) <= 1:
         rows[0].set_ylim(-0.03, 1.03)  # a 0-1 reward reads on its whole scale
+
+
+def _draw_rollout(run: str, records: list[dict[str, Any]], axes: Any, speed: Any,
+                  colour: str) -> None:
+    for name, style in ROLLOUT_STAGES:
+        _line(axes, *_series(records, f"time/{name}_s"), f"{run}/time/{name}",
+              color=colour, linewidth=1.3, linestyle=style)
+    _line(speed, *_series(records, "rollout/tokens_per_s"), f"{run}/tokens_per_s",
+          color=colour, linewidth=1.2, linestyle="--")
 
 
 def _note_if_empty(axes: Any, twin: Any, note: str) -> None:

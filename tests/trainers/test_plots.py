@@ -42,7 +42,9 @@ def grpo_records(with_variance: bool = False) -> list[dict]:
     for step, reward in enumerate(GRPO_REWARDS, start=1):
         row = {"stage": "01-grpo", "kind": "grpo", "step": step, "reward": reward,
                "frac_reward_zero_std": 0.25, "completions/mean_length": 100.0 + step,
-               "env/turns": 2.0 + step / 10, "loss": 0.01}
+               "env/turns": 2.0 + step / 10, "loss": 0.01, "time/init_s": 1.0,
+               "time/generate_s": 4.0 + step, "time/tool_s": 2.0, "time/grade_s": 0.5,
+               "rollout/tokens_per_s": 300.0 + step}
         if with_variance:
             row["groups/with_variance"] = 0.5
         rows.append(row)
@@ -79,7 +81,7 @@ def test_each_stage_is_a_column_on_its_own_steps(sft_then_grpo: Path):
     curves = build_figure([load_run(sft_then_grpo)])
     assert list(curves.stages) == ["00-sft", "01-grpo"]
     sft, grpo = curves.stages["00-sft"], curves.stages["01-grpo"]
-    assert (len(sft), len(grpo)) == (2, 3)  # loss, learning rate | reward, groups, length
+    assert (len(sft), len(grpo)) == (2, 4)  # loss, lr | reward, groups, length, rollout
     for axes in sft:
         low, high = axes.get_xlim()
         assert -20 < low <= 1 and 800 <= high < 820
@@ -92,7 +94,7 @@ def test_each_stage_is_a_column_on_its_own_steps(sft_then_grpo: Path):
 def test_the_grpo_column_holds_reward_its_rolling_mean_groups_length_and_turns(
         sft_then_grpo: Path):
     curves = build_figure([load_run(sft_then_grpo)])
-    reward, groups, length = curves.stages["01-grpo"]
+    reward, groups, length, rollout = curves.stages["01-grpo"]
     assert list(line(reward, "sft-grpo/reward").get_ydata()) == GRPO_REWARDS
     smooth = list(line(reward, "sft-grpo/reward_rolling_mean").get_ydata())
     assert smooth[:2] == pytest.approx([0.1, 0.2])  # fewer than 5 steps at the start
@@ -103,11 +105,17 @@ def test_the_grpo_column_holds_reward_its_rolling_mean_groups_length_and_turns(
     turns = line(curves.twins["01-grpo"], "sft-grpo/turns")
     assert turns.get_ydata()[-1] == pytest.approx(4.0)
     assert line(reward, "sft-grpo/reward").get_xdata()[-1] == 20
+    # The rollout: seconds per stage, and tokens per second on the right.
+    assert line(rollout, "sft-grpo/time/generate").get_ydata()[-1] == 24.0
+    assert {line(rollout, f"sft-grpo/time/{s}").get_ydata()[0]
+            for s in ("init", "tool", "grade")} == {1.0, 2.0, 0.5}
+    speed = line(curves.speeds["01-grpo"], "sft-grpo/tokens_per_s")
+    assert speed.get_ydata()[-1] == 320.0
 
 
 def test_groups_with_variance_is_preferred_to_trls_zero_std_share():
     run = RunCurves("run", grpo_records(with_variance=True))
-    [_, groups, _] = build_figure([run]).stages["01-grpo"]
+    [_, groups, _, _] = build_figure([run]).stages["01-grpo"]
     assert set(line(groups, "run/groups_with_variance").get_ydata()) == {0.5}
 
 
