@@ -10,9 +10,11 @@ read its attributes; any object with them can be played, trained on and run in a
   such as starting its sandbox, before the first ``astep`` needs it) and
   ``defer_grading`` (the step that ends the episode returns reward 0.0 with
   ``info["grading_deferred"]`` and ``agrade`` scores it later, so that grading does not
-  hold a generation slot). ``info`` carries ``task_id``, ``tools`` (the tools' OpenAI
-  schemas) and ``task`` (the :class:`~agentgym.core.task.Task`, its solution rendered in
-  the env's tool-call format: what text-level policies such as ``oracle`` read).
+  hold a generation slot), ``attempt`` and ``group`` (which attempt of its task this
+  episode is, and its group of attempts: k attempts for pass@k, a GRPO group). ``info``
+  carries ``task_id``, ``tools`` (the tools' OpenAI schemas), ``task`` (the
+  :class:`~agentgym.core.task.Task`, its solution rendered in the env's tool-call format:
+  what text-level policies such as ``oracle`` read), ``attempt`` and ``group``.
 * ``await astep(action) -> (messages, reward, terminated, truncated, info)`` plays one
   assistant turn: ``action`` is the model's raw text (or an assistant message). It returns
   the new messages (tool results, error messages); ``terminated`` when the agent finished,
@@ -91,7 +93,7 @@ from agentgym.core.tools import BoundTool, Tool, ToolError, Toolset, ToolsetFact
 AnyTool = Tool | BoundTool
 T = TypeVar("T")
 #: The ``reset`` options the rollout loop passes (see the module docstring).
-RESET_OPTIONS = ("task_id", "overlap_setup", "defer_grading")
+RESET_OPTIONS = ("task_id", "overlap_setup", "defer_grading", "attempt", "group")
 
 
 @runtime_checkable
@@ -234,7 +236,9 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         return list(self._bound_toolsets)
 
     async def setup_episode(self, task: Task) -> None:
-        """Prepare what the episode needs (a sandbox, a browser page). Default: nothing."""
+        """Prepare what the episode needs (a sandbox, a browser page). Default: nothing.
+        ``self.episode`` is set: its ``attempt`` and ``group`` say which attempt of the
+        task this is (to keep per-attempt state)."""
 
     async def teardown_episode(self) -> None:
         """Release what ``setup_episode`` acquired. Called once per episode, even on error."""
@@ -283,15 +287,18 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
             task = self.tasks.get(str(options["task_id"]))
         else:
             task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        episode = Episode(task=task.rendered(self.parser))
-        self.episode = episode
+        episode = Episode(task=task.rendered(self.parser),
+                          attempt=int(options.get("attempt", 0)),
+                          group=int(options.get("group", 0)))
+        self.episode = episode  # setup_episode may read its attempt and group
         self._defer_grading = bool(options.get("defer_grading", False))
         if options.get("overlap_setup") and not self.setup_before_prompt:
             self._setup = asyncio.ensure_future(self.setup_episode(episode.task))
         else:
             await self.setup_episode(episode.task)
         episode.messages = self.initial_messages(episode.task)
-        info = {"task_id": task.id, "tools": self.tool_schemas(), "task": episode.task}
+        info = {"task_id": task.id, "tools": self.tool_schemas(), "task": episode.task,
+                "attempt": episode.attempt, "group": episode.group}
         return copy.deepcopy(episode.messages), copy.deepcopy(info)
 
     async def astep(

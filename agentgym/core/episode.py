@@ -75,6 +75,11 @@ class Episode:
     reward: float | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
+    #: Which attempt of its task this episode is (0, 1, ... for k attempts; the rollout
+    #: passes it as the reset option ``attempt``), and the group of attempts it belongs to
+    #: (``group``: a GRPO group, the k attempts of pass@k).
+    attempt: int = 0
+    group: int = 0
 
     @property
     def done(self) -> bool:

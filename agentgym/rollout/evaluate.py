@@ -122,21 +122,28 @@ def mean_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(sorted(means.items()))
 
 
-async def rollout(env_id: str, policy: Any, n: int, *, k: int = 1,
+async def rollout(env_id: str | None, policy: Any, n: int, *, k: int = 1,
                   env_kwargs: dict[str, Any] | None = None, policy_name: str = "",
                   pipeline: PipelineConfig | None = None, config: RolloutConfig | None = None,
                   skip: set[tuple[str, int]] | None = None,
                   make_env: Callable[[], Any] | None = None,
                   on_done: Callable[[Trajectory], None] | None = None,
                   on_stage: Callable[[Counter], None] | None = None) -> list[Trajectory]:
-    """Play ``n`` tasks x ``k`` attempts of ``policy`` on ``env_id``; ``skip`` lists
-    ``(task_id, episode)`` pairs already done (resume)."""
+    """Play ``n`` tasks x ``k`` attempts of ``policy`` on ``env_id`` (or on the envs
+    ``make_env`` builds: then ``env_id`` may be None, and labels the trajectories when
+    given); ``skip`` lists ``(task_id, episode)`` pairs already done (resume). Attempt
+    ``a`` of the ``i``-th task is episode ``i * k + a``; the env and the policy learn
+    ``attempt`` and ``group`` (:class:`RolloutPipeline`)."""
     import agentgym
 
+    if env_id is None and make_env is None:
+        raise ValueError("rollout() needs env_id or make_env: the env to play")
     kwargs = dict(env_kwargs or {})
     make = make_env or (lambda: agentgym.make(env_id, **kwargs))
-    runner = RolloutPipeline(make, policy, config=pipeline, rollout=config, env_id=env_id,
-                             policy_name=policy_name, on_done=on_done, on_stage=on_stage)
+    runner = RolloutPipeline(make, policy, config=pipeline, rollout=config,
+                             env_id=env_id or "", policy_name=policy_name, on_done=on_done,
+                             on_stage=on_stage,
+                             attempt_of=lambda job: (job[1] // k, job[1] % k))
     try:
         task_ids = await runner.task_ids()
         jobs = [job for job in plan_jobs(task_ids, n, k) if job not in (skip or set())]
@@ -145,9 +152,11 @@ async def rollout(env_id: str, policy: Any, n: int, *, k: int = 1,
         await runner.close()
 
 
-async def evaluate(env_id: str, policy: Any, n: int, *, k: int = 1, **kwargs: Any) -> EvalReport:
+async def evaluate(env_id: str | None, policy: Any, n: int, *, k: int = 1,
+                   **kwargs: Any) -> EvalReport:
     """:func:`rollout`, summarised. Keyword arguments are :func:`rollout`'s."""
     trajectories = await rollout(env_id, policy, n, k=k, **kwargs)
     trajectories.sort(key=lambda t: t.episode)
-    return EvalReport(env_id, kwargs.get("policy_name") or type(policy).__name__,
+    label = env_id or (trajectories[0].env if trajectories else "")
+    return EvalReport(label, kwargs.get("policy_name") or type(policy).__name__,
                       trajectories, k=k)

@@ -97,8 +97,12 @@ class EpisodeRunner:
 
     def __init__(self, env: EnvProtocol, policy: Any, task_id: str, episode: int, *,
                  env_id: str = "", policy_name: str = "",
-                 config: RolloutConfig | None = None, overlap_setup: bool = False):
+                 config: RolloutConfig | None = None, overlap_setup: bool = False,
+                 attempt: int = 0, group: int | None = None):
         self.env, self.policy, self.config = env, policy, config or RolloutConfig()
+        #: Which attempt of its task this episode is, and its group of attempts (reset
+        #: options; a text policy whose ``act`` takes ``attempt``/``group`` gets them).
+        self.attempt, self.group = attempt, episode if group is None else group
         #: Generate the first turn while the env's setup runs (the reset option).
         self.overlap_setup = overlap_setup
         self.record = Trajectory(env=env_id or type(env).__name__, task_id=task_id,
@@ -127,7 +131,8 @@ class EpisodeRunner:
             return
         self.started = time.perf_counter()
         options = {"task_id": self.record.task_id, "defer_grading": True,
-                   "overlap_setup": self.overlap_setup}
+                   "overlap_setup": self.overlap_setup, "attempt": self.attempt,
+                   "group": self.group}
         try:
             async with _timed(self.record.timings, "init"):
                 messages, info = await self.env.areset(
@@ -238,7 +243,8 @@ class EpisodeRunner:
         if self.tokens is None:
             whole = getattr(self.policy, "whole_conversation", False)
             seen = list(self.messages) if whole else visible(self.messages, self.context_start)
-            action = self.policy.act(seen, self.task)
+            action = self.policy.act(seen, self.task, **_attempt_kwargs(
+                self.policy.act, self.attempt, self.group))
             return await action if inspect.isawaitable(action) else action
         budget = self.config.max_total_tokens - len(self.ids)
         if budget < 1:
@@ -288,6 +294,18 @@ class EpisodeRunner:
         self.record.finish_reason = "sandbox_error" if isinstance(error, SandboxError) else "error"
         self.record.error = "".join(traceback.format_exception_only(type(error), error)).strip()
         self.record.reward = 0.0
+
+
+def _attempt_kwargs(act: Any, attempt: int, group: int) -> dict[str, int]:
+    """``attempt`` and ``group`` for a policy's ``act`` that takes them (by name or
+    ``**kwargs``); nothing for one that does not."""
+    try:
+        parameters = inspect.signature(act).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return {"attempt": attempt, "group": group}
+    return {k: v for k, v in (("attempt", attempt), ("group", group)) if k in parameters}
 
 
 def _as_message(action: Any) -> dict[str, Any]:

@@ -20,9 +20,18 @@ Episodes can also be *prepared* ahead of a run (:meth:`RolloutPipeline.prepare`)
 reset and their sandboxes start while the caller does other work (a trainer's optimizer
 step); :meth:`RolloutPipeline.run` then plays a prepared episode for a matching job.
 
-A failing episode records its error and finish reason; the rest go on. Envs are pooled and
-reused (``arelease`` between episodes). ``make_env`` may build local envs or remote ones
-(:mod:`agentgym.rollout.ray_executor`).
+A failing episode records its error and finish reason; the rest go on
+(``raise_on_error`` raises after the run instead, every trajectory delivered first). Envs
+are pooled and reused (``arelease`` between episodes). ``make_env`` may build local envs or
+remote ones (:mod:`agentgym.rollout.ray_executor`).
+
+**The contract for any env and policy.** The pipeline drives envs only through the env
+protocol (:mod:`agentgym.core.env`). Each reset gets the options ``task_id``,
+``defer_grading`` (always: grading is its own stage), ``overlap_setup`` (per
+:attr:`PipelineConfig.overlap_setup`), and ``attempt`` and ``group`` (``attempt_of``: the
+k attempts of a task, a GRPO group), which a text policy also gets when its ``act`` takes
+them. Grading may have its own bound (``grade_concurrency``) and live envs theirs
+(``max_live_sandboxes``).
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentgym.core.errors import AgentGymError
 from agentgym.rollout.loop import EpisodeRunner, RolloutConfig
 from agentgym.rollout.trajectory import Trajectory
 
@@ -51,11 +61,24 @@ class PipelineConfig:
         concurrency: episodes that may be generating at once (every mode).
         prefetch: pipeline only: episodes initialised ahead of a free run slot
             (default: ``concurrency``).
+        overlap_setup: ``auto`` (the pipeline generates an episode's first turn while its
+            sandbox starts; the other modes wait for it), ``on`` (every mode overlaps) or
+            ``off`` (no mode does: for envs whose first turn needs the setup done).
+        max_live_sandboxes: pipeline only: the most envs (sandboxes) alive at once
+            (default: ``concurrency + prefetch``).
+        grade_concurrency: episodes graded at once (default: no bound of its own).
+        raise_on_error: after the run, raise :class:`RolloutError` if any episode failed
+            (every trajectory is still handed to ``on_done`` first); off by default: a
+            failure is the episode's ``error`` and ``finish_reason``.
     """
 
     mode: Mode = "pipeline"
     concurrency: int = 8
     prefetch: int | None = None
+    overlap_setup: Literal["auto", "on", "off"] = "auto"
+    max_live_sandboxes: int | None = None
+    grade_concurrency: int | None = None
+    raise_on_error: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -64,13 +87,38 @@ class PipelineConfig:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
         if self.prefetch is not None and self.prefetch < 0:
             raise ValueError(f"prefetch must be >= 0, got {self.prefetch}")
+        if self.overlap_setup not in ("auto", "on", "off"):
+            raise ValueError(f"overlap_setup must be auto, on or off; got {self.overlap_setup!r}")
+        for name in ("max_live_sandboxes", "grade_concurrency"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 or None (no bound), got {value}")
 
     @property
     def live_cap(self) -> int:
         """Envs (sandboxes) alive at once."""
         if self.mode != "pipeline":
             return self.concurrency
+        if self.max_live_sandboxes is not None:
+            return self.max_live_sandboxes
         return self.concurrency + (self.concurrency if self.prefetch is None else self.prefetch)
+
+    def overlaps(self) -> bool:
+        """Whether episodes generate their first turn while their setup runs."""
+        return self.overlap_setup == "on" or (self.overlap_setup == "auto"
+                                              and self.mode == "pipeline")
+
+
+class RolloutError(AgentGymError, RuntimeError):
+    """Episodes of a run failed (``PipelineConfig.raise_on_error``); ``trajectories``
+    holds every episode of the run, the failed ones with their ``error``."""
+
+    def __init__(self, trajectories: list[Trajectory]):
+        self.trajectories = trajectories
+        failed = [t for t in trajectories if t.error]
+        first = failed[0]
+        super().__init__(f"{len(failed)} of {len(trajectories)} episodes failed; the first,"
+                         f" {first.task_id} (episode {first.episode}): {first.error}")
 
 
 Job = tuple[str, int]  # (task_id, episode index)
@@ -90,6 +138,11 @@ class RolloutPipeline:
             validate`` plays the oracle, noop and known-wrong solutions in one run): the
             ``(policy, policy_name)`` of a job, used instead of ``policy`` and
             ``policy_name``.
+        attempt_of: a job's ``(group, attempt)``: which attempts of a task belong together
+            (the k attempts of pass@k, a GRPO group) and which one it is. The env gets them
+            as reset options (``setup_episode`` reads ``self.episode.attempt``), and so does
+            a text policy whose ``act`` takes them. Default: every job its own group
+            (its episode index), attempt 0.
     """
 
     def __init__(self, make_env: Callable[[], Any], policy: Any, *,
@@ -97,8 +150,10 @@ class RolloutPipeline:
                  env_id: str = "", policy_name: str = "",
                  on_done: Callable[[Trajectory], None] | None = None,
                  on_stage: Callable[[Counter], None] | None = None,
-                 policy_for: Callable[[Job], tuple[Any, str]] | None = None):
+                 policy_for: Callable[[Job], tuple[Any, str]] | None = None,
+                 attempt_of: Callable[[Job], tuple[int, int]] | None = None):
         self.make_env, self.policy, self.policy_for = make_env, policy, policy_for
+        self.attempt_of = attempt_of
         self.config, self.rollout = config or PipelineConfig(), rollout or RolloutConfig()
         self.env_id, self.policy_name = env_id, policy_name
         self.on_done, self.on_stage = on_done, on_stage
@@ -106,6 +161,7 @@ class RolloutPipeline:
         self._pool: list[Any] = []
         self._made: list[Any] = []
         self._prepared: dict[Job, asyncio.Future[EpisodeRunner]] = {}
+        self._grading: asyncio.Semaphore | None = None
         #: Jobs of the last run that found their episode prepared.
         self.prepared_hits = 0
 
@@ -160,7 +216,7 @@ class RolloutPipeline:
 
     async def _prepare_one(self, job: Job) -> EpisodeRunner:
         runner = self._runner(await self._take_env(), job)
-        runner.overlap_setup = True
+        runner.overlap_setup = self.config.overlap_setup != "off"
         await runner.init()  # records its own failure; a failed init plays as failed
         return runner
 
@@ -202,10 +258,17 @@ class RolloutPipeline:
             self.on_stage(self.stages)
 
     def _runner(self, env: Any, job: Job) -> EpisodeRunner:
+        runner = self._make_runner(env, job)
+        runner.overlap_setup = self.config.overlaps()
+        return runner
+
+    def _make_runner(self, env: Any, job: Job) -> EpisodeRunner:
         policy, name = self.policy_for(job) if self.policy_for else (self.policy,
                                                                       self.policy_name)
+        group, attempt = self.attempt_of(job) if self.attempt_of else (job[1], 0)
         return EpisodeRunner(env, policy, job[0], job[1], env_id=self.env_id,
-                             policy_name=name, config=self.rollout)
+                             policy_name=name, config=self.rollout, attempt=attempt,
+                             group=group)
 
     def _finish(self, runner: EpisodeRunner, results: list[Trajectory]) -> None:
         trajectory = runner.trajectory()
@@ -222,8 +285,23 @@ class RolloutPipeline:
         await self.discard_prepared(keep=jobs)
         schedule = {"sync": self._sync, "async_batch": self._async_batch,
                     "pipeline": self._pipeline}[self.config.mode]
+        grading = self.config.grade_concurrency
+        self._grading = asyncio.Semaphore(grading) if grading else None
         await schedule(jobs, results)
+        if self.config.raise_on_error and any(t.error for t in results):
+            raise RolloutError(results)
         return results
+
+    @contextlib.asynccontextmanager
+    async def _grade_slot(self) -> Any:
+        """Held while an episode is graded (``grade_concurrency``) and counted."""
+        if self._grading is None:
+            with self._in("grade"):
+                yield
+            return
+        async with self._grading:
+            with self._in("grade"):
+                yield
 
     async def _sync(self, jobs: list[Job], results: list[Trajectory]) -> None:
         size = self.config.concurrency
@@ -241,7 +319,7 @@ class RolloutPipeline:
                     over = await asyncio.gather(*(r.turn() for r in active))
                     active = [r for r, done in zip(active, over, strict=True) if not done]
             for runner in runners:
-                with self._in("grade"):
+                async with self._grade_slot():
                     await runner.grade()
                 self._finish(runner, results)
             for runner in runners:
@@ -258,7 +336,7 @@ class RolloutPipeline:
                         await runner.init()
                 with self._in("run"):
                     await runner.run()
-                with self._in("grade"):
+                async with self._grade_slot():
                     await runner.grade()
                 await self._give_back(runner.env)
             self._finish(runner, results)
@@ -273,13 +351,12 @@ class RolloutPipeline:
             async with live:
                 runner, ready = await self._start(job)
                 runner.generation_gate = generating
-                runner.overlap_setup = True  # the first turn is generated during setup
                 if not ready:
                     with self._in("init"):
                         await runner.init()
                 with self._in("run"):
                     await runner.run()
-                with self._in("grade"):  # holds no generation slot: overlaps generation
+                async with self._grade_slot():  # no generation slot: overlaps generation
                     await runner.grade()
                 await self._give_back(runner.env)
             self._finish(runner, results)

@@ -252,12 +252,14 @@ class EnvRollout:
         self.played = self.sampled_tokens = 0  # in the current call, replacements included
         self._loop = LoopThread("agentgym-grpo-rollout")
         self._pipeline: RolloutPipeline | None = None
+        #: Episodes per GRPO group (the trainer's num_generations, known at the first call).
+        self.group_size = 1
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
         started = time.perf_counter()
         if self.policy is None:
             self.policy = trainer_policy(trainer)
-        size = trainer.num_generations
+        size = self.group_size = trainer.num_generations
         tasks = [_task_id(p) for p in prompts]
         if len(tasks) % size:
             raise ValueError(f"{len(tasks)} prompts is not a multiple of num_generations={size}")
@@ -292,11 +294,17 @@ class EnvRollout:
             config = self.pipeline_config or PipelineConfig(mode="pipeline", concurrency=16)
             self._pipeline = RolloutPipeline(
                 lambda: agentgym.make(self.env_id, **self.env_kwargs), self.policy,
-                config=config, rollout=self.rollout, env_id=self.env_id, policy_name="trainer")
+                config=config, rollout=self.rollout, env_id=self.env_id, policy_name="trainer",
+                attempt_of=self._attempt_of)
             if self.task_ids is None:
                 self.task_ids = await self._pipeline.task_ids()
         self._pipeline.policy = self.policy  # known from the first call on (the trainer's)
         return self._pipeline
+
+    def _attempt_of(self, job: Job) -> tuple[int, int]:
+        """A job's (group, attempt): a call's episodes come in groups of ``group_size``,
+        numbered from the call's first episode (replacement groups included)."""
+        return divmod(job[1] % _EPISODES_PER_CALL, self.group_size)
 
     async def _play(self, jobs: list[Job]) -> list[Trajectory]:
         pipeline = await self._ensure_pipeline()

@@ -10,6 +10,7 @@ import pytest
 
 import agentgym
 from agentgym.core.errors import DuplicateIdError, PicklableException, UnknownIdError
+from agentgym.rollout.trajectory import Trajectory
 from agentgym.rollout.validate import CheckResult, ValidationReport
 
 #: Every module of the package (``__main__`` runs the command line when imported).
@@ -28,6 +29,8 @@ ARGUMENTS = {
     "InvalidOption": ("-e", "splt=test: the env 'calculator' takes no argument 'splt'"),
     "TaskValidityError": (ValidationReport("calculator", ["t1"], [
         CheckResult("t1", "oracle", False, 0.0, "submitted", "submitted=true")]),),
+    "RolloutError": ([Trajectory(env="x", task_id="t1", episode=0, error="RuntimeError: x"),
+                      Trajectory(env="x", task_id="t2", episode=1)],),
 }
 
 

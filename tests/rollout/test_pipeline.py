@@ -84,3 +84,65 @@ def test_the_pipeline_generates_the_first_turn_during_setup():
                             pipeline=PipelineConfig(mode=mode, concurrency=3)))
         for task_id, started in policy.first_turn_at.items():
             assert (started < SETUP_DONE[task_id]) is overlapped, (mode, task_id)
+
+
+def test_overlap_setup_is_a_setting_of_every_mode():
+    for mode, setting, overlapped in (("pipeline", "off", False), ("async_batch", "on", True),
+                                      ("sync", "on", True), ("pipeline", "auto", True)):
+        SETUP_DONE.clear()
+        policy = CountingPolicy()
+        asyncio.run(rollout("x", policy, 3, make_env=SlowSetupEnv, pipeline=PipelineConfig(
+            mode=mode, concurrency=3, overlap_setup=setting)))
+        assert {(started < SETUP_DONE[task_id]) for task_id, started in
+                policy.first_turn_at.items()} == {overlapped}, (mode, setting)
+
+
+class SlowGrade(Reward):
+    """Grading takes 0.1 s and counts how many grade at once."""
+
+    def __init__(self):
+        self.now = self.peak = 0
+
+    async def score(self, episode):
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        await asyncio.sleep(0.1)
+        self.now -= 1
+        return RewardResult(float(episode.submitted))
+
+
+@pytest.mark.parametrize("mode", ["async_batch", "pipeline"])
+def test_grading_and_live_sandboxes_have_bounds_of_their_own(mode):
+    grade = SlowGrade()
+    LIVE.update(now=0, max=0)
+
+    def make():
+        env = SlowSetupEnv()
+        env.reward = grade
+        return env
+
+    config = PipelineConfig(mode=mode, concurrency=4, grade_concurrency=2,
+                            max_live_sandboxes=5)
+    trajectories = asyncio.run(rollout("x", CountingPolicy(), 12, make_env=make,
+                                       pipeline=config))
+    assert len(trajectories) == 12 and grade.peak == 2
+    assert LIVE["max"] <= (5 if mode == "pipeline" else 4) and LIVE["now"] == 0
+
+
+def test_raise_on_error_raises_after_every_episode_is_delivered():
+    from agentgym.rollout.pipeline import RolloutError
+
+    delivered = []
+    config = PipelineConfig(concurrency=2, raise_on_error=True)
+    with pytest.raises(RolloutError, match=r"1 of 7 episodes failed; the first, fail"
+                                           r" \(episode 6\): RuntimeError: the sandbox image"):
+        asyncio.run(rollout("x", CountingPolicy(), 7, make_env=SlowSetupEnv,
+                            pipeline=config, on_done=delivered.append))
+    assert len(delivered) == 7
+
+
+def test_bad_settings_are_named():
+    with pytest.raises(ValueError, match="overlap_setup must be auto, on or off"):
+        PipelineConfig(overlap_setup="yes")
+    with pytest.raises(ValueError, match="grade_concurrency must be >= 1"):
+        PipelineConfig(grade_concurrency=0)
