@@ -11,7 +11,9 @@ read its attributes; any object with them can be played, trained on and run in a
   ``defer_grading`` (the step that ends the episode returns reward 0.0 with
   ``info["grading_deferred"]`` and ``agrade`` scores it later, so that grading does not
   hold a generation slot), ``attempt`` and ``group`` (which attempt of its task this
-  episode is, and its group of attempts: k attempts for pass@k, a GRPO group). ``info``
+  episode is, and its group of attempts: k attempts for pass@k, a GRPO group) and
+  ``setup_timeout_s`` (a setup still running after it is cancelled, and the episode
+  ends with a :class:`SetupTimeoutError`). ``info``
   carries ``task_id``, ``tools`` (the tools' OpenAI schemas), ``task`` (the
   :class:`~agentgym.core.task.Task`, its solution rendered in the env's tool-call format:
   what text-level policies such as ``oracle`` read), ``attempt`` and ``group``.
@@ -80,7 +82,12 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import gymnasium
 
 from agentgym.core.episode import Episode, Message, Submitted, _turn_deadline
-from agentgym.core.errors import EnvStateError, InvalidArgumentError, MissingFileError
+from agentgym.core.errors import (
+    AgentGymError,
+    EnvStateError,
+    InvalidArgumentError,
+    MissingFileError,
+)
 from agentgym.core.loop_thread import LoopThread
 from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
 from agentgym.core.registry import build, has
@@ -93,7 +100,8 @@ from agentgym.core.tools import BoundTool, Tool, ToolError, Toolset, ToolsetFact
 AnyTool = Tool | BoundTool
 T = TypeVar("T")
 #: The ``reset`` options the rollout loop passes (see the module docstring).
-RESET_OPTIONS = ("task_id", "overlap_setup", "defer_grading", "attempt", "group")
+RESET_OPTIONS = ("task_id", "overlap_setup", "defer_grading", "attempt", "group",
+                 "setup_timeout_s")
 
 
 @runtime_checkable
@@ -292,10 +300,11 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
                           group=int(options.get("group", 0)))
         self.episode = episode  # setup_episode may read its attempt and group
         self._defer_grading = bool(options.get("defer_grading", False))
+        setup = _within(self.setup_episode(episode.task), options.get("setup_timeout_s"))
         if options.get("overlap_setup") and not self.setup_before_prompt:
-            self._setup = asyncio.ensure_future(self.setup_episode(episode.task))
+            self._setup = asyncio.ensure_future(setup)
         else:
-            await self.setup_episode(episode.task)
+            await setup
         episode.messages = self.initial_messages(episode.task)
         info = {"task_id": task.id, "tools": self.tool_schemas(), "task": episode.task,
                 "attempt": episode.attempt, "group": episode.group}
@@ -529,6 +538,23 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         except Exception as e:  # a crashing tool is the agent's problem to see, not ours
             error = f"{call.name} failed: {type(e).__name__}: {e}"
         return f"Error: {error}", error
+
+
+class SetupTimeoutError(AgentGymError, TimeoutError):
+    """An episode's setup ran past the ``setup_timeout_s`` reset option; it was cancelled."""
+
+
+async def _within(setup: Coroutine[Any, Any, None], timeout_s: Any) -> None:
+    """Run ``setup``, cancelled after ``timeout_s`` seconds when one is given."""
+    if timeout_s is None:
+        return await setup
+    try:
+        await asyncio.wait_for(setup, float(timeout_s))
+    except asyncio.TimeoutError:
+        raise SetupTimeoutError(
+            f"the episode's setup did not finish within {float(timeout_s):g} s"
+            " (setup_timeout_s) and was cancelled; a slow sandbox start may need a longer"
+            " one") from None
 
 
 def _task_source(tasks: TaskSource | str | os.PathLike) -> TaskSource:

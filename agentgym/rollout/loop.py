@@ -103,6 +103,8 @@ class EpisodeRunner:
         #: Which attempt of its task this episode is, and its group of attempts (reset
         #: options; a text policy whose ``act`` takes ``attempt``/``group`` gets them).
         self.attempt, self.group = attempt, episode if group is None else group
+        #: The reset option ``setup_timeout_s`` (None: the env's setup has no limit).
+        self.setup_timeout_s: float | None = None
         #: Generate the first turn while the env's setup runs (the reset option).
         self.overlap_setup = overlap_setup
         self.record = Trajectory(env=env_id or type(env).__name__, task_id=task_id,
@@ -133,6 +135,8 @@ class EpisodeRunner:
         options = {"task_id": self.record.task_id, "defer_grading": True,
                    "overlap_setup": self.overlap_setup, "attempt": self.attempt,
                    "group": self.group}
+        if self.setup_timeout_s is not None:
+            options["setup_timeout_s"] = self.setup_timeout_s
         try:
             async with _timed(self.record.timings, "init"):
                 messages, info = await self.env.areset(

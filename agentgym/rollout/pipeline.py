@@ -67,6 +67,8 @@ class PipelineConfig:
         max_live_sandboxes: pipeline only: the most envs (sandboxes) alive at once
             (default: ``concurrency + prefetch``).
         grade_concurrency: episodes graded at once (default: no bound of its own).
+        setup_timeout_s: an episode whose setup (sandbox start, reset) takes longer is
+            cancelled and ends with its reason (default: no limit).
         raise_on_error: after the run, raise :class:`RolloutError` if any episode failed
             (every trajectory is still handed to ``on_done`` first); off by default: a
             failure is the episode's ``error`` and ``finish_reason``.
@@ -78,6 +80,7 @@ class PipelineConfig:
     overlap_setup: Literal["auto", "on", "off"] = "auto"
     max_live_sandboxes: int | None = None
     grade_concurrency: int | None = None
+    setup_timeout_s: float | None = None
     raise_on_error: bool = False
 
     def __post_init__(self) -> None:
@@ -93,6 +96,8 @@ class PipelineConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1 or None (no bound), got {value}")
+        if self.setup_timeout_s is not None and not self.setup_timeout_s > 0:
+            raise ValueError(f"setup_timeout_s must be > 0 or None, got {self.setup_timeout_s}")
 
     @property
     def live_cap(self) -> int:
@@ -260,6 +265,7 @@ class RolloutPipeline:
     def _runner(self, env: Any, job: Job) -> EpisodeRunner:
         runner = self._make_runner(env, job)
         runner.overlap_setup = self.config.overlaps()
+        runner.setup_timeout_s = self.config.setup_timeout_s
         return runner
 
     def _make_runner(self, env: Any, job: Job) -> EpisodeRunner:

@@ -146,3 +146,56 @@ def test_bad_settings_are_named():
         PipelineConfig(overlap_setup="yes")
     with pytest.raises(ValueError, match="grade_concurrency must be >= 1"):
         PipelineConfig(grade_concurrency=0)
+
+
+class Faulty(SlowSetupEnv):
+    """SlowSetupEnv, where 'hang' tasks never finish their setup and 'crash' tasks' grader
+    raises; counts setups still running."""
+
+    running = 0
+
+    def __init__(self):
+        AgentEnv.__init__(self, TaskList([Task("t0", "Task 0."), Task("hang", "Hangs."),
+                                          Task("crash", "Crashes."), Task("t1", "Task 1.")]),
+                          max_turns=3)
+
+    async def setup_episode(self, task):
+        Faulty.running += 1
+        try:
+            await super().setup_episode(task)
+            if task.id == "hang":
+                await asyncio.sleep(3600)
+        finally:
+            Faulty.running -= 1
+
+    async def grade(self, episode):
+        if episode.task.id == "crash":
+            raise RuntimeError("the grader's test runner died")
+        return await super().grade(episode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_hanging_setup_and_a_crashing_grader_end_only_their_episode(mode):
+    LIVE.update(now=0, max=0)
+
+    async def play():
+        trajectories = await rollout(None, CountingPolicy(), 8, make_env=Faulty,
+                                     pipeline=PipelineConfig(mode=mode, concurrency=2,
+                                                             setup_timeout_s=0.5))
+        await asyncio.sleep(0)
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        return trajectories, left
+
+    started = time.perf_counter()
+    trajectories, left = asyncio.run(play())
+    assert time.perf_counter() - started < 30
+    by_task: dict[str, list] = {}
+    for t in trajectories:
+        by_task.setdefault(t.task_id, []).append(t)
+    assert all(t.reward == 1.0 and not t.error for t in by_task["t0"] + by_task["t1"])
+    for t in by_task["hang"]:
+        assert t.finish_reason == "error" and "SetupTimeoutError" in t.error
+        assert "within 0.5 s (setup_timeout_s)" in t.error
+    for t in by_task["crash"]:
+        assert t.finish_reason == "error" and "test runner died" in t.error
+    assert not left and Faulty.running == 0 and LIVE["now"] == 0  # nothing left running
