@@ -306,7 +306,13 @@ class EpisodeProgress:
         self.progress.update(self.bar, advance=1, figure=figure)
 
     def stages(self, counts: Any) -> None:
+        """Show the pipeline's episodes per stage, its live envs and idle share."""
         text = " ".join(f"{s} {counts[s]}" for s in ("init", "run", "grade") if counts[s])
+        stats = getattr(counts, "stats", None)
+        if counts["live"]:
+            text += f" | live {counts['live']}"
+        if stats is not None and stats.sandbox_s:
+            text += f" idle {stats.idle_share:.0%}"
         self.progress.update(self.bar, stages=text)
 
 

@@ -103,7 +103,7 @@ class SimulatedGPU:
         self.waiting: list[tuple[int, asyncio.Future]] = []
         self.active: list[list[Any]] = []
         self.busy_s = 0.0
-        self.tokens = 0
+        self.tokens = self.steps = 0
         self._wake: asyncio.Event | None = None
         self._clock: float | None = None
         self._task: asyncio.Task | None = None
@@ -140,6 +140,7 @@ class SimulatedGPU:
             self._clock = start + duration
             await asyncio.sleep(max(0.0, self._clock - now))
             self.tokens += len(self.active)
+            self.steps += 1
             for sequence in self.active:
                 sequence[0] -= 1
             for sequence in [s for s in self.active if s[0] <= 0]:
@@ -281,6 +282,177 @@ async def loop_overhead(tokenizer: Any, constants: Constants) -> float:
     return elapsed / sum(t.turns for t in trajectories) * 1000
 
 
+# ---- the setup-latency sweep (issue 21) ------------------------------------------------
+
+
+@dataclass
+class Sweep:
+    """The sweep's workload: an agent task on remote sandboxes, modelled in time only.
+
+    Latencies are the model's seconds; ``scale`` multiplies every one of them (GPU steps
+    included) so the sweep runs faster; results are reported in the model's seconds
+    (measured seconds / ``scale``)."""
+
+    episodes: int = 64
+    concurrency: int = 16
+    turns: int = 6
+    tokens_min: int = 200
+    tokens_max: int = 400
+    step_base_s: float = 0.010
+    step_per_seq_s: float = 0.0005
+    tool_s: float = 0.5
+    grade_s: float = 2.0
+    latencies: tuple[str, ...] = ("0.5", "2", "20", "heavy")
+    heavy_median_s: float = 2.0
+    heavy_share: float = 0.10
+    heavy_factor: float = 10.0
+    scale: float = 0.25
+    seed: int = 0
+    sources: dict[str, str] = field(default_factory=lambda: {
+        "episodes, turns, concurrency": "issue 21's simulated agent workload",
+        "tokens_min, tokens_max": "an agent turn of 100-200 tokens (a thought and a"
+                                  " command), ~2.7 s at the batch cap",
+        "tool_s, grade_s": "a command in a remote sandbox, a test run",
+        "latencies": "sandbox start-up: 0.5 s (a warm local sandbox), 2 s, 20 s"
+                     " (SkyRL-Agent's container start under load), and 'heavy': 10% of"
+                     " starts take 10x the 2 s median",
+    })
+
+    def setup_s(self, latency: str, task_id: str) -> float:
+        """The start-up seconds of ``task_id``'s sandbox in row ``latency`` (seeded)."""
+        if latency != "heavy":
+            return float(latency)
+        slow = random.Random(f"{self.seed}:{task_id}").random() < self.heavy_share
+        return self.heavy_median_s * (self.heavy_factor if slow else 1.0)
+
+
+class RemoteSandboxEnv(AgentEnv):
+    """The sweep's env: a sandbox that takes its row's start-up time, tools and grading
+    that take theirs (sleeps: the sandbox is remote)."""
+
+    def __init__(self, sweep: Sweep, latency: str, **kwargs: Any):
+        self.sweep, self.latency = sweep, latency
+        tasks = TaskList([Task(f"t{i}", f"Fix bug {i}.") for i in range(sweep.episodes)])
+        super().__init__(tasks, max_turns=sweep.turns + 2, **kwargs)
+
+    async def setup_episode(self, task: Task) -> None:
+        await asyncio.sleep(self.sweep.setup_s(self.latency, task.id) * self.sweep.scale)
+
+    async def grade(self, episode: Any) -> RewardResult:
+        await asyncio.sleep(self.sweep.grade_s * self.sweep.scale)
+        return RewardResult(float(episode.submitted))
+
+    @tool
+    async def run(self) -> str:
+        """Run a command."""
+        await asyncio.sleep(self.sweep.tool_s * self.sweep.scale)
+        return "ok"
+
+    @tool
+    def submit(self) -> str:
+        """Finish."""
+        raise Submitted(True)
+
+
+SWEEP_MODES = (*MODES, "unbounded")
+
+
+def sweep_config(mode: str, sweep: Sweep) -> PipelineConfig:
+    """``unbounded`` admits every episode at once (the simplest async peers); the rest
+    are the pipeline's modes as configured by default."""
+    if mode == "unbounded":
+        return PipelineConfig(mode="pipeline", concurrency=sweep.concurrency,
+                              prefetch=sweep.episodes, max_live_sandboxes=sweep.episodes)
+    return PipelineConfig(mode=mode, concurrency=sweep.concurrency)
+
+
+async def sweep_row(mode: str, latency: str, sweep: Sweep, tokenizer: Any) -> dict[str, Any]:
+    """One mode on one latency: what it took, and the least any schedule could take."""
+    scale = sweep.scale
+    steps = Constants(turns=sweep.turns, tokens_min=sweep.tokens_min,
+                      tokens_max=sweep.tokens_max)
+    gpu = SimulatedGPU(sweep.step_base_s * scale, sweep.step_per_seq_s * scale,
+                       sweep.concurrency)
+    config = sweep_config(mode, sweep)
+    stats: list[Any] = []
+    start = time.perf_counter()
+    trajectories = await rollout(
+        None, SimulatedPolicy(tokenizer, gpu, steps), sweep.episodes,
+        make_env=lambda: RemoteSandboxEnv(sweep, latency),
+        pipeline=config, config=RolloutConfig(Sampling(max_tokens=sweep.tokens_max)),
+        on_stage=lambda counts: stats[:] or stats.append(counts.stats))
+    makespan = (time.perf_counter() - start) / scale
+    gpu.stop()
+    cost = stats[0] if stats else None
+    errors = sum(t.error is not None for t in trajectories)
+    return {
+        "makespan_s": makespan,
+        "bound_s": sweep_bound(sweep, latency, trajectories, config.live_cap),
+        "per_slot": len(trajectories) / makespan / sweep.concurrency,
+        "peak_live": cost.peak_live if cost else 0,
+        "sandbox_s": cost.sandbox_s / scale if cost else 0.0,
+        "idle_sandbox_s": cost.idle_sandbox_s / scale if cost else 0.0,
+        "mean_batch": gpu.tokens / max(gpu.steps, 1),
+        "mean_reward": sum(t.reward for t in trajectories) / len(trajectories),
+        "errors": errors,
+    }
+
+
+def sweep_bound(sweep: Sweep, latency: str, trajectories: list[Any], live_cap: int) -> float:
+    """The least makespan any schedule could reach with ``concurrency`` generation slots
+    and ``live_cap`` live sandboxes, in the model's seconds. The largest of:
+
+    * the GPU: every sampled token at the batch cap; and, as no episode plays its second
+      turn before the fastest setup ends, and only ``live_cap`` episodes can have
+      started by then, every token but the ``live_cap`` largest first turns after it;
+    * the longest episode alone: its setup, its turns' generation at batch 1 (the first
+      turn hidden in the setup), its tools and its grading;
+    * the live cap: each episode holds a sandbox at least that long; ``live_cap`` at once.
+    """
+    full_step = sweep.step_base_s + sweep.step_per_seq_s * sweep.concurrency
+    alone_step = sweep.step_base_s + sweep.step_per_seq_s
+    tokens = [sum(t.loss_mask) for t in trajectories]
+    first = [_first_turn_tokens(t.loss_mask) for t in trajectories]
+    fastest = min(sweep.setup_s(latency, t.task_id) for t in trajectories)
+    early = sum(sorted(first, reverse=True)[:live_cap])
+    gpu = max(sum(tokens) / sweep.concurrency * full_step,
+              fastest + (sum(tokens) - early) / sweep.concurrency * full_step)
+    held = [sweep.setup_s(latency, t.task_id) + (n - n1) * alone_step
+            + t.turns * sweep.tool_s + sweep.grade_s
+            for t, n, n1 in zip(trajectories, tokens, first, strict=True)]
+    return max(gpu, max(held), sum(held) / live_cap)
+
+
+def _first_turn_tokens(loss_mask: list[int]) -> int:
+    """Tokens the model sampled in its first turn: the completion's leading 1s."""
+    for i, bit in enumerate(loss_mask):
+        if not bit:
+            return i
+    return len(loss_mask)
+
+
+def run_sweep(sweep: Sweep, tokenizer: Any, modes: list[str]) -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for latency in sweep.latencies:
+        rows[latency] = {mode: asyncio.run(sweep_row(mode, latency, sweep, tokenizer))
+                         for mode in modes}
+    return rows
+
+
+def print_sweep(rows: dict[str, dict[str, Any]], sweep: Sweep) -> None:
+    print(f"\nsetup-latency sweep: {sweep.episodes} episodes, {sweep.turns} turns,"
+          f" generation concurrency {sweep.concurrency} (model seconds)")
+    print(f"{'setup':<7}{'mode':<12}{'makespan':>10}{'bound':>8}{'vs bound':>10}"
+          f"{'per slot':>10}{'peak live':>11}{'sandbox_s':>11}{'idle':>7}")
+    for latency, modes in rows.items():
+        for mode, row in modes.items():
+            idle = row["idle_sandbox_s"] / row["sandbox_s"] if row["sandbox_s"] else 0.0
+            print(f"{latency:<7}{mode:<12}{row['makespan_s']:>10.1f}{row['bound_s']:>8.1f}"
+                  f"{row['makespan_s'] / row['bound_s']:>9.2f}x{row['per_slot']:>10.3f}"
+                  f"{row['peak_live']:>11}{row['sandbox_s']:>11.0f}{idle:>7.0%}")
+
+
+
 def main() -> None:
     defaults = Constants()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -288,6 +460,15 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
     parser.add_argument("--remote-latency", type=float, default=defaults.remote_latency_s)
     parser.add_argument("--modes", default=",".join(MODES))
+    sweep = Sweep()
+    parser.add_argument("--latencies", default=",".join(sweep.latencies),
+                        help="the sweep's setup latencies (seconds, or 'heavy'); '' skips it")
+    parser.add_argument("--sweep-modes", default=",".join(SWEEP_MODES))
+    parser.add_argument("--sweep-episodes", type=int, default=sweep.episodes)
+    parser.add_argument("--scale", type=float, default=sweep.scale,
+                        help="multiply the sweep's latencies by this to run it faster")
+    parser.add_argument("--sweep-only", action="store_true",
+                        help="run only the sweep (its JSON has only the 'sweep' key)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
 
@@ -302,6 +483,16 @@ def main() -> None:
 
     model_dir = Path(os.environ.get("AGENTGYM_BENCH_MODEL", tempfile.gettempdir()))
     tokenizer = AutoTokenizer.from_pretrained(build_tiny_model(model_dir / "agentgym-tiny"))
+
+    sweep = Sweep(latencies=tuple(x for x in args.latencies.split(",") if x),
+                  scale=args.scale, episodes=args.sweep_episodes)
+    rows = run_sweep(sweep, tokenizer, args.sweep_modes.split(","))
+    if args.sweep_only:
+        if args.json:
+            print(json.dumps({"sweep": rows, "sweep_constants": dict(sweep.__dict__)}))
+        else:
+            print_sweep(rows, sweep)
+        return
 
     work = asyncio.run(real_work_per_episode(constants))
     modes = {}
@@ -326,6 +517,8 @@ def main() -> None:
         "real_work_per_episode_s": work,
         "mean_reward": {m: v["mean_reward"] for m, v in modes.items()},
         "errors": {m: v["errors"] for m, v in modes.items()},
+        "sweep": rows,
+        "sweep_constants": dict(sweep.__dict__),
     }
     if args.json:
         print(json.dumps(result))
@@ -343,6 +536,8 @@ def main() -> None:
         print(f"  {mode}: {row['makespan_s'] / lower_bound:.2f}x the lower bound")
     print(f"loop overhead {overhead:.3f} ms per turn")
     print("constants:", json.dumps(constants.__dict__, indent=1))
+    if rows:
+        print_sweep(rows, sweep)
 
 
 def _copy_repo(package: Path) -> str:

@@ -22,7 +22,9 @@ from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig, RolloutPipeline
 from agentgym.rollout.trajectory import Trajectory
 
-STAGES = ("init", "generate", "tool", "grade")
+#: Where an episode's time goes (``Trajectory.timings``): its stages, then ``queue``, the
+#: wait for a generation or grading slot.
+STAGES = ("init", "generate", "tool", "grade", "queue")
 
 
 def plan_jobs(task_ids: list[str], n: int, k: int = 1) -> list[tuple[str, int]]:
@@ -93,6 +95,8 @@ class EvalReport:
             errors=sum(t.error is not None for t in self.trajectories),
             stage_time_s={s: self._mean([t.timings.get(s, 0.0) for t in self.trajectories])
                           for s in STAGES},
+            sandbox_s=sum(t.timings.get("sandbox", 0.0) for t in self.trajectories),
+            idle_sandbox_s=sum(t.idle_sandbox_s for t in self.trajectories),
         )
         metrics = mean_metrics([t.metrics for t in self.trajectories if t.error is None])
         if metrics:

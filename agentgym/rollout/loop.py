@@ -28,13 +28,12 @@ Any exception ends only its own episode (``finish_reason`` ``error``, or
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import inspect
 import time
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +43,7 @@ from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.policies import Sampling, TokenPolicy
 from agentgym.core.sandbox import SandboxError
 from agentgym.rollout.chat import ChatTokens
+from agentgym.rollout.scheduler import GenerationGate
 from agentgym.rollout.trajectory import Trajectory
 
 
@@ -109,8 +109,14 @@ class EpisodeRunner:
         self.overlap_setup = overlap_setup
         self.record = Trajectory(env=env_id or type(env).__name__, task_id=task_id,
                                  episode=episode, policy=policy_name)
-        #: Held around each generation: the pipeline bounds episodes generating at once.
-        self.generation_gate: asyncio.Semaphore | None = None
+        #: Held around each generation: the pipeline bounds episodes generating at once
+        #: (a :class:`~agentgym.rollout.scheduler.GenerationGate`; the wait is the
+        #: ``queue`` timing).
+        self.generation_gate: GenerationGate | None = None
+        #: Called with ``("generate" | "tool", seconds, turns played before this one)`` as
+        #: each turn's generation and env step end (the pipeline's scheduler measures the
+        #: run with it).
+        self.on_timing: Callable[[str, float, int], None] | None = None
         self.tokens: ChatTokens | None = None
         self.ids: list[int] = []
         #: The conversation so far, and the task (for text-level policies), from the env.
@@ -206,17 +212,32 @@ class EpisodeRunner:
         if self.config.max_wall_s and time.perf_counter() - self.started > self.config.max_wall_s:
             await self._end("wall_time")
             return True
-        async with _timed(self.record.timings, "generate"):
-            if self.generation_gate is None:
+        timings, gate = self.record.timings, self.generation_gate
+        start = time.perf_counter()
+        try:
+            if gate is None:
                 action = await self._act()
             else:
-                async with self.generation_gate:
+                async with gate.slot(self.record.turns) as waited:
+                    timings["queue"] = timings.get("queue", 0.0) + waited
+                    start += waited
                     action = await self._act()
+        finally:
+            generated = time.perf_counter() - start
+            timings["generate"] = timings.get("generate", 0.0) + generated
+        if self.on_timing is not None:
+            self.on_timing("generate", generated, self.record.turns)
         if action is None:
             await self._end("context_limit")
             return True
-        async with _timed(self.record.timings, "tool"):
+        start = time.perf_counter()
+        try:
             new, _, terminated, truncated, info = await self.env.astep(action)
+        finally:
+            stepped = time.perf_counter() - start
+            timings["tool"] = timings.get("tool", 0.0) + stepped
+        if self.on_timing is not None:
+            self.on_timing("tool", stepped, self.record.turns)
         self.record.turns += 1
         self.record.tool_errors += int(info.get("tool_errors", 0))
         self.messages.append(info.get("assistant_message") or _as_message(action))

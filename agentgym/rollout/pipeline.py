@@ -10,11 +10,14 @@ same *generation concurrency* C (episodes in their run stage at once):
   grade ("gather everything"): setup and grading occupy slots generation could use.
 * ``pipeline``: bounded stages. At most C episodes generate at once, counted per
   generation rather than per episode, so an episode running a tool or being set up or
-  graded never holds generation capacity; up to ``prefetch`` (default C) further episodes
-  are set up ahead of need, so a freed generation slot finds a sandbox ready; an episode's
-  first turn is generated while its sandbox starts; grading overlaps other episodes'
-  generation. Live sandboxes are capped at C + prefetch, so setup
-  never runs far ahead of generation.
+  graded never holds generation capacity. Episodes are admitted as measured stage times
+  say they will be needed (:mod:`agentgym.rollout.scheduler`): enough running turns to
+  keep the C slots busy, and their setups begun so that each is ready as a running
+  episode ends; when the work left fits in one episode's length, all the rest. An
+  episode's first turn is generated while its sandbox starts; a freed slot goes to the
+  episode closest to done (after the last admission, to the farthest); grading overlaps
+  other episodes' generation. Live sandboxes never exceed ``max_live_sandboxes`` (2C by
+  default).
 
 Episodes can also be *prepared* ahead of a run (:meth:`RolloutPipeline.prepare`): their envs
 reset and their sandboxes start while the caller does other work (a trainer's optimizer
@@ -39,13 +42,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentgym.core.errors import AgentGymError
 from agentgym.rollout.loop import EpisodeRunner, RolloutConfig
+from agentgym.rollout.scheduler import (
+    Admission,
+    GenerationGate,
+    PipelineStats,
+    StageCounts,
+)
 from agentgym.rollout.trajectory import Trajectory
 
 Mode = Literal["sync", "async_batch", "pipeline"]
@@ -59,13 +69,15 @@ class PipelineConfig:
     Args:
         mode: ``sync``, ``async_batch`` or ``pipeline`` (see the module docstring).
         concurrency: episodes that may be generating at once (every mode).
-        prefetch: pipeline only: episodes initialised ahead of a free run slot
-            (default: ``concurrency``).
+        prefetch: pipeline only: a fixed number of episodes to set up ahead of need,
+            instead of the measured one (default: measured, see
+            :mod:`agentgym.rollout.scheduler`).
         overlap_setup: ``auto`` (the pipeline generates an episode's first turn while its
             sandbox starts; the other modes wait for it), ``on`` (every mode overlaps) or
             ``off`` (no mode does: for envs whose first turn needs the setup done).
         max_live_sandboxes: pipeline only: the most envs (sandboxes) alive at once
-            (default: ``concurrency + prefetch``).
+            (default: ``2 * concurrency``, or ``concurrency + prefetch`` when
+            ``prefetch`` is given).
         grade_concurrency: episodes graded at once (default: no bound of its own).
         setup_timeout_s: an episode whose setup (sandbox start, reset) takes longer is
             cancelled and ends with its reason (default: no limit).
@@ -127,6 +139,12 @@ class RolloutError(AgentGymError, RuntimeError):
 
 
 Job = tuple[str, int]  # (task_id, episode index)
+_TICK_S = 0.05  # the scheduler looks at its estimates at least this often
+
+
+@dataclass
+class _Hold:
+    runner: EpisodeRunner | None = None
 
 
 class RolloutPipeline:
@@ -137,8 +155,11 @@ class RolloutPipeline:
         policy: a text-level or token-level policy, shared by all episodes.
         config: scheduling; rollout: per-episode settings.
         on_done: called with each trajectory as soon as it is complete (e.g. a writer).
-        on_stage: called with a :class:`collections.Counter` of episodes per stage
-            (init, run, grade, done) whenever it changes, for progress displays.
+        on_stage: called with the episodes per stage (init: setting up, up to its first
+            step's result; run; grade; done; live: envs held), a
+            :class:`~agentgym.rollout.scheduler.StageCounts` whose ``stats`` is the
+            run's :class:`~agentgym.rollout.scheduler.PipelineStats` (peak live,
+            sandbox-seconds, idle sandbox-seconds), whenever they change.
         policy_for: where jobs play different policies side by side (``agentgym
             validate`` plays the oracle, noop and known-wrong solutions in one run): the
             ``(policy, policy_name)`` of a job, used instead of ``policy`` and
@@ -162,7 +183,9 @@ class RolloutPipeline:
         self.config, self.rollout = config or PipelineConfig(), rollout or RolloutConfig()
         self.env_id, self.policy_name = env_id, policy_name
         self.on_done, self.on_stage = on_done, on_stage
-        self.stages: Counter = Counter()
+        self.stages = StageCounts()
+        #: What the current (or last) run cost in sandboxes; ``stages.stats`` is the same.
+        self.stats = self.stages.stats = PipelineStats()
         self._pool: list[Any] = []
         self._made: list[Any] = []
         self._prepared: dict[Job, asyncio.Future[EpisodeRunner]] = {}
@@ -288,6 +311,7 @@ class RolloutPipeline:
         jobs = list(jobs)
         results: list[Trajectory] = []
         self.prepared_hits = 0
+        self.stats = self.stages.stats = PipelineStats()
         await self.discard_prepared(keep=jobs)
         schedule = {"sync": self._sync, "async_batch": self._async_batch,
                     "pipeline": self._pipeline}[self.config.mode]
@@ -299,75 +323,164 @@ class RolloutPipeline:
         return results
 
     @contextlib.asynccontextmanager
-    async def _grade_slot(self) -> Any:
-        """Held while an episode is graded (``grade_concurrency``) and counted."""
-        if self._grading is None:
+    async def _grade_slot(self, runner: EpisodeRunner) -> AsyncIterator[None]:
+        """Held while an episode is graded (``grade_concurrency``) and counted; the wait
+        for it is the episode's ``queue`` time."""
+        waited = time.perf_counter()
+        async with self._grading or contextlib.nullcontext():
+            timings = runner.record.timings
+            timings["queue"] = timings.get("queue", 0.0) + time.perf_counter() - waited
             with self._in("grade"):
                 yield
-            return
-        async with self._grading:
-            with self._in("grade"):
-                yield
+
+    @contextlib.asynccontextmanager
+    async def _sandbox(self, key: int) -> AsyncIterator[_Hold]:
+        """Counts one episode's env as live for the block (:class:`PipelineStats`); the
+        block sets ``hold.runner``, whose record then gets its ``sandbox`` seconds."""
+        hold, start = _Hold(), time.perf_counter()
+        self.stats.open(key, start)
+        self._count("live", +1)
+        try:
+            yield hold
+        finally:
+            now = time.perf_counter()
+            idle = 0.0
+            if hold.runner is not None:
+                hold.runner.record.timings["sandbox"] = now - start
+                idle = hold.runner.record.idle_sandbox_s
+            self.stats.release(key, now, idle)
+            self._count("live", -1)
 
     async def _sync(self, jobs: list[Job], results: list[Trajectory]) -> None:
         size = self.config.concurrency
         for start in range(0, len(jobs), size):
-            batch = jobs[start:start + size]
-            started = [await self._start(job) for job in batch]
-            runners = [runner for runner, _ in started]
-            for runner, ready in started:  # resets one after another, as TRL's loop does
-                if not ready:
-                    with self._in("init"):
-                        await runner.init()
-            with self._in("run"):
-                active = list(runners)
-                while active:  # every episode plays turn k before any plays turn k + 1
-                    over = await asyncio.gather(*(r.turn() for r in active))
-                    active = [r for r, done in zip(active, over, strict=True) if not done]
+            batch = list(enumerate(jobs[start:start + size], start))
+            async with contextlib.AsyncExitStack() as stack:
+                holds = [await stack.enter_async_context(self._sandbox(key))
+                         for key, _ in batch]
+                started = [await self._start(job) for _, job in batch]
+                runners = [runner for runner, _ in started]
+                for hold, (runner, ready) in zip(holds, started, strict=True):
+                    hold.runner = runner
+                    if not ready:  # resets one after another, as TRL's loop does
+                        with self._in("init"):
+                            await runner.init()
+                with self._in("run"):
+                    active = list(runners)
+                    while active:  # every episode plays turn k before any plays turn k + 1
+                        over = await asyncio.gather(*(r.turn() for r in active))
+                        active = [r for r, done in zip(active, over, strict=True) if not done]
+                for runner in runners:
+                    async with self._grade_slot(runner):
+                        await runner.grade()
+                for runner in runners:
+                    await self._give_back(runner.env)
             for runner in runners:
-                async with self._grade_slot():
-                    await runner.grade()
                 self._finish(runner, results)
-            for runner in runners:
-                await self._give_back(runner.env)
 
     async def _async_batch(self, jobs: list[Job], results: list[Trajectory]) -> None:
         slots = asyncio.Semaphore(self.config.concurrency)
 
-        async def episode(job: Job) -> None:
-            async with slots:
+        async def episode(key: int, job: Job) -> None:
+            async with slots, self._sandbox(key) as hold:
                 runner, ready = await self._start(job)
+                hold.runner = runner
                 if not ready:
                     with self._in("init"):
                         await runner.init()
                 with self._in("run"):
                     await runner.run()
-                async with self._grade_slot():
+                async with self._grade_slot(runner):
                     await runner.grade()
                 await self._give_back(runner.env)
             self._finish(runner, results)
 
-        await asyncio.gather(*(episode(job) for job in jobs))
+        await asyncio.gather(*(episode(key, job) for key, job in enumerate(jobs)))
 
     async def _pipeline(self, jobs: list[Job], results: list[Trajectory]) -> None:
-        live = asyncio.Semaphore(self.config.live_cap)
-        generating = asyncio.Semaphore(self.config.concurrency)
+        """Admission forecast from measured stage times, closest-to-done-first generation
+        (see :mod:`agentgym.rollout.scheduler`)."""
+        config = self.config
+        gate = GenerationGate(config.concurrency)
+        admission = Admission(config.concurrency, config.prefetch)
+        changed = asyncio.Event()
+        queue = deque(enumerate(jobs))
+        live = 0
+        starting: set[int] = set()  # admitted, first step not yet played
+        playing: dict[int, EpisodeRunner] = {}  # running turns
 
-        async def episode(job: Job) -> None:
-            async with live:
-                runner, ready = await self._start(job)
-                runner.generation_gate = generating
-                if not ready:
-                    with self._in("init"):
-                        await runner.init()
-                with self._in("run"):
-                    await runner.run()
-                async with self._grade_slot():  # no generation slot: overlaps generation
-                    await runner.grade()
-                await self._give_back(runner.env)
+        def observe(stage: str, seconds: float, played: int) -> None:
+            if stage == "generate":
+                admission.generated(seconds)
+            elif played:  # a first step waits for the setup: not a tool's time
+                admission.stepped(seconds, played + 1)
+            changed.set()
+
+        async def episode(key: int, job: Job) -> None:
+            nonlocal live
+            admitted = time.perf_counter()
+            admission.setup_started(key, admitted)
+            runner = None
+            try:
+                async with self._sandbox(key) as hold:
+                    runner, ready = await self._start(job)
+                    hold.runner = runner
+                    runner.generation_gate, runner.on_timing = gate, observe
+                    with self._in("init"):  # until the first step's result: the setup
+                        if not ready:
+                            await runner.init()
+                        over = runner.failed or await runner.turn()
+                    if runner.record.turns:  # the first step waited for the setup
+                        admission.setup_done(key, time.perf_counter() - admitted)
+                    starting.discard(key)
+                    if not over:
+                        playing[key] = runner
+                        with self._in("run"):
+                            await runner.run()
+                        del playing[key]
+                    admission.finished(runner.record.turns)
+                    changed.set()
+                    async with self._grade_slot(runner):  # no generation slot held
+                        await runner.grade()
+                    await self._give_back(runner.env)
+            finally:
+                admission.setup_ended(key)
+                live -= 1
+                starting.discard(key)
+                playing.pop(key, None)
+                changed.set()
             self._finish(runner, results)
 
-        await asyncio.gather(*(episode(job) for job in jobs))
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            while queue or tasks:
+                now = time.perf_counter()
+                played = [r.record.turns for r in playing.values()]
+                endgame = config.prefetch is None and admission.endgame(
+                    now, len(queue), played + [0] * len(starting))
+                if endgame or not queue:
+                    gate.drain()
+                while queue and live < config.live_cap and (
+                        endgame or admission.to_admit(now, len(starting), played) > 0):
+                    key, job = queue.popleft()
+                    live += 1
+                    starting.add(key)
+                    tasks.add(asyncio.ensure_future(episode(key, job)))
+                changed.clear()
+                # Estimates move while setups run, so look again soon even without news.
+                news = asyncio.ensure_future(changed.wait())
+                done, _ = await asyncio.wait([*tasks, news], timeout=_TICK_S,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                news.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await news
+                for task in done & tasks:
+                    tasks.discard(task)
+                    task.result()  # an error of the scheduler itself, not an episode's
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _close(env: Any) -> None:

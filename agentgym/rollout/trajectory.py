@@ -3,7 +3,9 @@
 A :class:`Trajectory` is one episode as a trainer needs it: the exact token sequence the
 model saw (``prompt_ids`` then ``completion_ids``), which completion tokens the model
 sampled (``loss_mask`` 1) and which the environment wrote (0), the sampling logprobs, the
-reward, why the episode ended, per-stage timings, the conversation (tool-call
+reward, why the episode ended, per-stage timings (seconds in ``init``, ``generate``,
+``tool`` and ``grade``; ``queue``, waiting for a generation or grading slot; ``sandbox``,
+its env's whole time held, under a pipeline), the conversation (tool-call
 arguments as JSON strings, as in the OpenAI format) and the tools' JSON schemas the
 episode offered (so a text-level conversation can be tokenized later exactly as the model
 would have seen it). Text-level policies (oracle, chat APIs) have no token ids: their id
@@ -37,6 +39,9 @@ from typing import Any
 
 from agentgym.rollout.jsonl import JsonlAppender, complete_lines
 
+#: The stages of an episode that use its env (``Trajectory.timings``).
+BUSY_STAGES = ("init", "generate", "tool", "grade")
+
 
 @dataclass
 class Trajectory:
@@ -65,6 +70,13 @@ class Trajectory:
     #: with ``screenshot=True``): ``{"message": index of the message they go with, "png":
     #: base64}``; empty for envs without them.
     screenshots: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def idle_sandbox_s(self) -> float:
+        """Seconds its env was held (``timings["sandbox"]``) doing none of the episode's
+        stages: waiting for a slot, or for other episodes (the lock-step modes)."""
+        busy = sum(self.timings.get(stage, 0.0) for stage in BUSY_STAGES)
+        return max(0.0, self.timings.get("sandbox", 0.0) - busy)
 
     @property
     def key(self) -> tuple[str, int]:

@@ -61,6 +61,7 @@ from typing import Any
 
 from agentgym.core.loop_thread import LoopThread
 from agentgym.core.policies import Generation, Sampling
+from agentgym.rollout.evaluate import STAGES
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.models import load_model_and_tokenizer
 from agentgym.rollout.pipeline import Job, PipelineConfig, RolloutPipeline
@@ -405,7 +406,7 @@ class EnvRollout:
             "masked/finish_reason": sum(self._masked(t) for t in played) / n,
             "prefetch/hits": float(self._pipeline.prepared_hits if self._pipeline else 0),
         }
-        for stage in ("init", "generate", "tool", "grade"):
+        for stage in STAGES:
             metrics[f"time/{stage}_s"] = sum(t.timings.get(stage, 0.0) for t in played)
         reasons = Counter(t.finish_reason or "unknown" for t in played)
         for reason, count in reasons.items():

@@ -46,7 +46,8 @@ class Row:
 
     @property
     def time_s(self) -> float:
-        return sum(v for v in self.timings.values() if isinstance(v, int | float))
+        return sum(v for k, v in self.timings.items() if isinstance(v, int | float)
+                   and k != "sandbox")  # the time its env was held spans the stages
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -70,7 +70,7 @@ def test_trajectories_keep_the_conversation_and_timings():
         "system", "user", "assistant", "tool", "assistant", "tool"]
     call = trajectory.messages[2]["tool_calls"][0]["function"]
     assert isinstance(call["arguments"], str) and json.loads(call["arguments"])
-    assert set(trajectory.timings) == {"init", "generate", "tool", "grade"}
+    assert set(trajectory.timings) == {"init", "generate", "tool", "grade", "queue", "sandbox"}
     assert trajectory.prompt_ids == [] and trajectory.loss_mask == []
 
 

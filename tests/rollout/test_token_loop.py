@@ -155,7 +155,7 @@ def test_eval_with_the_tiny_model_on_cpu(tiny_model_dir, agentgym_cli):
     summary = json.loads(out.stdout)
     assert summary["n"] == 8 and summary["errors"] == 0
     assert summary["policy"] == f"hf:{tiny_model_dir}"
-    assert set(summary["stage_time_s"]) == {"init", "generate", "tool", "grade"}
+    assert set(summary["stage_time_s"]) == {"init", "generate", "tool", "grade", "queue"}
 
 
 def test_prompts_without_tool_schemas(policy):
