@@ -1,6 +1,19 @@
-"""The rollout pipeline against lock-step and async batching, on a SWE-shaped workload.
+"""The rollout pipeline against lock-step and async batching, on a SWE-shaped workload,
+and across sandbox start-up times.
 
     python bench/pipeline.py [--episodes 128] [--concurrency 16] [--remote-latency 2] [--json]
+        [--latencies 0.5,2,20,heavy] [--sweep-modes sync,async_batch,pipeline,unbounded]
+        [--scale 0.25] [--sweep-only]
+
+Two parts. The first (issue 4) is described here; the second, the setup-latency sweep
+(issue 21), is :class:`Sweep`'s docstring and :func:`sweep_bound`'s: the same simulated GPU
+and policy on remote sandboxes modelled in time, for each start-up time and each mode
+(``unbounded``: every episode admitted at once), its makespan against the least any
+schedule could reach within the mode's limits, its peak live sandboxes, sandbox-seconds
+and idle sandbox-seconds. JSON: ``"sweep": {"<latency>": {"<mode>": {"makespan_s",
+"bound_s", "peak_live", "sandbox_s", "idle_sandbox_s", ...}}}`` beside the first part's
+keys. Targets (issue 21): the pipeline within 10% of its bound on every row, with peak
+live <= 2x concurrency and idle sandbox-seconds < 25% of sandbox-seconds.
 
 Workload (every constant is printed with the results):
 

@@ -452,6 +452,12 @@ class RolloutPipeline:
             self._finish(runner, results)
 
         tasks: set[asyncio.Task[None]] = set()
+        ended: list[asyncio.Task[None]] = []
+
+        def on_end(task: asyncio.Task[None]) -> None:
+            ended.append(task)
+            changed.set()
+
         try:
             while queue or tasks:
                 now = time.perf_counter()
@@ -465,16 +471,16 @@ class RolloutPipeline:
                     key, job = queue.popleft()
                     live += 1
                     starting.add(key)
-                    tasks.add(asyncio.ensure_future(episode(key, job)))
-                changed.clear()
-                # Estimates move while setups run, so look again soon even without news.
-                news = asyncio.ensure_future(changed.wait())
-                done, _ = await asyncio.wait([*tasks, news], timeout=_TICK_S,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                news.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await news
-                for task in done & tasks:
+                    task = asyncio.ensure_future(episode(key, job))
+                    task.add_done_callback(on_end)
+                    tasks.add(task)
+                if not ended:
+                    changed.clear()
+                    # Estimates move while setups run: look again soon even without news.
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(changed.wait(), _TICK_S)
+                while ended:
+                    task = ended.pop()
                     tasks.discard(task)
                     task.result()  # an error of the scheduler itself, not an episode's
         finally:

@@ -62,7 +62,7 @@ class Admission:
 
     def __init__(self, concurrency: int, ahead: int | None = None):
         self.concurrency, self.ahead = concurrency, ahead
-        self._setups: list[float] = []
+        self._setups = [0.0, 0]  # seconds, episodes past their setup
         self._starting: dict[int, float] = {}
         self._gen = [0.0, 0]  # seconds, turns
         self._tool = [0.0, 0]
@@ -78,7 +78,8 @@ class Admission:
         """The episode's first step is done, ``seconds`` of reset, first generation (not
         the wait for its slot) and first step after admission."""
         if self._starting.pop(key, None) is not None:
-            self._setups.append(seconds)
+            self._setups[0] += seconds
+            self._setups[1] += 1
 
     def setup_ended(self, key: int) -> None:
         """The episode left its setup without a measurement (it failed): forget it."""
@@ -103,8 +104,10 @@ class Admission:
 
     def setup_s(self, now: float) -> float:
         """Mean setup seconds: finished setups, and the time so far of running ones."""
-        times = self._setups + [now - start for start in self._starting.values()]
-        return sum(times) / len(times) if times else 0.0
+        total, count = self._setups
+        total += sum(now - start for start in self._starting.values())
+        count += len(self._starting)
+        return total / count if count else 0.0
 
     def endgame(self, now: float, queued: int, played: list[int]) -> bool:
         """Whether to admit every episode left now: the GPU's remaining work (theirs, and
@@ -124,7 +127,7 @@ class Admission:
         ``played`` by each running one."""
         if not self._turns[1] or self.ahead is not None:
             return self.budget(now) - starting - len(played)
-        g = self._gen[0] / self._gen[1]
+        g = max(self._gen[0] / self._gen[1], 1e-6)
         t = self._tool[0] / self._tool[1] if self._tool[1] else 0.0
         turns = self._turns[0] / self._turns[1]
         setup = max(0.0, self.setup_s(now) - g - t)

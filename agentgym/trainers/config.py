@@ -127,6 +127,10 @@ class RolloutSection:
     mode: Literal["sync", "async_batch", "pipeline"] = "pipeline"
     concurrency: int = field(default=8, metadata=_limits(min=1))
     prefetch: int | None = field(default=None, metadata=_limits(min=0))
+    max_live_sandboxes: int | None = field(default=None, metadata=_limits(min=1))
+    grade_concurrency: int | None = field(default=None, metadata=_limits(min=1))
+    overlap_setup: Literal["auto", "on", "off"] = "auto"
+    setup_timeout_s: float | None = field(default=None, metadata=_limits(gt=0))
     max_tokens: int = field(default=256, metadata=_limits(min=1))
     max_total_tokens: int = field(default=8192, metadata=_limits(min=1))
     temperature: float = field(default=1.0, metadata=_limits(min=0))
@@ -150,7 +154,11 @@ class RolloutSection:
         from agentgym.rollout.pipeline import PipelineConfig
 
         return PipelineConfig(mode=self.mode, concurrency=self.concurrency,
-                              prefetch=self.prefetch)
+                              prefetch=self.prefetch,
+                              max_live_sandboxes=self.max_live_sandboxes,
+                              grade_concurrency=self.grade_concurrency,
+                              overlap_setup=self.overlap_setup,
+                              setup_timeout_s=self.setup_timeout_s)
 
 
 @dataclass

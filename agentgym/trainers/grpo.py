@@ -32,7 +32,9 @@ prediction costs nothing but the idle setup: the episodes are released.
 
 Per step, besides TRL's own metrics, the trainer logs ``env/pass_rate``, ``env/turns``,
 ``env/tool_errors``, ``env/finish/<reason>`` (share of episodes), ``time/rollout_s`` and
-the per-stage seconds ``time/{init,generate,tool,grade}_s`` (summed over episodes),
+the per-stage seconds ``time/{init,generate,tool,grade,queue}_s`` (summed over episodes;
+``queue``: waiting for a slot), ``time/sandbox_s`` and ``time/idle_sandbox_s`` (envs held,
+and held idle),
 ``dynamic_sampling/{replaced,masked}_groups``, ``masked/finish_reason``,
 ``prefetch/hits``, and ``rollout/{episodes,sampled_tokens,tokens_per_s}`` (every episode
 played in the call, replacement groups included, and the model tokens it sampled).
@@ -408,6 +410,8 @@ class EnvRollout:
         }
         for stage in STAGES:
             metrics[f"time/{stage}_s"] = sum(t.timings.get(stage, 0.0) for t in played)
+        metrics["time/sandbox_s"] = sum(t.timings.get("sandbox", 0.0) for t in played)
+        metrics["time/idle_sandbox_s"] = sum(t.idle_sandbox_s for t in played)
         reasons = Counter(t.finish_reason or "unknown" for t in played)
         for reason, count in reasons.items():
             metrics[f"env/finish/{reason}"] = count / n

@@ -65,8 +65,9 @@ def test_every_env_id_has_its_plugin_page(site):
         assert env_id in page or env_id.removeprefix("miniwob-") in page, env_id
 
 
-def test_every_code_block_of_the_quick_start_runs(tmp_path):
-    text = (ROOT / "docs" / "index.md").read_text()
+@pytest.mark.parametrize("page", ["index.md", "pipeline.md"])
+def test_every_code_block_of_the_quick_start_runs(tmp_path, page):
+    text = (ROOT / "docs" / page).read_text()
     blocks = re.findall(r"```(\w*)\n(.*?)```", text, flags=re.S)
     assert blocks and all(kind == "python" for kind, _ in blocks), [k for k, _ in blocks]
     for number, (_, code) in enumerate(blocks):

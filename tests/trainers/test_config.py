@@ -126,6 +126,20 @@ def test_bad_values_list_the_allowed_ones():
     assert "'steps'" in found["stages[0].grpo.args.save_strategy"]
 
 
+def test_the_pipeline_settings_are_checked_and_reach_the_pipeline():
+    found = problems(rollout={"overlap_setup": "of", "max_live_sandboxes": 0,
+                              "setup_timeout_s": 0})
+    assert "did you mean 'off'?" in found["rollout.overlap_setup"]
+    assert found["rollout.max_live_sandboxes"] == "must be >= 1, got 0"
+    assert found["rollout.setup_timeout_s"] == "must be > 0, got 0"
+    from agentgym.trainers.config import RolloutSection
+
+    pipeline = RolloutSection(concurrency=4, max_live_sandboxes=6, grade_concurrency=2,
+                              overlap_setup="off", setup_timeout_s=30.0).pipeline_config()
+    assert (pipeline.live_cap, pipeline.grade_concurrency, pipeline.overlap_setup,
+            pipeline.setup_timeout_s) == (6, 2, "off", 30.0)
+
+
 def test_numbers_out_of_range_are_refused():
     found = problems(eval={"episodes": 0}, rollout={"top_p": 1.5, "prefetch": -1})
     assert found == {"eval.episodes": "must be >= 1, got 0",
