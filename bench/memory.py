@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _shared import print_results
 
 import agentgym
 from agentgym.plugins.memory.generator import distractor_conversations
@@ -82,11 +83,7 @@ def main() -> None:
                "step_ms_p50": statistics.median(steps),
                "search_ms_p50_10k": statistics.median(searches),
                "episodes": args.episodes, "sessions": args.sessions, "items": args.items}
-    if args.json:
-        print(json.dumps(results))
-        return
-    for key, value in results.items():
-        print(f"{key:<22}{value:>12.2f}")
+    print_results(results, args.json, width=22, digits=2)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,10 @@ import statistics
 import sys
 import time
 
+from _shared import percentile
+
 from agentgym.core.registry import open_sandbox
 from agentgym.core.sandbox import SandboxError
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def measure(backend: str, creates: int, execs: int, per_box: int) -> dict[str, float]:

@@ -33,11 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
+from _shared import percentile
 
 
 def main() -> None:

@@ -19,14 +19,11 @@ import statistics
 import sys
 import time
 
+from _shared import percentile, print_results
+
 from agentgym.core.registry import open_sandbox
 from agentgym.plugins.terminal.env import TerminalEnv
 from agentgym.plugins.terminal.workspace import local_template
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def turn(name: str, arguments: dict) -> dict:
@@ -82,11 +79,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     results = measure(args.episodes)
-    if args.json:
-        print(json.dumps(results))
-        return
-    for key, value in results.items():
-        print(f"{key:<16}{value:>12.1f}")
+    print_results(results, args.json, width=16, digits=1)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _shared import print_results
+
 from agentgym.rollout.trajectory import Trajectory
 from agentgym.viewer.index import EpisodeIndex
 from agentgym.viewer.server import ViewerServer
@@ -95,11 +97,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     results = measure(args.episodes)
-    if args.json:
-        print(json.dumps(results))
-        return
-    for key, value in results.items():
-        print(f"{key:<18}{value:>12.2f}")
+    print_results(results, args.json, width=18, digits=2)
 
 
 if __name__ == "__main__":

@@ -22,16 +22,14 @@ import statistics
 import sys
 import time
 
+from _shared import percentile, print_results
+
 from agentgym.core import OraclePolicy
 from agentgym.plugins.web.sites_env import SiteEnv
 from agentgym.rollout.loop import play_episode
 
 SITES = ("shop", "forum")
 
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def first_call(env: SiteEnv, task_id: str) -> dict:
@@ -109,11 +107,7 @@ def main() -> None:
                "throughput_episodes": played,
                "concurrency": args.concurrency,
                "episodes": args.episodes}
-    if args.json:
-        print(json.dumps(results))
-        return
-    for key, value in results.items():
-        print(f"{key:<22}{value:>12.1f}")
+    print_results(results, args.json, width=22, digits=1)
 
 
 if __name__ == "__main__":

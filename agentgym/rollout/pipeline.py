@@ -273,7 +273,7 @@ class RolloutPipeline:
 
     @contextlib.contextmanager
     def _in(self, stage: str) -> Iterator[None]:
-        """Count an episode in ``stage`` (init, ready, run, grade) while the block runs."""
+        """Count an episode in ``stage`` (init, run, grade) while the block runs."""
         self._count(stage, +1)
         try:
             yield
@@ -286,18 +286,15 @@ class RolloutPipeline:
             self.on_stage(self.stages)
 
     def _runner(self, env: Any, job: Job) -> EpisodeRunner:
-        runner = self._make_runner(env, job)
-        runner.overlap_setup = self.config.overlaps()
-        runner.setup_timeout_s = self.config.setup_timeout_s
-        return runner
-
-    def _make_runner(self, env: Any, job: Job) -> EpisodeRunner:
         policy, name = self.policy_for(job) if self.policy_for else (self.policy,
                                                                       self.policy_name)
         group, attempt = self.attempt_of(job) if self.attempt_of else (job[1], 0)
-        return EpisodeRunner(env, policy, job[0], job[1], env_id=self.env_id,
-                             policy_name=name, config=self.rollout, attempt=attempt,
-                             group=group)
+        runner = EpisodeRunner(env, policy, job[0], job[1], env_id=self.env_id,
+                               policy_name=name, config=self.rollout,
+                               overlap_setup=self.config.overlaps(), attempt=attempt,
+                               group=group)
+        runner.setup_timeout_s = self.config.setup_timeout_s
+        return runner
 
     def _finish(self, runner: EpisodeRunner, results: list[Trajectory]) -> None:
         trajectory = runner.trajectory()

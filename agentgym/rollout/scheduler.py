@@ -223,7 +223,7 @@ class PipelineStats:
     sandbox_s: float = 0.0
     #: Of those, seconds spent waiting on the scheduler (generation or grading slot).
     idle_sandbox_s: float = 0.0
-    #: Admission times of the episodes still live, for :meth:`sandbox_s_now`.
+    #: Admission times of the episodes still live.
     opened: dict[int, float] = field(default_factory=dict)
 
     def open(self, key: int, now: float) -> None:
@@ -235,11 +235,6 @@ class PipelineStats:
         if start is not None:
             self.sandbox_s += now - start
         self.idle_sandbox_s += idle_s
-
-    def sandbox_s_now(self, now: float | None = None) -> float:
-        """Sandbox-seconds so far, live episodes included."""
-        now = time.perf_counter() if now is None else now
-        return self.sandbox_s + sum(now - start for start in self.opened.values())
 
     @property
     def idle_share(self) -> float:
