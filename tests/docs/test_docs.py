@@ -5,6 +5,7 @@ code block of the quick start runs."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -58,10 +59,16 @@ def test_every_command_is_in_the_reference(site):
 
 
 def test_every_env_id_has_its_plugin_page(site):
-    from agentgym.core.plugins import plugin_host
-
-    for env_id, entry in plugin_host().entries("envs").items():
-        page = text_of(site / "plugins" / entry.plugin / "index.html")
+    # The registry as a fresh process (the site's build) sees it: tests earlier in this
+    # process may have registered plugins of their own.
+    listing = subprocess.run(
+        [sys.executable, "-c", "import json; from agentgym.core.plugins import plugin_host;"
+         " print(json.dumps({k: e.plugin for k, e in plugin_host().entries('envs').items()}))"],
+        capture_output=True, text=True, timeout=300, check=True)
+    envs = json.loads(listing.stdout)
+    assert envs
+    for env_id, plugin in envs.items():
+        page = text_of(site / "plugins" / plugin / "index.html")
         assert env_id in page or env_id.removeprefix("miniwob-") in page, env_id
 
 
