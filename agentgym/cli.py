@@ -49,6 +49,7 @@ LIST_KINDS = [
     "parsers",
     "task_sources",
     "statement_writers",
+    "probes",
 ]
 stderr = Console(stderr=True)
 
@@ -406,24 +407,47 @@ def rollout_command(out: Path, resume: bool, **options: Any) -> None:
 @click.option("--require-solutions", is_flag=True,
               help="A task without a reference solution fails (default: its oracle check"
                    " is skipped and listed).")
+@click.option("--probes/--no-probes", default=True, show_default=True,
+              help="Play every exploit probe that applies to each task (`agentgym list"
+                   " probes`); a probe paid the pass threshold fails the task.")
+@click.option("--probe", "probe_ids", multiple=True, metavar="ID",
+              help="Play only this exploit probe (repeatable).")
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Play each task's oracle K times: each run must score 1.0 (a grader"
+                   " that does not is flaky).")
 @click.option("--concurrency", default=4, show_default=True, type=click.IntRange(min=1),
               help="Episodes playing at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None,
                      all_tasks: bool, backend: str | None, require_solutions: bool,
+                     probes: bool, probe_ids: tuple[str, ...], repeat: int,
                      concurrency: int, as_json: bool) -> None:
     """Check that ENV_ID's grader scores each task's reference solution 1.0 (oracle),
-    doing nothing 0.0 (noop) and each known-wrong solution below 1.0.
+    doing nothing 0.0 (noop), each known-wrong solution below 1.0, and that no exploit
+    probe (a scripted hostile solution: tampering with the grader's files, startup hooks,
+    leftover processes, stuffed answers) is paid for work not done.
 
-    Known-wrong solutions are a task's metadata["wrong_solutions"] (docs/plugins.md).
-    Prints the checks that failed and a summary; exits 0 when every check holds, 1 when
-    one fails, 2 on a usage error.
+    Known-wrong solutions are a task's metadata["wrong_solutions"] (docs/plugins.md);
+    probes come from the plugins (docs/reward-integrity.md). Prints the checks that failed,
+    the probes played and a summary; exits 0 when every check holds, 1 when one fails, 2
+    on a usage error.
     """
     from agentgym.core.errors import InvalidArgumentError, UnknownIdError
     from agentgym.rollout.validate import DEFAULT_TASKS, avalidate, env_kwargs_with_backend
 
     if tasks is not None and all_tasks:
         raise click.UsageError("give -n N or --all, not both")
+    if probe_ids and not probes:
+        raise click.UsageError("give --probe ID or --no-probes, not both")
+    selection: bool | list[str] = list(probe_ids) if probe_ids else probes
+    if probe_ids:
+        from agentgym.core.errors import UnknownIdError
+        from agentgym.rollout.validate import probes_for
+
+        try:
+            probes_for(selection)
+        except UnknownIdError as e:
+            raise InvalidOption("--probe", str(e)) from None
     kwargs = parse_env_kwargs(env_kwargs, env_id)
     try:
         kwargs = env_kwargs_with_backend(env_id, kwargs, backend)
@@ -439,17 +463,18 @@ def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None
     with EpisodeProgress(f"validate {env_id}", quiet=as_json, figure="0 failed") as progress:
         report = asyncio.run(avalidate(
             env_id, kwargs, n=None if all_tasks else tasks or DEFAULT_TASKS,
-            require_solutions=require_solutions, concurrency=concurrency,
-            on_result=checked, on_stage=progress.stages, on_planned=progress.plan))
+            require_solutions=require_solutions, probes=selection, repeat=repeat,
+            concurrency=concurrency, on_result=checked, on_stage=progress.stages,
+            on_planned=progress.plan))
     if as_json:
         click.echo(json.dumps(report.to_dict()))
     else:
         console = Console()
         if report.failed or report.skipped:
             table = Table(title=f"validate {env_id}", title_justify="left",
-                          caption="oracle must score 1.0, noop 0.0, a wrong solution below"
-                                  " 1.0; reason: the crash, or the grader's metrics",
-                          caption_justify="left")
+                          caption="oracle must score 1.0, noop 0.0, a wrong solution and a"
+                                  " probe below the pass threshold (1.0); reason: the crash,"
+                                  " or the grader's metrics", caption_justify="left")
             for column in ("task", "check", "reward", "finish", "reason"):
                 table.add_column(column, overflow="fold")
             for result in [*report.failed, *report.skipped]:
@@ -457,6 +482,16 @@ def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None
                 status = "" if result.passed else "[red]"
                 table.add_row(escape(result.task_id), status + escape(result.check), reward,
                               escape(result.finish_reason), escape(result.reason))
+            console.print(table)
+        counts = report.probe_counts()
+        if counts:
+            table = Table(title="exploit probes", title_justify="left")
+            for column in ("probe", "attack", "played", "paid"):
+                table.add_column(column, overflow="fold")
+            for probe_id, row in counts.items():
+                paid = f"[red]{row['paid']}" if row["paid"] else "0"
+                table.add_row(escape(probe_id), escape(row["attack"]), str(row["played"]),
+                              paid)
             console.print(table)
         click.echo(report.summary())
     sys.exit(0 if report.ok else 1)

@@ -30,6 +30,7 @@ def test_there_is_a_hookspec_per_contribution_kind():
         "agentgym_policies",
         "agentgym_tool_call_parsers",
         "agentgym_statement_writers",
+        "agentgym_exploit_probes",
         "agentgym_cli_commands",
     }
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import click
 
     from agentgym.core.contributions import EnvRegistration, Spec
+    from agentgym.core.probes import ExploitProbe
     from agentgym.core.sandbox import SandboxBackend
     from agentgym.core.tools import Tool
 
@@ -122,6 +123,20 @@ def agentgym_statement_writers() -> list[Spec]:
         an object with a ``name`` (recorded in each row's ``statement_writer``) and ``async
         write(evidence, rejected) -> str``; docs/hooks.md and the swe plugin's ``statements``
         module say what evidence it gets and the leak checks its text must pass.
+    """
+
+
+@hookspec
+def agentgym_exploit_probes() -> list[ExploitProbe]:
+    """Exploit probes: scripted hostile solutions that try to be paid without doing the
+    task (:mod:`agentgym.core.probes`).
+
+    Returns:
+        A list of :class:`~agentgym.core.probes.ExploitProbe`. ``agentgym validate`` plays
+        each on every task it applies to (its ``factory(target)`` returns None where it
+        does not), after the oracle, noop and known-wrong checks; a probe whose reward
+        reaches the task's pass threshold fails the task. A probe applies to any env it can
+        attack, not only the plugin's own: shell probes test every env with a shell tool.
     """
 
 

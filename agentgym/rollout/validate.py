@@ -13,6 +13,17 @@ of different episodes overlap, and a crashed episode fails only its own check):
   oracle replays the solution; passes below 1.0. These run once the oracle and noop
   episodes have shown which tasks carry them (the env protocol hands a policy the task
   only when an episode starts).
+* ``probe ID``: each exploit probe (:mod:`agentgym.core.probes`, the plugins'
+  ``agentgym_exploit_probes``) that applies to the task, a scripted hostile solution that
+  tries to be paid without doing the task; passes below the task's pass threshold
+  (:func:`~agentgym.core.probes.pass_threshold`, 1.0 unless the task says otherwise).
+  Probes run with the known-wrong solutions, once the first episodes have shown each task
+  and the tools it offers. A probe episode that crashed was not paid: it passes, its reason
+  says why it crashed.
+
+With ``repeat=K`` the oracle plays K times per task (``oracle``, ``oracle (repeat 2)``,
+...): a grader that does not pay a correct solution every time is flaky, and each run that
+scored below 1.0 fails.
 
 A check whose episode crashed (its ``error`` is set) fails whatever its reward: the grader
 never judged it. A task without a reference solution cannot be given its oracle check: it
@@ -35,19 +46,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.core.errors import InvalidArgumentError, UnknownIdError
-from agentgym.core.policies import WrongSolutionPolicy, build_policy
+from agentgym.core.policies import ScriptedPolicy, WrongSolutionPolicy, build_policy
+from agentgym.core.probes import ExploitProbe, ProbeTarget, pass_threshold
 from agentgym.core.task import Task
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig, RolloutPipeline
 from agentgym.rollout.trajectory import Trajectory
 
 __all__ = ["DEFAULT_TASKS", "CheckResult", "NoBackendError", "ValidationReport",
-           "avalidate", "env_kwargs_with_backend", "validate"]
+           "avalidate", "env_kwargs_with_backend", "probes_for", "validate"]
 
 #: Tasks checked when neither ``task_ids`` nor ``n`` says otherwise (``agentgym validate``
 #: without ``-n`` or ``--all``).
 DEFAULT_TASKS = 10
-ORACLE, NOOP, WRONG = "oracle", "noop", "wrong solution #"
+ORACLE, NOOP, WRONG, PROBE = "oracle", "noop", "wrong solution #", "probe "
 NO_SOLUTION = "no solution"
 #: Characters of a failure's reason kept (an error's traceback line, compact metrics).
 REASON_CHARS = 300
@@ -59,8 +71,10 @@ class NoBackendError(InvalidArgumentError):
 
 @dataclass
 class CheckResult:
-    """One check of one task: which (``oracle``, ``noop``, ``wrong solution #k``), whether it
-    held, the episode's reward and finish reason, and why it failed (empty when it held)."""
+    """One check of one task: which (``oracle``, ``noop``, ``wrong solution #k``, ``probe
+    ID``), whether it held, the episode's reward and finish reason, why it failed (empty
+    when it held; for a probe the grader's metrics say what it was paid for) and, for a
+    probe, its attack class."""
 
     task_id: str
     check: str
@@ -68,10 +82,19 @@ class CheckResult:
     reward: float | None = None
     finish_reason: str = ""
     reason: str = ""
+    attack: str = ""
+
+    @property
+    def probe(self) -> str | None:
+        """The probe's id, for a probe check."""
+        return self.check.removeprefix(PROBE) if self.check.startswith(PROBE) else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "check": self.check, "reward": self.reward,
+        data = {"task_id": self.task_id, "check": self.check, "reward": self.reward,
                 "finish_reason": self.finish_reason, "reason": self.reason}
+        if self.attack:
+            data["attack"] = self.attack
+        return data
 
 
 @dataclass
@@ -101,23 +124,42 @@ class ValidationReport:
     def ok(self) -> bool:
         return not self.failed
 
+    def probe_counts(self) -> dict[str, dict[str, Any]]:
+        """Per probe that played: its attack class, the tasks it played (``played``) and
+        those where it was paid (``paid``), in the order probes first played."""
+        counts: dict[str, dict[str, Any]] = {}
+        for result in self.results:
+            if result.probe is not None:
+                row = counts.setdefault(result.probe, {"attack": result.attack, "played": 0,
+                                                       "paid": 0})
+                row["played"] += 1
+                row["paid"] += not result.passed
+        return counts
+
     def summary(self) -> str:
-        """One line: tasks and checks, failures, skips."""
+        """One line: tasks and checks, failures, skips, probes."""
         failed_tasks = len({r.task_id for r in self.failed})
         line = (f"{self.env}: {_count(len(self.task_ids), 'task')} checked"
                 f" ({_count(len(self.results), 'check')}), {failed_tasks} failed"
                 f" ({_count(len(self.failed), 'check')})")
         if self.skipped:
             line += f", {len(self.skipped)} without a solution (oracle check skipped)"
+        counts = self.probe_counts()
+        if counts:
+            played = sum(row["played"] for row in counts.values())
+            paid = sum(row["paid"] for row in counts.values())
+            line += (f"; {_count(len(counts), 'exploit probe')} played {played} times,"
+                     f" paid {paid}")
         return line
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object ``agentgym validate --json`` prints: ``env``, ``tasks`` (how many
         tasks were checked), ``checked`` (how many checks ran), ``failed`` and ``skipped``
-        (:meth:`CheckResult.to_dict` each) and ``ok``."""
+        (:meth:`CheckResult.to_dict` each), ``probes`` (:meth:`probe_counts`) and ``ok``."""
         return {"env": self.env, "tasks": len(self.task_ids), "checked": len(self.results),
                 "failed": [r.to_dict() for r in self.failed],
-                "skipped": [r.to_dict() for r in self.skipped], "ok": self.ok}
+                "skipped": [r.to_dict() for r in self.skipped],
+                "probes": self.probe_counts(), "ok": self.ok}
 
 
 def env_kwargs_with_backend(env_id: str, env_kwargs: dict[str, Any] | None,
@@ -155,6 +197,7 @@ def validate(env_id: str, env_kwargs: dict[str, Any] | None = None,
 async def avalidate(env_id: str, env_kwargs: dict[str, Any] | None = None,
                     task_ids: Sequence[str] | None = None, *, n: int | None = DEFAULT_TASKS,
                     backend: str | None = None, require_solutions: bool = False,
+                    probes: bool | Sequence[str] = True, repeat: int = 1,
                     concurrency: int = 4, seed: int = 0,
                     make_env: Callable[[], Any] | None = None,
                     on_result: Callable[[CheckResult], None] | None = None,
@@ -167,6 +210,9 @@ async def avalidate(env_id: str, env_kwargs: dict[str, Any] | None = None,
         task_ids: the tasks to check; None: the first ``n`` (all with ``n=None``).
         backend: the sandbox backend, passed as the env's ``backend`` argument.
         require_solutions: a task without a reference solution fails its oracle check.
+        probes: play the exploit probes that apply (True), none (False), or only those
+            with these ids.
+        repeat: play each task's oracle this many times; each run must score 1.0.
         concurrency: episodes playing at once (the pipeline's concurrency).
         make_env: builds the env instead of ``agentgym.make(env_id, **env_kwargs)``.
         on_result: called with each check's result as its episode finishes.
@@ -178,23 +224,31 @@ async def avalidate(env_id: str, env_kwargs: dict[str, Any] | None = None,
 
     if n is not None and n < 1:
         raise InvalidArgumentError(f"need at least one task to check, got n={n}")
+    if repeat < 1:
+        raise InvalidArgumentError(f"repeat must be >= 1 (oracle runs per task), got {repeat}")
     kwargs = env_kwargs_with_backend(env_id, env_kwargs, backend)
+    probe_list = probes_for(probes)
     seen: dict[str, Task] = {}  # each task as the env rendered it, from its first episode
     checks: dict[int, str] = {}  # episode index -> check name
+    probe_policies: dict[int, Any] = {}  # episode index -> the probe's policy
     oracle, noop = _Seeing(build_policy("oracle"), seen), _Seeing(build_policy("noop"), seen)
 
     def policy_for(job: tuple[str, int]) -> tuple[Any, str]:
         check = checks[job[1]]
-        if check == ORACLE:
+        if check.startswith(ORACLE):
             return oracle, check
         if check == NOOP:
             return noop, check
+        if check.startswith(PROBE):
+            return probe_policies[job[1]], check
         return WrongSolutionPolicy(int(check.removeprefix(WRONG)) - 1), check
 
     results: dict[int, CheckResult] = {}  # episode index -> its check's result
+    attacks = {f"{PROBE}{probe.id}": probe.attack for probe in probe_list}
 
     def finished(trajectory: Trajectory) -> None:
         result = _judge(trajectory, seen.get(trajectory.task_id), require_solutions)
+        result.attack = attacks.get(result.check, "")
         results[trajectory.episode] = result
         if on_result:
             on_result(result)
@@ -203,6 +257,7 @@ async def avalidate(env_id: str, env_kwargs: dict[str, Any] | None = None,
         checks[len(checks)] = check
         return (task_id, len(checks) - 1)
 
+    failures: list[CheckResult] = []  # probes that could not even be planned
     make = make_env or (lambda: agentgym.make(env_id, **kwargs))
     pipeline = RolloutPipeline(make, None, config=PipelineConfig(concurrency=concurrency),
                                rollout=RolloutConfig(seed=seed), env_id=env_id,
@@ -215,13 +270,34 @@ async def avalidate(env_id: str, env_kwargs: dict[str, Any] | None = None,
         unknown = sorted(set(ids) - set(known))
         if unknown:
             raise UnknownIdError("task", unknown[0], known, "agentgym eval ENV -n N")
-        jobs = [plan(task_id, check) for task_id in ids for check in (ORACLE, NOOP)]
+        first = [ORACLE, *(f"{ORACLE} (repeat {k})" for k in range(2, repeat + 1)), NOOP]
+        jobs = [plan(task_id, check) for task_id in ids for check in first]
         if on_planned:
             on_planned(len(jobs))
         trajectories = await pipeline.run(jobs)
-        # The tasks as the env rendered them show which carry known-wrong solutions.
+        # The tasks as the env rendered them show which carry known-wrong solutions, and
+        # the first episodes which tools each offers: what the probes need.
         jobs = [plan(task_id, f"{WRONG}{k + 1}") for task_id in ids
                 for k in range(len(seen[task_id].wrong_solutions()) if task_id in seen else 0)]
+        tools = {t.task_id: tuple(s["function"]["name"] for s in t.tools if "function" in s)
+                 for t in trajectories if t.tools}
+        for task_id in ids:
+            if task_id not in seen:
+                continue  # no episode reached the policy: its oracle check says why
+            target = ProbeTarget(env_id, seen[task_id], tools.get(task_id, ()))
+            for probe in probe_list:
+                check = f"{PROBE}{probe.id}"
+                try:
+                    policy = _probe_policy(probe.plan(target))
+                except Exception as e:  # a broken probe fails its own check, not the run
+                    failures.append(CheckResult(task_id, check, False, reason=_short(
+                        f"the probe itself failed: {type(e).__name__}: {e}"),
+                        attack=probe.attack))
+                    continue
+                if policy is not None:
+                    job = plan(task_id, check)
+                    probe_policies[job[1]] = policy
+                    jobs.append(job)
         if jobs:
             if on_planned:
                 on_planned(len(jobs))
@@ -234,10 +310,34 @@ async def avalidate(env_id: str, env_kwargs: dict[str, Any] | None = None,
     for trajectory in trajectories:
         result = results[trajectory.episode]
         (skipped if result.passed and result.reason == NO_SOLUTION else ran).append(result)
+    ran += failures
+    ran.sort(key=lambda r: order[r.task_id])  # stable: each task's checks in play order
     return ValidationReport(env_id, ids, ran, skipped, trajectories)
 
 
+def probes_for(selection: bool | Sequence[str]) -> list[ExploitProbe]:
+    """The registered exploit probes ``selection`` names: all (True), none (False), or
+    those with the given ids (an unknown id names the known ones)."""
+    from agentgym.core.plugins import plugin_host
+
+    if selection is False:
+        return []
+    host = plugin_host()
+    if selection is True:
+        return [entry.item for entry in host.entries("probes").values()]
+    return [host.get("probes", probe_id) for probe_id in selection]
+
+
 # ---- policies and verdicts --------------------------------------------------------------------
+
+
+def _probe_policy(plan: Any) -> Any:
+    """The text policy that plays a probe's plan: its turns replayed in order (then no-op
+    turns until the episode ends), a policy as it is; None when the probe does not apply."""
+    if plan is None or hasattr(plan, "act"):
+        return plan
+    turns = list(plan)
+    return ScriptedPolicy(turns) if turns else None
 
 
 class _Seeing:
@@ -255,14 +355,24 @@ class _Seeing:
 def _judge(trajectory: Trajectory, task: Task | None, require_solutions: bool) -> CheckResult:
     check, reward = trajectory.policy, trajectory.reward
     result = CheckResult(trajectory.task_id, check, False, reward, trajectory.finish_reason)
-    if check == ORACLE and task is not None and not task.solution:
+    if check.startswith(ORACLE) and task is not None and not task.solution:
         result.passed = not require_solutions
         result.reward, result.finish_reason, result.reason = None, "", NO_SOLUTION
+    elif trajectory.error and check.startswith(PROBE):
+        # The attack broke its own episode: nothing was paid.
+        result.passed = True
+        result.reason = _short(f"crashed, not paid: {trajectory.error}")
     elif trajectory.error:
         result.reason = _short(f"crashed before grading: {trajectory.error}")
+    elif check.startswith(PROBE):
+        threshold = pass_threshold(task) if task is not None else 1.0
+        result.passed = reward < threshold
+        result.reason = "" if result.passed else _short(
+            f"paid {reward:g} (pass threshold {threshold:g}) for no work: "
+            + _metrics_reason(trajectory.metrics))
     else:
-        result.passed = (reward >= 1.0 if check == ORACLE else reward == 0.0 if check == NOOP
-                         else reward < 1.0)
+        result.passed = (reward >= 1.0 if check.startswith(ORACLE) else reward == 0.0
+                         if check == NOOP else reward < 1.0)
         result.reason = "" if result.passed else _short(
             _tool_errors_reason(trajectory) + _metrics_reason(trajectory.metrics))
     return result

@@ -37,7 +37,7 @@ def test_valid_tasks_pass_every_check():
         ("calculator-train-0", "wrong solution #3")]
     assert [t.reward for t in report.trajectories] == [1.0, 0.0, 0.0, 0.0, 0.0] * 5
     assert report.to_dict() == {"env": "calculator", "tasks": 5, "checked": 25, "failed": [],
-                                "skipped": [], "ok": True}
+                                "skipped": [], "probes": {}, "ok": True}
 
 
 def test_a_broken_task_fails_its_oracle_check_and_the_others_still_run(tmp_path):
