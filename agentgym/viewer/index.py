@@ -114,13 +114,20 @@ class EpisodeIndex:
         self._read_to[number] = start + end
 
     def _row(self, line: bytes, number: int, offset: int, length: int) -> Row | None:
+        """The row of one line, or None for a line that is not an episode: not JSON,
+        nested past what the parser takes, or a field of the wrong type (counted in
+        :attr:`bad_lines`; the other lines still show)."""
         try:
-            data = json.loads(line)
-        except ValueError:
+            return self._parse_row(line, number, offset, length)
+        except (ValueError, TypeError, RecursionError, OverflowError):
             return None
+
+    def _parse_row(self, line: bytes, number: int, offset: int, length: int) -> Row | None:
+        data = json.loads(line)
         if not isinstance(data, dict) or "task_id" not in data:
             return None
         timings = data.get("timings") if isinstance(data.get("timings"), dict) else {}
+        timings = {k: v for k, v in timings.items() if isinstance(v, int | float)}
         return Row(index=len(self.rows), file=number, offset=offset, length=length,
                    env=str(data.get("env", "")), task_id=str(data.get("task_id", "")),
                    episode=int(data.get("episode") or 0), policy=str(data.get("policy", "")),

@@ -17,6 +17,7 @@ still being written shows its new episodes. Bad parameters get a 400 with the re
 from __future__ import annotations
 
 import json
+import math
 import threading
 import urllib.parse
 from http import HTTPStatus
@@ -145,15 +146,20 @@ def _list_options(query: dict[str, str]) -> dict[str, Any]:
         if not query.get(key):
             return None
         try:
-            return float(query[key])
+            value = float(query[key])
         except ValueError:
-            raise ValueError(f"{key}={query[key]!r} is not a number") from None
+            value = math.nan
+        if math.isnan(value):
+            raise ValueError(f"{key}={query[key]!r} is not a number")
+        return value
 
-    limit = int(100 if number("limit") is None else number("limit"))
-    if not 1 <= limit <= MAX_PAGE:
-        raise ValueError(f"limit={limit}: ask for 1 to {MAX_PAGE} rows")
+    def count(key: str, default: int, low: int, high: int) -> int:
+        """A row count or position, clamped to [low, high] (``inf`` is the most there is)."""
+        value = number(key)
+        return default if value is None else int(min(max(value, low), high))
+
     return {"sort": query.get("sort") or "index", "descending": query.get("desc") == "1",
             "env": query.get("env", ""), "finish_reason": query.get("finish", ""),
             "text": query.get("q", "").strip(), "min_reward": number("min"),
-            "max_reward": number("max"), "offset": max(0, int(number("offset") or 0)),
-            "limit": limit}
+            "max_reward": number("max"), "offset": count("offset", 0, 0, 2 ** 62),
+            "limit": count("limit", 100, 1, MAX_PAGE)}

@@ -13,7 +13,7 @@ import pytest
 
 from agentgym.rollout.trajectory import Trajectory
 from agentgym.viewer.index import EpisodeIndex
-from agentgym.viewer.server import ViewerServer
+from agentgym.viewer.server import MAX_PAGE, ViewerServer
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "viewer"
 DIFF = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-old = 1\n+new = 2\n"
@@ -68,6 +68,26 @@ def test_the_index_reads_rows_and_then_only_what_is_appended(tmp_path):
         index.query(sort="nope")
 
 
+def test_bad_lines_are_skipped_and_counted_the_rest_still_shows(tmp_path):
+    """A line with a field of the wrong type, nested past the JSON parser, or not an
+    episode at all costs that line only."""
+    path = tmp_path / "t.jsonl"
+    write(path, range(3))
+    good = json.loads(trajectory(3).to_json())
+    bad = [{**good, "turns": "many"}, {**good, "reward": [1]}, {**good, "episode": {"a": 1}},
+           {**good, "timings": {"init": "slow"}, "task_id": "odd-timings"}]
+    with path.open("a") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in bad)
+        handle.write('{"task_id": "deep", "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+        handle.write(json.dumps([1, 2]) + "\n")
+    write(path, range(4, 6))
+    index = EpisodeIndex([path])
+    assert [r.task_id for r in index.rows] == ["task-0", "task-1", "task-2", "odd-timings",
+                                               "task-4", "task-5"]
+    assert index.bad_lines == 5 and index.rows[3].timings == {}
+    assert index.query(sort="time_s")[0] == 6
+
+
 @pytest.fixture
 def served(tmp_path):
     path = tmp_path / "run.jsonl"
@@ -95,8 +115,14 @@ def test_the_api_pages_filters_and_names_bad_requests(served):
     assert get(server.url + "api/facets")[1]["envs"] == ["calculator", "swe-lite"]
     assert get(server.url + "api/episode/5")[1]["messages"][-1]["content"].endswith("5")
     assert get(server.url + "api/episode/999")[0] == 404
-    status, data = get(server.url + "api/episodes?limit=0")
-    assert status == 400 and "limit=0" in data["error"]
+    # Out-of-range counts are clamped (the page's own requests never send them), never a
+    # dropped connection; what is not a number is named.
+    assert len(get(server.url + "api/episodes?limit=0")[1]["episodes"]) == 1
+    status, data = get(server.url + "api/episodes?limit=inf&offset=-inf")
+    assert status == 200 and len(data["episodes"]) == min(250, MAX_PAGE) == data["total"]
+    assert get(server.url + "api/episodes?offset=1e300")[1]["episodes"] == []
+    status, data = get(server.url + "api/episodes?limit=nan")
+    assert status == 400 and "limit='nan'" in data["error"]
     assert get(server.url + "api/episodes?min=high")[0] == 400
     write(path, range(250, 260))
     assert get(server.url + "api/facets")[1]["episodes"] == 260  # appended: seen

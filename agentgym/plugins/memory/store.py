@@ -141,8 +141,10 @@ class MemoryStore:
     def read(self, note_id: int) -> Note:
         """The note with ``note_id``; a :class:`ToolError` naming the known ids if none."""
         note_id = _check_id(note_id)
-        row = self._db.execute("SELECT id, text, tags FROM notes WHERE id = ?",
-                               (note_id,)).fetchone()
+        row = None
+        if -2 ** 63 <= note_id < 2 ** 63:  # SQLite's integers are 64-bit: no note has others
+            row = self._db.execute("SELECT id, text, tags FROM notes WHERE id = ?",
+                                   (note_id,)).fetchone()
         if row is None:
             raise ToolError(f"no memory with id {note_id}; {self._ids_hint()}")
         return _note(row)

@@ -55,6 +55,9 @@ def test_update_delete_and_ids_that_never_come_back(store, tmp_path):
     with pytest.raises(ToolError, match="not a memory id"):
         store.read("two")
     assert store.read("[3]").text == "gamma"
+    for huge in (2 ** 63, -(2 ** 63) - 1, 10 ** 40, "99999999999999999999"):  # past SQLite's
+        with pytest.raises(ToolError, match=f"no memory with id {int(huge)}; the latest"):
+            (store.read, store.delete, lambda i: store.update(i, "x"))[int(huge) % 3](huge)
     store.close()
     reopened = MemoryStore(tmp_path / "memory.db")  # a file a person can open afterwards
     assert [n.text for n in reopened.all()] == ["alpha two", "gamma"]
