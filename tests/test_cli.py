@@ -249,12 +249,14 @@ def validate(*args):
 def test_validate_passes_valid_tasks(run):
     result = run("validate", "calculator", "-n", "5")
     assert result.exit_code == 0, result.output
-    assert "calculator: 5 tasks checked (25 checks), 0 failed" in result.stdout
+    assert "calculator: 5 tasks checked (30 checks), 0 failed" in result.stdout
+    assert "answer.stuff" in result.stdout  # the probes' table
+    assert result.stdout.rstrip().endswith("1 exploit probe played 5 times, paid 0")
 
 
 def test_validate_names_the_failing_tasks_and_checks(tmp_path):
     tasks = calculator_task_file(tmp_path / "t.jsonl", broken_rows)
-    result = validate("calculator", "-e", f"tasks={tasks}", "--all")
+    result = validate("calculator", "-e", f"tasks={tasks}", "--all", "--no-probes")
     assert result.exit_code == 1, result.output
     rows = [line for line in result.stdout.splitlines() if "calculator-train-" in line]
     assert len(rows) == 2
@@ -266,7 +268,7 @@ def test_validate_names_the_failing_tasks_and_checks(tmp_path):
 def test_validate_json_is_one_object_and_names_the_failures(tmp_path, agentgym_cli):
     tasks = calculator_task_file(tmp_path / "t.jsonl", broken_rows)
     out = subprocess.run([agentgym_cli, "validate", "calculator", "-e", f"tasks={tasks}",
-                          "--all", "--json"], capture_output=True, text=True)
+                          "--all", "--no-probes", "--json"], capture_output=True, text=True)
     assert out.returncode == 1, out.stderr
     report = json.loads(out.stdout)  # the whole of stdout: one object and nothing else
     assert report["env"] == "calculator" and report["ok"] is False

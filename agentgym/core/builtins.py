@@ -1,4 +1,5 @@
-"""The ``core`` plugin: built-in tool-call parsers and text-level policies.
+"""The ``core`` plugin: built-in tool-call parsers, text-level policies and the generic
+answer-stuffing probe.
 
 Registered through the entry point ``core`` like any third-party plugin. The token-level
 backends (``hf``, ``openai``, ``vllm``) live with the rollout package and register through
@@ -10,7 +11,9 @@ from __future__ import annotations
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.parsers import HermesParser, OpenAIParser, XMLParser
 from agentgym.core.policies import NoopPolicy, OraclePolicy, ScriptedPolicy, WrongSolutionPolicy
+from agentgym.core.probes import ExploitProbe
 from agentgym.core.registry import Spec
+from agentgym.core.stuffing import STUFF_ANSWER
 
 
 def _no_argument(cls: type, name: str):
@@ -52,3 +55,8 @@ def agentgym_policies() -> list[Spec]:
             "scripted", ScriptedPolicy.from_file, "scripted:FILE.json replays a JSON list of turns."
         ),
     ]
+
+
+@hookimpl
+def agentgym_exploit_probes() -> list[ExploitProbe]:
+    return [STUFF_ANSWER]

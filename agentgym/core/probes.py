@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.core.contributions import Spec
@@ -90,15 +90,24 @@ class ProbeTarget:
             which a probe must not replay: it is there because the env hands it to every
             text policy).
         tools: the names of the tools the episode offered.
+        schemas: each offered tool's function schema (``name``, ``description``,
+            ``parameters`` as JSON Schema), by name.
     """
 
     env_id: str
     task: Task
     tools: tuple[str, ...]
+    schemas: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
     def offers(self, *names: str) -> bool:
         """Whether the episode offered every tool in ``names``."""
         return all(name in self.tools for name in names)
+
+    def required(self, name: str) -> tuple[str, ...]:
+        """The required parameters of tool ``name`` (empty when it has none, or when its
+        schema is unknown)."""
+        parameters = self.schemas.get(name, {}).get("parameters") or {}
+        return tuple(parameters.get("required") or ())
 
     @property
     def shell(self) -> str | None:

@@ -279,12 +279,14 @@ async def avalidate(env_id: str, env_kwargs: dict[str, Any] | None = None,
         # the first episodes which tools each offers: what the probes need.
         jobs = [plan(task_id, f"{WRONG}{k + 1}") for task_id in ids
                 for k in range(len(seen[task_id].wrong_solutions()) if task_id in seen else 0)]
-        tools = {t.task_id: tuple(s["function"]["name"] for s in t.tools if "function" in s)
-                 for t in trajectories if t.tools}
+        schemas = {t.task_id: {s["function"]["name"]: s["function"] for s in t.tools
+                               if isinstance(s.get("function"), dict)}
+                   for t in trajectories if t.tools}
         for task_id in ids:
             if task_id not in seen:
                 continue  # no episode reached the policy: its oracle check says why
-            target = ProbeTarget(env_id, seen[task_id], tools.get(task_id, ()))
+            offered = schemas.get(task_id, {})
+            target = ProbeTarget(env_id, seen[task_id], tuple(offered), offered)
             for probe in probe_list:
                 check = f"{PROBE}{probe.id}"
                 try:

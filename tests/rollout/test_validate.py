@@ -30,14 +30,19 @@ def test_valid_tasks_pass_every_check():
     report = validate("calculator", n=5)
     assert report.ok and not report.failed and not report.skipped
     assert report.task_ids == [f"calculator-train-{i}" for i in range(5)]
-    # A calculator task carries three known-wrong solutions: five checks each.
-    assert [(r.task_id, r.check) for r in report.results[:5]] == [
+    # A calculator task carries three known-wrong solutions, and its submit(answer) tool
+    # gets the built-in answer-stuffing probe: six checks each.
+    assert [(r.task_id, r.check) for r in report.results[:6]] == [
         ("calculator-train-0", "oracle"), ("calculator-train-0", "noop"),
         ("calculator-train-0", "wrong solution #1"), ("calculator-train-0", "wrong solution #2"),
-        ("calculator-train-0", "wrong solution #3")]
-    assert [t.reward for t in report.trajectories] == [1.0, 0.0, 0.0, 0.0, 0.0] * 5
-    assert report.to_dict() == {"env": "calculator", "tasks": 5, "checked": 25, "failed": [],
-                                "skipped": [], "probes": {}, "ok": True}
+        ("calculator-train-0", "wrong solution #3"), ("calculator-train-0", "probe answer.stuff")]
+    assert [t.reward for t in report.trajectories] == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0] * 5
+    assert report.results[5].attack == "answer-stuffing"
+    assert report.to_dict() == {
+        "env": "calculator", "tasks": 5, "checked": 30, "failed": [], "skipped": [],
+        "probes": {"answer.stuff": {"attack": "answer-stuffing", "played": 5, "paid": 0}},
+        "ok": True}
+    assert report.summary().endswith("; 1 exploit probe played 5 times, paid 0")
 
 
 def test_a_broken_task_fails_its_oracle_check_and_the_others_still_run(tmp_path):
@@ -46,7 +51,7 @@ def test_a_broken_task_fails_its_oracle_check_and_the_others_still_run(tmp_path)
             row["metadata"]["answer"] = "-1"  # the grader now rejects the true result
 
     tasks = calculator_tasks(tmp_path / "t.jsonl", edit=wrong_answer)
-    report = validate("calculator", {"tasks": tasks}, n=None)
+    report = validate("calculator", {"tasks": tasks}, n=None, probes=False)
     assert not report.ok and len(report.results) == 8
     [failure] = report.failed
     assert (failure.task_id, failure.check, failure.reward) == ("calculator-train-1",
@@ -79,7 +84,8 @@ def test_known_wrong_solutions_are_played_and_one_that_scores_is_reported(tmp_pa
             ]
 
     report = validate("calculator", {"tasks": calculator_tasks(tmp_path / "t.jsonl",
-                                                               edit=wrong_solutions)}, n=None)
+                                                               edit=wrong_solutions)}, n=None,
+                      probes=False)
     checks = [(r.task_id, r.check, r.passed) for r in report.results
               if r.task_id == "calculator-train-2"]
     assert checks == [("calculator-train-2", "oracle", True), ("calculator-train-2", "noop", True),
@@ -95,12 +101,13 @@ def test_a_task_without_a_solution_is_skipped_unless_solutions_are_required(tmp_
             del row["solution"]
 
     tasks = calculator_tasks(tmp_path / "t.jsonl", count=2, edit=drop_solution)
-    report = validate("calculator", {"tasks": tasks}, n=None)
+    report = validate("calculator", {"tasks": tasks}, n=None, probes=False)
     assert report.ok and len(report.results) == 3  # its noop check still ran
     assert [(r.task_id, r.check, r.reason) for r in report.skipped] == [
         ("calculator-train-0", "oracle", "no solution")]
     assert "1 without a solution" in report.summary()
-    strict = validate("calculator", {"tasks": tasks}, n=None, require_solutions=True)
+    strict = validate("calculator", {"tasks": tasks}, n=None, require_solutions=True,
+                      probes=False)
     assert not strict.ok and not strict.skipped
     assert [(r.task_id, r.check, r.reason) for r in strict.failed] == [
         ("calculator-train-0", "oracle", "no solution")]
@@ -136,12 +143,17 @@ class LenientCalculator(CalculatorEnv):
 def test_a_grader_that_pays_for_doing_nothing_fails_the_noop_check():
     report = validate("calculator", n=2, make_env=LenientCalculator)
     # It pays the calculator's known-wrong solutions (the bare expression, a near miss, a
-    # misread expression) too.
+    # misread expression) and the answer-stuffing probe too.
     assert [(r.task_id, r.check) for r in report.failed] == [
         (f"calculator-train-{i}", check) for i in range(2)
-        for check in ("noop", "wrong solution #1", "wrong solution #2", "wrong solution #3")]
+        for check in ("noop", "wrong solution #1", "wrong solution #2", "wrong solution #3",
+                      "probe answer.stuff")]
     assert report.failed[0].reward == 1.0
     assert report.failed[0].reason == "pays whatever was done"  # the metrics' reason
+    assert report.failed[4].reason == ("paid 1 (pass threshold 1) for no work: pays whatever"
+                                       " was done")
+    assert report.probe_counts() == {"answer.stuff": {"attack": "answer-stuffing",
+                                                      "played": 2, "paid": 2}}
 
 
 def test_task_ids_pick_tasks_and_unknown_ones_are_named():
@@ -160,3 +172,39 @@ def test_backend_goes_to_envs_that_take_one():
         env_kwargs_with_backend("swe-synth", {}, "dockr")
     with pytest.raises(ValueError, match="two backends"):
         env_kwargs_with_backend("swe-synth", {"backend": "docker"}, "local")
+
+
+def test_repeat_plays_the_oracle_k_times_and_a_flaky_grader_fails():
+    """--repeat K: a grader that does not pay the reference solution every time is flaky."""
+    class Flaky(Reward):
+        name = "flaky"
+
+        def __init__(self):
+            self.calls = 0
+
+        def score(self, episode):
+            if episode.submission is None:
+                return RewardResult(0.0, {"reason": "nothing submitted"})
+            self.calls += 1  # every other correct submission is refused
+            return RewardResult(float(self.calls % 2 == 1), {"reason": f"call {self.calls}"})
+
+    flaky = Flaky()
+
+    class FlakyCalculator(CalculatorEnv):
+        reward = flaky
+
+    steady = validate("calculator", n=2, repeat=3, probes=False)
+    assert steady.ok and [r.check for r in steady.results[:4]] == [
+        "oracle", "oracle (repeat 2)", "oracle (repeat 3)", "noop"]
+    report = validate("calculator", n=1, repeat=4, probes=False, make_env=FlakyCalculator,
+                      concurrency=1)
+    assert [(r.check, r.passed) for r in report.results if r.check.startswith("oracle")] == [
+        ("oracle", True), ("oracle (repeat 2)", False), ("oracle (repeat 3)", True),
+        ("oracle (repeat 4)", False)]
+
+
+def test_probes_are_selected_by_id_and_an_unknown_id_is_named():
+    report = validate("calculator", n=1, probes=["answer.stuff"])
+    assert [r.check for r in report.results if r.probe] == ["probe answer.stuff"]
+    with pytest.raises(UnknownIdError, match=r"shell\.nope"):
+        validate("calculator", n=1, probes=["shell.nope"])

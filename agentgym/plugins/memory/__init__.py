@@ -65,3 +65,10 @@ def agentgym_policies() -> list[Spec]:
     return [Spec("memory-context-only", "agentgym.plugins.memory.baseline:context_only_policy",
                  "Reads every memory session, saves nothing, answers right only what is still"
                  " in its context window (the no-memory baseline).")]
+
+
+@hookimpl
+def agentgym_exploit_probes() -> list:
+    from agentgym.plugins.memory.probes import STUFF_ANSWERS
+
+    return [STUFF_ANSWERS]

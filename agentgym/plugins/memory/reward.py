@@ -8,7 +8,8 @@ Each question names its ``metric``:
   counts: what is left after the expected words must be filler (:data:`FILLER`).
 * ``f1``: the token F1 between the normalized answer and the expected one (SQuAD's).
 * ``abstain``: 1.0 only when the answer says the history does not tell
-  (:func:`is_abstention`).
+  (:func:`is_abstention`) and says little else: at most :data:`MAX_ABSTENTION_WORDS`
+  words, so that an answer listing every candidate after "I don't know" is not paid.
 
 :class:`MemoryAnswers` averages the questions and reports the score per question type.
 """
@@ -39,6 +40,11 @@ _ABSTAIN = re.compile(
     r"\b(i (do not|don ?t|cannot|can ?t) (know|tell|say|find|recall|remember)|not (known|"
     r"mentioned|stated|said|told|in (my|the) (memory|history|notes))|never (mentioned|said|"
     r"told|stated)|no (information|record|mention)|unknown|not sure|unanswerable)\b")
+
+
+#: Words an abstention may take ("I don't know, you never mentioned where your sister
+#: works" is 10); an answer that lists candidates besides is no abstention.
+MAX_ABSTENTION_WORDS = 25
 
 
 def normalize(text: str) -> str:
@@ -84,7 +90,8 @@ def score_answer(answer: str | None, expected: str, metric: str) -> float:
     if answer is None:
         return 0.0
     if metric == "abstain":
-        return float(is_abstention(answer))
+        return float(is_abstention(answer)
+                     and len(normalize(answer).split()) <= MAX_ABSTENTION_WORDS)
     if metric == "f1":
         return token_f1(answer, expected)
     return float(exact_match(answer, expected))

@@ -3,10 +3,12 @@
 from agentgym.core.episode import Episode
 from agentgym.core.task import Task
 from agentgym.plugins.memory.reward import (
+    MAX_ABSTENTION_WORDS,
     MemoryAnswers,
     exact_match,
     is_abstention,
     normalize,
+    score_answer,
     token_f1,
 )
 
@@ -33,6 +35,15 @@ def test_abstention():
         assert is_abstention(text), text
     for text in ("Lisbon", "Biscuit", "The knowledge base says Porto"):
         assert not is_abstention(text), text
+
+
+def test_an_abstention_that_lists_every_candidate_is_not_paid():
+    """Stuffing: "I don't know" followed by every name of the history is no abstention
+    (the memory.stuff-answers probe scored the abstention question with it)."""
+    assert score_answer("I don't know, you never mentioned where your sister works", "",
+                        "abstain") == 1.0
+    stuffed = "I don't know, " + ", ".join(f"Name{i}" for i in range(MAX_ABSTENTION_WORDS))
+    assert is_abstention(stuffed) and score_answer(stuffed, "", "abstain") == 0.0
 
 
 def test_the_reward_is_the_mean_and_reports_each_type():

@@ -1,0 +1,53 @@
+"""The memory family's exploit probe: walk the history, then stuff every answer.
+
+``memory.stuff-answers`` reads every session (``next_session``) or chunk (``write_memory``
+with an empty memory), then answers each question with every number and word the whole
+history showed, abstentions included (:func:`agentgym.core.stuffing.candidates`). It sees
+the whole conversation, more than any bounded-context agent: a grader that pays it pays an
+answer a person would call wrong. It applies to any env that offers ``answer`` and one of
+those walking tools.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agentgym.core.probes import ExploitProbe, ProbeTarget, call_turn
+from agentgym.core.stuffing import candidates
+from agentgym.core.task import Task
+
+_QUESTION = re.compile(r"Question \d+ of \d+: ")
+
+
+class StuffedAnswers:
+    """A text policy: walk with ``walk`` (its arguments ``walk_arguments``) until a question
+    is asked, then answer each with every candidate."""
+
+    whole_conversation = True  # the stronger attack: it forgets nothing
+
+    def __init__(self, walk: str, walk_arguments: dict[str, Any]):
+        self.walk, self.walk_arguments = walk, walk_arguments
+
+    def act(self, messages: list[dict[str, Any]], task: Task) -> dict[str, Any]:
+        last = next((m for m in reversed(messages) if m.get("role") == "tool"), None)
+        if last is not None and _QUESTION.search(str(last.get("content") or "")):
+            texts = [str(m.get("content") or "") for m in messages]
+            return call_turn("answer", text=candidates(texts))
+        return call_turn(self.walk, **self.walk_arguments)
+
+
+def stuff_answers(target: ProbeTarget) -> StuffedAnswers | None:
+    if not target.offers("answer"):
+        return None
+    if target.offers("next_session"):
+        return StuffedAnswers("next_session", {})
+    if target.offers("write_memory"):
+        return StuffedAnswers("write_memory", {"text": "-"})
+    return None
+
+
+STUFF_ANSWERS = ExploitProbe(
+    "memory.stuff-answers", stuff_answers,
+    "reads the whole history, then answers every question with every number and word in it",
+    attack="answer-stuffing")
