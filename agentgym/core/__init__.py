@@ -27,6 +27,7 @@ from agentgym.core.policies import (
     WrongSolutionPolicy,
     build_policy,
 )
+from agentgym.core.probes import ExploitProbe, ProbeTarget
 from agentgym.core.registry import (
     EnvRegistration,
     Spec,
@@ -49,6 +50,7 @@ __all__ = [
     "EnvRegistration",
     "EnvStateError",
     "Episode",
+    "ExploitProbe",
     "GeneratedTasks",
     "Generation",
     "InvalidArgumentError",
@@ -57,6 +59,7 @@ __all__ = [
     "NoopPolicy",
     "OraclePolicy",
     "ParsedTurn",
+    "ProbeTarget",
     "Reward",
     "RewardResult",
     "Sampling",
