@@ -41,7 +41,11 @@ def test_generated_plugin_installs_is_discovered_and_passes_its_tests(tmp_path, 
                                    capture_output=True, text=True)
         report = json.loads(validated.stdout)
         assert validated.returncode == 0 and report["ok"], validated.stdout + validated.stderr
-        assert report["checked"] == 30  # 10 tasks: oracle, noop, one known-wrong solution
+        # 10 tasks: oracle, noop, one known-wrong solution, and the answer-stuffing probe
+        # that every env with a submit(answer) tool gets
+        assert report["checked"] == 40
+        assert report["probes"] == {"answer.stuff": {"attack": "answer-stuffing",
+                                                     "played": 10, "paid": 0}}
         # The package's own tests run check_env and assert_valid on the installed env.
         tests = subprocess.run(
             [
