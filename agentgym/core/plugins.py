@@ -78,7 +78,8 @@ KINDS: dict[str, Kind] = {
     "policies": Kind("agentgym_policies"),
     "parsers": Kind("agentgym_tool_call_parsers"),
     "statement_writers": Kind("agentgym_statement_writers"),
-    "probes": Kind("agentgym_exploit_probes"),
+    "probes": Kind("agentgym_exploit_probes",
+                   description_of=lambda probe: f"[{probe.attack}] {probe.description}"),
     "commands": Kind(
         "agentgym_cli_commands",
         id_of=lambda c: c.name,
