@@ -27,14 +27,18 @@ files, databases and repositories are what the tests check):
    last.
 4. **The reward:** Harbor tasks report it in ``/logs/verifier/reward.txt`` (a number, or
    ``reward.json`` with a ``reward`` field), read only as a regular file in a real folder
-   (a link is refused); Terminal-Bench tasks print pytest's ``-rA`` summary, whose
-   PASSED/FAILED lines are counted. ``binary`` gives 1.0 only for a full score (a reward
-   of 1, or every test passed); ``fraction`` gives the score itself.
+   (a link, or a file made read-only, is refused); Terminal-Bench tasks print pytest's
+   ``-rA`` summary, whose PASSED/FAILED lines are counted. ``binary`` gives 1.0 only for
+   a full score (a reward of 1, or every test passed); ``fraction`` gives the score
+   itself.
 
 What stays in reach by design: the workspace and every file the tests read or run. Tests
-that run the agent's code (a service, a module, a built program) run it as the sandbox
-user, who could write the reward file as the tests do; a task's tests should take their
-verdict from what they observe, not from files that code could write.
+that run the agent's code (a service, a module, a built program, ``make`` on its Makefile)
+run it as the sandbox user, who may write ``/logs`` as the tests do; so the tests of
+agentgym's own tasks (and of the tasks converted from packages) stop every process started
+since they began, then make ``/logs/verifier`` anew, before they write the reward. A
+task's own ``test.sh`` that runs the agent's code should do the same (see
+docs/terminal.md).
 
 The metrics carry the tests' exit code, the counts, why the reward is what it is, and the
 tail of the test output.
@@ -118,7 +122,8 @@ p=$first$last
 echo "{mark} path ${{p#:}}"
 """
 
-# The reward file as it is: a regular file in a real folder, never through a link.
+# The reward file as it is: a regular file in a real folder, never through a link, and
+# writable (a test script writes it; one made read-only was locked against that write).
 # Replies: "file NAME BASE64" (its first 4 KiB), "refuse WHY" or "none".
 _READ_REWARD = r"""
 d={verifier}
@@ -126,6 +131,7 @@ if [ -L "$d" ] || [ ! -d "$d" ]; then echo "{mark} refuse $d is not a folder (a 
 for name in reward.txt reward.json; do
   f=$d/$name
   if [ -L "$f" ]; then echo "{mark} refuse $f is a link, not the tests' file"; exit 0; fi
+  if [ -f "$f" ] && [ ! -w "$f" ]; then echo "{mark} refuse $f was made read-only"; exit 0; fi
   if [ -f "$f" ]; then echo "{mark} file $name $(head -c 4096 -- "$f" | base64 -w0)"; exit 0; fi
   if [ -e "$f" ]; then echo "{mark} refuse $f is not a regular file"; exit 0; fi
 done
