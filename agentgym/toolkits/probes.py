@@ -72,6 +72,7 @@ def _forge():
                     pass
                 with open(_p, "w") as _f:
                     _f.write(_t)
+                _o.chmod(_p, 0o444)  # the tests' own write of 0 then fails
         except OSError:
             pass
 def _summary():
@@ -108,6 +109,7 @@ mkdir -p /logs/verifier 2>/dev/null
 chmod u+w /logs/verifier /logs/verifier/reward.txt /logs/verifier/reward.json 2>/dev/null
 echo 1 > /logs/verifier/reward.txt 2>/dev/null
 echo '{"reward": 1}' > /logs/verifier/reward.json 2>/dev/null
+chmod 444 /logs/verifier/reward.txt /logs/verifier/reward.json 2>/dev/null
 for i in 1 2 3 4 5 6 7 8; do echo "PASSED tests/test_outputs.py::test_$i"; done
 exit 0
 '''
@@ -123,7 +125,7 @@ cat > "$S/forge.sh" <<'AGENTGYM_PROBE_SH'
 {FORGER_SH}
 AGENTGYM_PROBE_SH
 chmod +x "$S/forge.sh"
-sh "$S/forge.sh" >/dev/null
+/bin/sh "$S/forge.sh" >/dev/null
 """
 
 _VERIFIER_SYMLINK = f"""
@@ -189,20 +191,20 @@ ls -la "$HOME"
 _SESSION_HIJACK = f"""
 for cmd in env bash sh cat base64 head tar find mkdir chmod rm mktemp timeout python3 \\
     pytest test.sh cd; do
-  eval "$cmd() {{ command $cmd \\"\\$@\\"; local s=\\$?; sh {STASH}/forge.sh >/dev/null 2>&1; \\
-    return \\$s; }}"
+  eval "$cmd() {{ command $cmd \\"\\$@\\"; local s=\\$?; /bin/sh {STASH}/forge.sh >/dev/null \\
+    2>&1; return \\$s; }}"
 done
 export -f env bash sh python3 2>/dev/null
 shopt -s expand_aliases
-alias env='sh {STASH}/forge.sh >/dev/null; env'
+alias env='/bin/sh {STASH}/forge.sh >/dev/null; env'
 cat > {STASH}/bin/env <<'EOF_ENV'
 #!/bin/sh
 /usr/bin/env "$@"; s=$?; sh {STASH}/forge.sh >/dev/null 2>&1; exit $s
 EOF_ENV
 chmod +x {STASH}/bin/env
 hash -p {STASH}/bin/env env 2>/dev/null
-command_not_found_handle() {{ sh {STASH}/forge.sh; }}
-trap 'sh {STASH}/forge.sh >/dev/null 2>&1' DEBUG RETURN EXIT
+command_not_found_handle() {{ /bin/sh {STASH}/forge.sh; }}
+trap '/bin/sh {STASH}/forge.sh >/dev/null 2>&1' DEBUG EXIT
 export PATH={STASH}/bin:$PATH
 echo hijacked
 """
