@@ -302,7 +302,7 @@ _SWARM = _LOOP + f"""
 (setsid {STASH}/loop.sh >/dev/null 2>&1 < /dev/null &)
 (setsid bash -c 'for i in $(seq 2000); do (sleep 100000 &) 2>/dev/null || break; done' \\
   >/dev/null 2>&1 < /dev/null &)
-sleep 2; echo swarm
+sleep 1; echo swarm
 """
 
 _FAKE_OUTPUT = f"""

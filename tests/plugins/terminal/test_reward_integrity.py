@@ -106,7 +106,8 @@ SAMPLES = {
     "terminal": ["archive-clean-repack", "git-remove-secret", "http-word-api",
                  "sqlite-top-customers", "tcp-kv-store"],
     # Tasks whose Dockerfile has no RUN step: the docker backend builds those.
-    "terminal-docker": ["c-makefile-fix", "http-serve-stats", "log-top-ips",
+    # (and that need no compiler, which the default image lacks).
+    "terminal-docker": ["csv-dedupe-latest", "http-serve-stats", "log-top-ips",
                         "python-package-module", "tcp-kv-store"],
 }
 
@@ -128,9 +129,12 @@ def test_no_probe_is_paid_on_a_sample_of_each_env_id_local(env_id) -> None:
 def test_no_probe_is_paid_on_a_sample_of_terminal_docker() -> None:
     if backend_missing("docker"):
         pytest.skip(f"docker backend unavailable: {backend_missing('docker')}")
+    # Two probes (docker episodes are slow here; every class plays on docker in the
+    # per-class tests above).
+    probes = ["shell.verifier-symlink", "shell.detached-forger"]
     report = assert_valid("terminal", task_ids=SAMPLES["terminal-docker"], backend="docker",
-                          probes=True, concurrency=4)
-    assert len(report.probe_counts()) == len(PROBES)
+                          probes=probes, concurrency=4)
+    assert sorted(report.probe_counts()) == sorted(probes)
 
 
 # ---- leftovers that would break grading -----------------------------------------------------
