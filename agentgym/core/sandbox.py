@@ -34,6 +34,12 @@ Every backend gives the same semantics:
   edits never reach the template.
 * ``close`` kills every process the sandbox started and removes what it created; it is
   idempotent, and sandboxes still open at interpreter exit are closed then.
+* ``fresh_session`` stops every process the sandbox's commands started (services, detached
+  loops, fork bombs and the session shell itself, whatever a command made of it: functions,
+  aliases, traps) and starts a new session shell with the spec's environment in
+  ``workdir``; files stay as they are. A grader calls it before it runs anything in a
+  sandbox an agent used, so that nothing the agent left running or defined in its shell
+  takes part in grading.
 """
 
 from __future__ import annotations
@@ -404,6 +410,26 @@ class Sandbox(ABC):
     @abstractmethod
     async def list_dir(self, path: str = ".") -> list[str]:
         """Names in directory ``path``, sorted."""
+
+    async def fresh_session(self) -> None:
+        """Stop every process that commands started and give a new session shell.
+
+        Every process of the sandbox's commands ends (not chosen by name or pattern: the
+        whole sandbox's processes but the backend's own machinery, such as its init),
+        including those that detached (``setsid``, ``nohup``), forked without end or
+        replaced the shell, and the session shell itself; then a new shell starts in
+        ``workdir`` with the environment the spec gave (what commands exported, defined or
+        trapped in the old one is gone). Files are untouched. Raises :class:`SandboxError`
+        when the sandbox is gone.
+
+        Backends must implement it: graders rely on it (see
+        :func:`agentgym.plugins.terminal.grading.grade_task`). The default raises
+        ``NotImplementedError`` naming the backend.
+        """
+        raise NotImplementedError(
+            f"the {type(self).__name__} sandbox cannot stop its commands' processes and give a"
+            " fresh session shell (Sandbox.fresh_session); graders need it: implement it in"
+            " the backend")
 
     @abstractmethod
     async def close(self) -> None:

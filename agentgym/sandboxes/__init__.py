@@ -9,7 +9,9 @@
   limits. Needs a running Docker engine. Supports every spec field, and builds images
   locally (``build_image``).
 
-Registered through the entry point ``sandboxes``, like any third-party backend.
+Registered through the entry point ``sandboxes``, like any third-party backend. The plugin
+also contributes the generic shell exploit probes (:mod:`agentgym.toolkits.probes`,
+``shell.*``), which apply to any env offering a ``bash`` or ``terminal`` tool.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 from agentgym.core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
+    from agentgym.core.probes import ExploitProbe
     from agentgym.core.sandbox import SandboxBackend
 
 
@@ -35,3 +38,10 @@ def agentgym_cli_commands() -> list:
     from agentgym.sandboxes.cli import sandbox_group
 
     return [sandbox_group]
+
+
+@hookimpl
+def agentgym_exploit_probes() -> list[ExploitProbe]:
+    from agentgym.toolkits.probes import shell_probes
+
+    return shell_probes()

@@ -22,10 +22,17 @@ How each promise is kept:
   printing far more (:data:`OUTPUT_HARD_CAP`) is stopped.
 * **Timeouts.** A second, idle ``bash`` (the control shell) signals the session shell to
   abandon the rest of its command (``sleep 100; rm -rf x`` never reaches ``rm``), then
-  stops and kills every other process of the sandbox user, with builtins only, so that it
-  works even when a fork bomb holds every pid. A shell that does not come back after that
-  is replaced by a new one in the last known working directory, and the output says so.
-  Processes that daemonize outlive their command, but not a timeout or the sandbox.
+  stops and kills the processes descending from the session shell (the command's), with
+  builtins only, so that it works even when a fork bomb holds every pid. A shell that does
+  not come back after that is killed with every other process of the sandbox user (as on
+  the local backend, where the shell's end ends its namespace) and replaced by a new one in
+  the last known working directory, and the output says so. Processes that daemonize
+  outlive their command and its timeout, as on the local backend, but not
+  ``fresh_session`` or the sandbox.
+* **Fresh session.** ``fresh_session`` kills every process of the sandbox user (the
+  container's init and keep-alive run as root and stay), from the control shell, then
+  again from a new control shell no command could have reached, and starts a new session
+  shell with the container's environment.
 * **Lifetime.** ``close`` removes the container (killing everything in it). Containers
   carry the labels ``agentgym.sandbox=1`` and ``agentgym.owner_pid``, so :func:`gc` can
   remove those whose owner died without closing them.
@@ -100,7 +107,47 @@ _OWN_PIDS = 4
 # builtins only (no fork), so it works when a fork bomb holds every pid; stopping first
 # keeps processes from forking replacements while they are being killed. Its second
 # argument, the session shell, is first sent SIGURG to abort its command.
+# __ag_kill_tree: the same for the processes descending from the session shell (its
+# command's), found by parent pid: what a timeout ends, as on the local backend; processes
+# that detached (reparented to init) are not the command's any more and stay. The whole
+# tree is stopped before any is killed, so that no child is orphaned out of it.
 _KILL_FUNCTIONS = r"""
+__ag_tree() {
+  local p stat tree=" $1 " grew=1
+  local -A parent=()
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    read -r stat 2>/dev/null < "/proc/$p/stat" || continue
+    stat=${stat##*) }
+    [[ $stat == Z* ]] && continue
+    stat=${stat#* }
+    parent[$p]=${stat%% *}
+  done
+  __ag_pids=
+  while [[ $grew ]]; do
+    grew=
+    for p in "${!parent[@]}"; do
+      if [[ $tree == *" ${parent[$p]} "* ]]; then
+        tree+="$p "; __ag_pids+=" $p"; unset "parent[$p]"; grew=1
+      fi
+    done
+  done
+}
+__ag_kill_tree() {
+  local prev=none i
+  kill -URG "$1" 2>/dev/null
+  for ((i = 0; i < 50; i++)); do
+    __ag_tree "$1"
+    [[ -z $__ag_pids || $__ag_pids == "$prev" ]] && break
+    kill -STOP $__ag_pids 2>/dev/null
+    prev=$__ag_pids
+  done
+  for ((i = 0; i < 500; i++)); do
+    __ag_tree "$1"
+    [[ -z $__ag_pids ]] && break
+    kill -KILL $__ag_pids 2>/dev/null
+  done
+}
 __ag_others() {
   local p stat; __ag_pids=
   for p in /proc/[0-9]*; do
@@ -317,7 +364,7 @@ class DockerSandbox(Sandbox):
             elif stopped == "overflow":
                 notes.append(shell.overflow_note(out.hard_cap))
             if stopped in ("timeout", "cancel", "overflow"):
-                self._kill(abort=session.pid)
+                self._kill_command(session.pid)
                 try:
                     reply = session.read_reply(script.nonce, out,
                                                time.monotonic() + KILL_GRACE_S, None,
@@ -352,10 +399,20 @@ class DockerSandbox(Sandbox):
             code = TIMEOUT_EXIT_CODE if timed_out else 137 if stopped == "overflow" else reply.code
             return ExecResult(code, output, timed_out=timed_out, truncated=truncated)
 
-    def _kill(self, abort: int = 0) -> None:
-        """Kill every process of the sandbox user but the control shell; with ``abort``
-        (the session shell's pid), spare that shell and make it abandon its command."""
-        script = shell.control_script(f"__ag_kill '{abort or ''}' '{abort or ''}'")
+    def _kill_command(self, session_pid: int) -> None:
+        """Make the session shell abandon its command and kill the processes it started
+        (its descendants), as the local backend does: services the agent detached earlier
+        go on running."""
+        self._control_run(f"__ag_kill_tree '{session_pid}'")
+
+    def _kill(self) -> None:
+        """Kill every process of the sandbox user but the control shell."""
+        self._control_run("__ag_kill '' ''")
+
+    def _control_run(self, line: str) -> None:
+        """Run ``line`` (one of the kill functions) in the control shell; a new control
+        shell if a command killed the old one."""
+        script = shell.control_script(line)
         with self._control_lock:
             try:
                 reply = self._control.run(script, None, time.monotonic() + 30)
@@ -373,6 +430,36 @@ class DockerSandbox(Sandbox):
                     self._raise_if_gone()
                     raise SandboxError(f"could not stop the command in sandbox {self.id[:12]}:"
                                        f" {error}") from error
+
+    async def fresh_session(self) -> None:
+        """Kill every process of the sandbox user (builtins only, from the control shell:
+        it works while a fork bomb holds every pid), then again from a new control shell
+        that no command could have reached (which ends the old one too), and start a new
+        session shell in the workdir. Both new shells are ``docker exec``'s, so their
+        environment is the container's (the spec's). The container's init stays."""
+        self._check_usable()
+        loop = asyncio.get_running_loop()
+        lock = self._locks.setdefault(loop, asyncio.Lock())
+        async with lock:
+            await asyncio.wrap_future(self._runner.submit(self._fresh_session_sync))
+
+    def _fresh_session_sync(self) -> None:
+        with self._shell_lock:
+            self._check_usable()
+            self._kill()
+            old = self._control
+            self._control = _Shell(self.client.api, self.id)
+            try:
+                self._control.start(self.workdir)
+            except Exception as error:
+                self._raise_if_gone(settle_s=2.0)
+                raise SandboxError(f"could not start a new shell in sandbox {self.id[:12]}:"
+                                   f" {error}") from error
+            finally:
+                old.close()
+            self._kill()  # the old control shell and anything it spared
+            self._cwd = self.workdir
+            self._replace_session()
 
     def _replace_session(self) -> None:
         self._session.close()

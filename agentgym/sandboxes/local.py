@@ -404,6 +404,28 @@ class LocalSandbox(Sandbox):
 
     # ---- the session ----------------------------------------------------------------------
 
+    async def fresh_session(self) -> None:
+        """Kill the sandbox's pid namespace (its init first: the kernel then ends every
+        process inside, whatever it detached or forked, frozen so that none escapes) and
+        set up the shell the launcher starts in its place, in the workdir, with the spec's
+        environment (bwrap sets it anew). The launcher and slirp4netns, outside the
+        namespace, stay."""
+        async with self._lock:
+            if self.closed:
+                raise SandboxError("the sandbox is closed")
+            deadline = time.monotonic() + START_TIMEOUT_S
+            got: shell.Reply | str = "timeout"
+            while not (isinstance(got, shell.Reply) and got.ended):
+                if time.monotonic() >= deadline:
+                    raise self._dead("its processes could not be stopped for a fresh session")
+                await asyncio.to_thread(self.cgroup.kill, self._namespace_inits(), 2.0)
+                # Replies to a cancelled call's script are dropped: only the launcher's
+                # report that the shell ended counts.
+                got = await self._read("", None, min(deadline, time.monotonic() + 1.0))
+            self._stale_marker = None
+            self.cwd = self.workdir
+            await self._start_shell()
+
     async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         return await self._run(command, timeout or self.limits.timeout_s,
                                self.limits.output_bytes)

@@ -27,12 +27,13 @@ is the Dockerfile's ``WORKDIR`` (default ``/app``).
 ``submit``. ``tools=("terminal",)`` leaves ``bash`` out. The prompt states the task, the
 working directory and the programs on PATH.
 
-**Reward.** When the episode ends, the task's tests run in its sandbox
-(:func:`agentgym.plugins.terminal.grading.grade_task`): copied in only then, run with the
-environment the sandbox started with, scored all-or-nothing or as the fraction passed per
-the task's ``reward``. A task's reference solution (``oracle``) types its script into the
-terminal and submits; its known-wrong scripts (``solution/wrong*.sh``) are checked by
-``agentgym validate`` to score below 1.0.
+**Reward.** When the episode ends, the agent's processes are stopped and the task's tests
+run in its sandbox (:func:`agentgym.plugins.terminal.grading.grade_task`): copied in only
+then into folders made anew, run from a fresh shell with an environment and home the agent
+never wrote, scored all-or-nothing or as the fraction passed per the task's ``reward``.
+A task's reference solution (``oracle``) types its script into the terminal and submits;
+its known-wrong scripts (``solution/wrong*.sh``) are checked by ``agentgym validate`` to
+score below 1.0.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from agentgym.core.sandbox import Sandbox, SandboxLimits, SandboxSpec, SandboxSp
 from agentgym.core.task import WRONG_SOLUTIONS, SolutionTurn, Task, TaskList
 from agentgym.core.tools import tool
 from agentgym.plugins.terminal.formats import LOGS_DIR, TESTS_DIR, TerminalTask, load_tasks
+from agentgym.plugins.terminal.grading import GITCONFIG, grade_task
 from agentgym.toolkits import BashTools, TerminalTools
 
 #: The folder of agentgym's own tasks (package data).
@@ -67,9 +69,6 @@ TOOLSETS = {"terminal": TerminalTools, "bash": BashTools}
 #: Programs the prompt names when the workspace has them.
 PROGRAMS = ("python3", "pip3", "git", "sqlite3", "curl", "make", "gcc", "tar", "gzip",
             "zip", "unzip", "jq", "less", "vim", "nano")
-#: The user's git settings in a fresh sandbox (``~/.gitconfig``), so that commits work.
-_GITCONFIG = ("[user]\n\tname = agent\n\temail = agent@agentgym.invalid\n"
-              "[init]\n\tdefaultBranch = main\n")
 #: Variables of the sandbox's starting environment that belong to one shell, not to it.
 _SHELL_VARIABLES = {"PWD", "OLDPWD", "SHLVL", "_"}
 
@@ -302,14 +301,10 @@ class TerminalEnv(AgentEnv):
 
     async def grade(self, episode: Episode) -> RewardResult:
         """Run the task's tests in the episode's sandbox (see the module docstring)."""
-        from agentgym.plugins.terminal.grading import grade_task
-
         if self.box is None:
             return RewardResult(0.0, {"reason": "the episode's sandbox never started"})
-        task = self.terminal_task(episode.task)
-        env = None if self._start_env is None else {**self._start_env,
-                                                     **dict(task.verifier_env)}
-        return await grade_task(self.box, task, env=env, timeout=self.test_timeout_s)
+        return await grade_task(self.box, self.terminal_task(episode.task),
+                                env=self._start_env, timeout=self.test_timeout_s)
 
 
 async def _start_environment(box: Sandbox) -> dict[str, str]:
@@ -317,7 +312,7 @@ async def _start_environment(box: Sandbox) -> dict[str, str]:
     home has a ``.gitconfig``); and read its environment, which grading runs with."""
     result = await box.exec(
         f"mkdir -p {LOGS_DIR}/agent {LOGS_DIR}/verifier;"
-        f" [ -e ~/.gitconfig ] || printf %s {shlex.quote(_GITCONFIG)} > ~/.gitconfig;"
+        f" [ -e ~/.gitconfig ] || printf %s {shlex.quote(GITCONFIG)} > ~/.gitconfig;"
         " env -0 | base64 -w0", timeout=30)
     if not result.ok:
         raise SandboxSpecError(f"the sandbox could not be prepared: {result.output[-500:]}")

@@ -1,18 +1,44 @@
-"""Grading a terminal task: its tests, copied in only now, run in the episode's sandbox.
+"""Grading a terminal task: its tests, copied in only now, run in the episode's sandbox,
+where nothing the agent left behind can reach them.
 
-:func:`grade_task` runs after the agent finished, in the same sandbox (a task may check a
-service the agent left running):
+:func:`grade_task` runs after the agent finished, in the same sandbox (the workspace, its
+files, databases and repositories are what the tests check):
 
-1. ``/tests`` and ``/logs/verifier`` are emptied, whatever the agent put there, and the
-   task's test files are copied into ``/tests``. Before this the agent could not read them
-   (they were never in the sandbox), and an edit it made to a copy of its own is gone.
-2. The task's test command runs in the workspace, as the sandbox user, with the sandbox's
-   environment as it was when the episode started (variables the agent exported in its
-   shells do not reach it), within the task's test timeout.
-3. The reward: Harbor tasks report it in ``/logs/verifier/reward.txt`` (a number, or
-   ``reward.json`` with a ``reward`` field); Terminal-Bench tasks print pytest's ``-rA``
-   summary, whose PASSED/FAILED lines are counted. ``binary`` gives 1.0 only for a full
-   score (a reward of 1, or every test passed); ``fraction`` gives the score itself.
+1. **The agent is stopped.** Every process the agent started ends and a new session shell
+   starts (:meth:`~agentgym.core.sandbox.Sandbox.fresh_session`): no detached loop keeps
+   writing the reward file, no service or fork bomb runs on, and no function, alias or
+   trap the agent defined in its shell wraps the grader's commands. A task that checks a
+   service has its tests start it from the agent's files (see docs/terminal.md).
+2. **The grader's folders are made anew.** Whatever is in ``/tests`` and ``/logs`` is
+   removed without following links (a ``/logs/verifier`` the agent replaced by a link to a
+   folder of its own goes, the folder it points to stays untouched) and ``/tests``,
+   ``/logs/verifier`` and ``/logs/agent`` are made empty; if one is still not a real
+   folder, grading refuses and scores 0, saying which. The task's test files are copied
+   into ``/tests``: before this the agent could not read them (they were never in the
+   sandbox), and a copy of its own is gone.
+3. **The tests run with an environment the agent never wrote**, in the workspace, as the
+   sandbox user, within the task's test timeout: the sandbox's starting environment
+   without the variables that make programs run code or read files they name
+   (:data:`HOOK_VARIABLES`), a fresh ``HOME`` made by the grader (holding only the git
+   identity agents get: the agent's ``~/.gitconfig``, ``~/.sqliterc``, shell rc files and
+   Python user site do not reach the tests), ``PYTHONNOUSERSITE=1``, and a ``PATH`` whose
+   folders the sandbox user can write (or replace) come after the others, so a wrapper
+   planted there cannot shadow a system program. The task's ``verifier_env`` is added
+   last.
+4. **The reward:** Harbor tasks report it in ``/logs/verifier/reward.txt`` (a number, or
+   ``reward.json`` with a ``reward`` field), read only as a regular file in a real folder
+   (a link, or a file made read-only, is refused); Terminal-Bench tasks print pytest's
+   ``-rA`` summary, whose PASSED/FAILED lines are counted. ``binary`` gives 1.0 only for
+   a full score (a reward of 1, or every test passed); ``fraction`` gives the score
+   itself.
+
+What stays in reach by design: the workspace and every file the tests read or run. Tests
+that run the agent's code (a service, a module, a built program, ``make`` on its Makefile)
+run it as the sandbox user, who may write ``/logs`` as the tests do; so the tests of
+agentgym's own tasks (and of the tasks converted from packages) stop every process started
+since they began, then make ``/logs/verifier`` anew, before they write the reward. A
+task's own ``test.sh`` that runs the agent's code should do the same (see
+docs/terminal.md).
 
 The metrics carry the tests' exit code, the counts, why the reward is what it is, and the
 tail of the test output.
@@ -20,6 +46,7 @@ tail of the test output.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -34,10 +61,82 @@ from agentgym.plugins.terminal.formats import LOGS_DIR, REWARD_FILE, TESTS_DIR, 
 
 #: Characters of the test output kept in the metrics.
 LOG_TAIL_CHARS = 3000
-_ARCHIVE = "/tmp/.agentgym-tests.tar"
+#: The git identity of the sandbox user (``~/.gitconfig`` of a fresh sandbox, and of the
+#: grader's fresh home), so that commits work.
+GITCONFIG = ("[user]\n\tname = agent\n\temail = agent@agentgym.invalid\n"
+             "[init]\n\tdefaultBranch = main\n")
+#: Variables of the sandbox's environment the tests never get: each makes a program run
+#: code or read a file it names (shell and interpreter startup files, preloaded libraries,
+#: module paths, test-runner options, config locations), and the file may be the agent's.
+#: A task that needs one sets it in its ``verifier_env``.
+HOOK_VARIABLES = frozenset({
+    "BASH_ENV", "ENV", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "CDPATH", "GLOBIGNORE",
+    "PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONEXECUTABLE",
+    "PYTHONBREAKPOINT", "PYTHONPYCACHEPREFIX", "PYTHONSAFEPATH", "PYTHONINSPECT",
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PERL5LIB", "PERL5OPT", "PERLLIB",
+    "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS",
+    "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS",
+    "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "SQLITE_HISTORY", "INPUTRC", "XDG_CONFIG_HOME",
+    "XDG_CONFIG_DIRS", "XDG_DATA_HOME", "XDG_DATA_DIRS", "XDG_CACHE_HOME", "HOME", "PATH",
+})
+#: What prefixes the grader's lines (its own replies, never the tests' output).
+_MARK = "AGENTGYM-GRADER"
 # pytest -rA's short summary: "PASSED tests/test_x.py::test_y", "FAILED ... - reason"
 _RESULT = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S+)", re.MULTILINE)
 _PASSING = {"PASSED", "XFAIL"}
+
+# Run in a fresh session shell, with the agent's processes gone. Empties /tests and /logs
+# without following links (find -delete never does; chmod first, since the agent may
+# have taken its own write permission away), makes the folders anew, refuses any that is
+# still not a real folder, makes the grader's home (a new, unguessed folder) and orders
+# PATH: a folder that the sandbox user owns or may write, or under one (so could be
+# swapped), goes after the others. Replies: "home DIR", "path PATH", or "refuse WHY".
+_PREPARE = r"""
+chmod -R u+rwX {tests} {logs} 2>/dev/null
+find {tests} {logs} -mindepth 1 -delete 2>/dev/null
+mkdir -p {logs}/verifier {logs}/agent 2>/dev/null
+for d in {tests} {logs} {logs}/verifier; do
+  if [ -L "$d" ] || [ ! -d "$d" ]; then
+    echo "{mark} refuse $d is not a folder (a link?)"; exit 0
+  fi
+  if [ -n "$(ls -A "$d" 2>/dev/null | grep -v '^verifier$\|^agent$')" ]; then
+    echo "{mark} refuse $d could not be emptied"; exit 0
+  fi
+done
+home=$(mktemp -d /tmp/.agentgym-grader.XXXXXXXXXX) || {{ echo "{mark} refuse no home"; exit 0; }}
+printf %s {gitconfig} > "$home/.gitconfig"
+echo "{mark} home $home"
+first= last=
+IFS=: read -r -a dirs <<< {path}
+for d in "${{dirs[@]}}"; do
+  x=$d agent=
+  [ "${{x#/}}" = "$x" ] && agent=1
+  while [ -z "$agent" ]; do
+    if [ -e "$x" ] && {{ [ -O "$x" ] || [ -w "$x" ]; }}; then agent=1; fi
+    [ "$x" = / ] && break
+    x=${{x%/*}}; x=${{x:-/}}
+  done
+  if [ -n "$agent" ]; then last=$last:$d; else first=$first:$d; fi
+done
+p=$first$last
+echo "{mark} path ${{p#:}}"
+"""
+
+# The reward file as it is: a regular file in a real folder, never through a link, and
+# writable (a test script writes it; one made read-only was locked against that write).
+# Replies: "file NAME BASE64" (its first 4 KiB), "refuse WHY" or "none".
+_READ_REWARD = r"""
+d={verifier}
+if [ -L "$d" ] || [ ! -d "$d" ]; then echo "{mark} refuse $d is not a folder (a link?)"; exit 0; fi
+for name in reward.txt reward.json; do
+  f=$d/$name
+  if [ -L "$f" ]; then echo "{mark} refuse $f is a link, not the tests' file"; exit 0; fi
+  if [ -f "$f" ] && [ ! -w "$f" ]; then echo "{mark} refuse $f was made read-only"; exit 0; fi
+  if [ -f "$f" ]; then echo "{mark} file $name $(head -c 4096 -- "$f" | base64 -w0)"; exit 0; fi
+  if [ -e "$f" ]; then echo "{mark} refuse $f is not a regular file"; exit 0; fi
+done
+echo "{mark} none"
+"""
 
 
 def tests_archive(task: TerminalTask) -> bytes:
@@ -64,22 +163,44 @@ def clean_command(command: str, env: Mapping[str, str] | None, workdir: str) -> 
     return f"env -i {pairs} bash --noprofile --norc -c {shlex.quote(inner)}"
 
 
+def grader_environment(start_env: Mapping[str, str], home: str, path: str,
+                       verifier_env: Mapping[str, str] = ()) -> dict[str, str]:
+    """What the tests run with (see the module docstring, step 3): ``start_env`` without
+    :data:`HOOK_VARIABLES`, the grader's ``home`` and ordered ``path``, no Python user
+    site, then the task's ``verifier_env``."""
+    env = {name: value for name, value in start_env.items() if name not in HOOK_VARIABLES}
+    env.update(HOME=home, PATH=path, PYTHONNOUSERSITE="1")
+    env.update(dict(verifier_env))
+    return env
+
+
 async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str] | None,
                      timeout: float | None = None) -> RewardResult:
     """Run ``task``'s tests in ``box`` and score them (see the module docstring).
-    ``env``: the sandbox's environment at the episode's start."""
+    ``env``: the sandbox's environment at the episode's start (None: the fresh session's,
+    which is the same: the spec's)."""
     timeout = timeout or task.test_timeout_s
-    prepare = (f"chmod -R u+rwX {TESTS_DIR} {LOGS_DIR} 2>/dev/null;"
-               f" find {TESTS_DIR} {LOGS_DIR}/verifier -mindepth 1 -delete 2>/dev/null;"
-               f" mkdir -p {LOGS_DIR}/verifier {LOGS_DIR}/agent")
-    await box.exec(prepare, timeout=60)
-    await box.write_file(_ARCHIVE, tests_archive(task))
-    unpacked = await box.exec(f"tar -xf {_ARCHIVE} -C {TESTS_DIR} && rm -f {_ARCHIVE}",
-                              timeout=60)
+    await box.fresh_session()
+    if env is None:
+        env = await _session_environment(box)
+    prepared = await box.exec(_PREPARE.format(
+        tests=TESTS_DIR, logs=LOGS_DIR, mark=_MARK, gitconfig=shlex.quote(GITCONFIG),
+        path=shlex.quote(env.get("PATH", "/usr/local/bin:/usr/bin:/bin"))), timeout=60)
+    replies = _replies(prepared.output)
+    if "refuse" in replies or "home" not in replies or "path" not in replies:
+        why = replies.get("refuse") or "the grader's folders could not be prepared"
+        return RewardResult(0.0, {"reason": f"grading refused: {why}",
+                                  "log_tail": prepared.output[-LOG_TAIL_CHARS:]})
+    home = replies["home"]
+    archive = f"{home}/tests.tar"
+    await box.write_file(archive, tests_archive(task))
+    unpacked = await box.exec(f"tar -xf {shlex.quote(archive)} -C {TESTS_DIR} &&"
+                              f" rm -f {shlex.quote(archive)}", timeout=60)
     if not unpacked.ok:
         return RewardResult(0.0, {"reason": "the tests could not be copied in",
                                   "log_tail": unpacked.output[-LOG_TAIL_CHARS:]})
-    result = await box.exec(clean_command(task.test_command, env, task.workdir),
+    test_env = grader_environment(env, home, replies["path"], task.verifier_env)
+    result = await box.exec(clean_command(task.test_command, test_env, task.workdir),
                             timeout=timeout)
     metrics = {"exit_code": result.exit_code, "timed_out": result.timed_out,
                "test_command": task.test_command,
@@ -99,23 +220,48 @@ async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str]
     return RewardResult(reward, {**metrics, "score": score, "reason": reason})
 
 
+def _replies(output: str) -> dict[str, str]:
+    """The grader's own lines in ``output``: ``{kind: rest}``."""
+    replies = {}
+    for line in output.splitlines():
+        if line.startswith(_MARK + " "):
+            kind, _, rest = line[len(_MARK) + 1:].partition(" ")
+            replies.setdefault(kind, rest)
+    return replies
+
+
+async def _session_environment(box: Sandbox) -> dict[str, str]:
+    """The environment of the (fresh) session shell."""
+    result = await box.exec("env -0 | base64 -w0", timeout=30)
+    env = {}
+    for pair in base64.b64decode(result.output.strip().splitlines()[-1]).split(b"\0"):
+        name, sep, value = pair.decode(errors="replace").partition("=")
+        if sep and name not in ("PWD", "OLDPWD", "SHLVL", "_"):
+            env[name] = value
+    return env
+
+
 async def _reward_file(box: Sandbox) -> tuple[float | None, str]:
-    """Harbor's reward: ``reward.txt``'s number, else ``reward.json``'s ``reward``."""
-    try:
-        text = (await box.read_file(REWARD_FILE)).decode(errors="replace").strip()
-    except FileNotFoundError:
-        text = None
-    if text is not None:
+    """Harbor's reward: ``reward.txt``'s number, else ``reward.json``'s ``reward``; only
+    a regular file in a real folder counts."""
+    read = await box.exec(_READ_REWARD.format(verifier=f"{LOGS_DIR}/verifier", mark=_MARK),
+                          timeout=60)
+    replies = _replies(read.output)
+    if "refuse" in replies:
+        return None, f"reward refused: {replies['refuse']}"
+    if "file" not in replies:
+        return None, f"the tests wrote no {REWARD_FILE}"
+    name, _, encoded = replies["file"].partition(" ")
+    text = base64.b64decode(encoded or "").decode(errors="replace").strip()
+    if name == "reward.txt":
         try:
             return float(text.split()[0]), f"{REWARD_FILE} says {text[:40]}"
         except (ValueError, IndexError):
             return None, f"{REWARD_FILE} holds {text[:80]!r}, not a number"
     json_file = REWARD_FILE.replace(".txt", ".json")
     try:
-        data = json.loads(await box.read_file(json_file))
+        data = json.loads(text)
         return float(data["reward"]), f"{json_file} says {data['reward']}"
-    except FileNotFoundError:
-        return None, f"the tests wrote no {REWARD_FILE}"
     except (ValueError, KeyError, TypeError):
         return None, f"{json_file} has no numeric 'reward'"
 

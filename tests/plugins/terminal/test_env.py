@@ -14,6 +14,7 @@ from agentgym.core.sandbox import SandboxError, SandboxSpecError
 from agentgym.plugins.terminal.env import BUILTIN_TASKS, TerminalEnv
 from agentgym.plugins.terminal.formats import load_tasks
 from agentgym.testing import assert_valid, check_env
+from agentgym.toolkits.probes import PROBES
 from tests.conftest import backend_missing
 
 DATA = Path(__file__).parent / "data"
@@ -66,7 +67,8 @@ def test_shipped_tasks_cover_the_categories() -> None:
 
 def test_every_shipped_task_is_valid_under_its_grader(local) -> None:
     """oracle 1.0, noop 0.0, each wrong solution < 1.0, on the local backend."""
-    report = assert_valid("terminal", n=None, require_solutions=True, concurrency=4)
+    report = assert_valid("terminal", n=None, require_solutions=True, concurrency=4,
+                          probes=False)  # probes: test_reward_integrity.py, on a sample
     assert len(report.task_ids) >= 20
     assert sum(r.check.startswith("wrong") for r in report.results) >= 20
 
@@ -128,7 +130,7 @@ def test_tasks_with_their_own_dockerfile_run_on_docker(docker, task) -> None:
     assert env.backend_of(env.terminal_tasks[task]) == "docker"
     env.close()
     report = assert_valid("terminal", n=None, require_solutions=True, concurrency=3,
-                          tasks=str(DATA / task))
+                          tasks=str(DATA / task), probes=False)
     assert sorted(r.check for r in report.results) == ["noop", "oracle", "wrong solution #1"]
 
 
@@ -146,7 +148,8 @@ def test_terminal_bench_fraction_reward(docker) -> None:
 def test_package_sourced_tasks_are_valid_under_their_grader(local, env_id, at_least) -> None:
     """Every task the converters keep from the packages' data: oracle 1.0, noop 0.0, wrong
     solutions < 1.0, on the local backend."""
-    report = assert_valid(env_id, n=None, require_solutions=True, concurrency=4)
+    report = assert_valid(env_id, n=None, require_solutions=True, concurrency=4,
+                          probes=False)
     assert len(report.task_ids) >= at_least
 
 
@@ -158,7 +161,8 @@ def test_validate_runs_a_users_task_folder(local, agentgym_cli) -> None:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
-    assert (result["tasks"], result["checked"], result["ok"]) == (1, 3, True)
+    # oracle, noop, the wrong solution, and every generic shell probe (none paid)
+    assert (result["tasks"], result["checked"], result["ok"]) == (1, 3 + len(PROBES), True)
 
 
 def test_a_missing_base_image_is_named(docker, tmp_path) -> None:

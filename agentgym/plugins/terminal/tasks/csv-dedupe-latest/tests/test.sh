@@ -1,5 +1,21 @@
 #!/usr/bin/env bash
-# Grader: reward 1 only when every check in check.py passes.
-mkdir -p /logs/verifier
+# Grader: reward 1 only when every check in check.py passes. The checks may run the agent's
+# code; every process started meanwhile is stopped before the reward is written, into a
+# folder made anew, so none of it can write the reward.
+before=" $(cd /proc && echo [0-9]*) "
 cd /app 2>/dev/null || true
-if python3 /tests/check.py; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+python3 /tests/check.py
+status=$?
+for ((round = 0; round < 20; round++)); do
+  left=
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    [[ $before == *" $p "* || $p == "$$" ]] && continue
+    read -r stat 2>/dev/null < "/proc/$p/stat" || continue
+    [[ ${stat##*) } == Z* ]] || left+=" $p"
+  done
+  [[ -z $left ]] && break
+  kill -STOP $left 2>/dev/null; kill -KILL $left 2>/dev/null
+done
+chmod -R u+rwX /logs 2>/dev/null; rm -rf /logs/verifier; mkdir -p /logs/verifier
+if [ $status -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reference: compute the stats with Python, then serve the folder in the background.
+# Reference: compute the stats with Python; serve.sh serves the folder (the checker runs it).
 set -euo pipefail
 cd /app
 python3 - <<'PY'
@@ -13,9 +13,18 @@ stats = {"total_visits": len(rows), "unique_visitors": len({r["visitor_id"] for 
          "pages": {p: {"visits": visits[p], "visitors": len(visitors[p])} for p in sorted(visits)}}
 json.dump(stats, open("public/stats.json", "w"), indent=2)
 PY
-nohup setsid python3 -m http.server 8080 --bind 127.0.0.1 --directory /app/public > /tmp/svc.log 2>&1 &
+cat > /app/serve.sh <<'SH'
+#!/usr/bin/env bash
+# Serve /app/public on 127.0.0.1:8080, in the foreground.
+exec python3 -m http.server 8080 --bind 127.0.0.1 --directory /app/public
+SH
+chmod +x /app/serve.sh
+# Try it as the checker runs it, then stop it.
+bash /app/serve.sh > /tmp/svc.log 2>&1 &
+server=$!
 for _ in $(seq 50); do
   curl -sf -o /dev/null http://127.0.0.1:8080/stats.json && break
   sleep 0.1
 done
 curl -s http://127.0.0.1:8080/stats.json | head -5
+kill "$server"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Plausible mistake: the right file, but http.server started on its default port (8000).
+# Plausible mistake: the right file, but serve.sh starts http.server on its default port (8000).
 set -euo pipefail
 cd /app
 python3 - <<'PY'
@@ -13,6 +13,8 @@ stats = {"total_visits": len(rows), "unique_visitors": len({r["visitor_id"] for 
          "pages": {p: {"visits": visits[p], "visitors": len(visitors[p])} for p in sorted(visits)}}
 json.dump(stats, open("public/stats.json", "w"), indent=2)
 PY
+cat > /app/serve.sh <<'SH'
+#!/usr/bin/env bash
 cd /app/public
-nohup setsid python3 -m http.server --bind 127.0.0.1 > /tmp/svc.log 2>&1 &
-sleep 1
+exec python3 -m http.server --bind 127.0.0.1
+SH

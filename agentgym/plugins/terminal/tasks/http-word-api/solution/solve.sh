@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reference: a ThreadingHTTPServer with the three endpoints, started in the background.
+# Reference: a ThreadingHTTPServer with the three endpoints (the checker starts it).
 set -euo pipefail
 cat > /app/server.py <<'PY'
 """Word-count API over /app/corpus.txt on 127.0.0.1:9090."""
@@ -48,9 +48,13 @@ class Handler(BaseHTTPRequestHandler):
 if __name__ == "__main__":
     ThreadingHTTPServer(("127.0.0.1", 9090), Handler).serve_forever()
 PY
-nohup setsid python3 /app/server.py > /tmp/svc.log 2>&1 &
+# Try it as the checker runs it, then stop it.
+cd /app
+python3 /app/server.py > /tmp/svc.log 2>&1 &
+server=$!
 for _ in $(seq 50); do
   curl -sf -o /dev/null http://127.0.0.1:9090/health && break
   sleep 0.1
 done
 curl -s 'http://127.0.0.1:9090/top?n=3'; echo
+kill "$server"

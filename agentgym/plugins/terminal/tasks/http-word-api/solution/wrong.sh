@@ -48,9 +48,4 @@ class Handler(BaseHTTPRequestHandler):
 if __name__ == "__main__":
     ThreadingHTTPServer(("127.0.0.1", 9090), Handler).serve_forever()
 PY
-nohup setsid python3 /app/server.py > /tmp/svc.log 2>&1 &
-for _ in $(seq 50); do
-  curl -sf -o /dev/null http://127.0.0.1:9090/health && break
-  sleep 0.1
-done
 

@@ -1,8 +1,16 @@
-"""Checks for http-word-api: query the running server on 127.0.0.1:9090."""
+"""Checks for http-word-api: start the agent's server and query it on 127.0.0.1:9090."""
+import atexit
 import collections
+import contextlib
 import json
+import os
 import re
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -16,6 +24,37 @@ def check(ok, what):
     if not ok:
         FAILS.append(what)
     return ok
+
+
+def start_server(argv, port):
+    """Start the agent's server as the instruction says (from /app, in a session of its
+    own), wait up to 10 s for it to accept connections on 127.0.0.1:PORT, and stop it, its
+    whole process group, when the checks end."""
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (open until exit, for the server)
+    proc = subprocess.Popen(argv, cwd="/app", stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop():
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    atexit.register(stop)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and proc.poll() in (None, 0):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    log.seek(0)
+    print(f"`{' '.join(argv)}` did not open 127.0.0.1:{port} within 10 s (exit status"
+          f" {proc.poll()}); its output:\n{log.read()[-2000:].decode(errors='replace')}")
+    check(False, f"the server started by `{' '.join(argv)}` listens on port {port}")
+    sys.exit(1)
+
+
+start_server(["python3", "/app/server.py"], 9090)
 
 
 def get(path):

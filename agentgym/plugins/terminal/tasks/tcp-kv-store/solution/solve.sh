@@ -51,7 +51,10 @@ class Server(socketserver.ThreadingTCPServer):
 if __name__ == "__main__":
     Server(("127.0.0.1", 7070), Handler).serve_forever()
 PY
-nohup setsid python3 /app/kvserver.py > /tmp/svc.log 2>&1 &
+# Try it as the checker runs it, then stop it.
+cd /app
+python3 /app/kvserver.py > /tmp/svc.log 2>&1 &
+server=$!
 for _ in $(seq 50); do
   python3 -c "import socket; socket.create_connection(('127.0.0.1', 7070), 1).close()" 2>/dev/null && break
   sleep 0.1
@@ -61,3 +64,4 @@ import socket, sys
 s = socket.create_connection(('127.0.0.1', 7070), 2)
 s.sendall(sys.stdin.buffer.read())
 print(s.makefile().read(), end='')"
+kill "$server"

@@ -37,5 +37,3 @@ class Handler(socketserver.BaseRequestHandler):
 socketserver.ThreadingTCPServer.allow_reuse_address = True
 socketserver.ThreadingTCPServer(("127.0.0.1", 7070), Handler).serve_forever()
 PY
-nohup setsid python3 /app/kvserver.py > /tmp/svc.log 2>&1 &
-sleep 1

@@ -1,0 +1,382 @@
+"""Generic shell exploit probes: hostile solutions any env with a shell tool is tested with.
+
+Each probe (:class:`~agentgym.core.probes.ExploitProbe`, id ``shell.NAME``) applies to any
+env that offers a ``bash`` or ``terminal`` tool: it runs one shell script with that tool
+(:func:`~agentgym.core.probes.shell_turn`), then calls ``submit`` when the env offers it
+(with no arguments: a ``submit`` that needs some answers with a tool error, and the episode
+runs out its turns). None does the task; a grader pays none of them if nothing the agent
+left behind reaches it. The ``sandboxes`` plugin registers them (``agentgym list probes``).
+
+Every probe plants the same **universal forger** (:data:`FORGER_PY`, :data:`FORGER_SH`):
+whatever process runs it writes 1 to every reward channel it knows
+(``/logs/verifier/reward.txt`` and ``reward.json``, Harbor's), prints a fake pytest ``-rA``
+summary with PASSED lines when it exits, and, in a Python process that can import pytest,
+patches pytest's reports to "passed". The probes differ in how they try to make the
+grader run it, or in what they leave where the grader looks:
+
+=============================  ==============  =============================================
+probe                          attack          what it leaves
+=============================  ==============  =============================================
+shell.verifier-symlink         grader-files    ``/logs/verifier`` replaced by a link to a
+                                               read-only folder holding reward files
+shell.grader-files-prefill     grader-files    forged tests in ``/tests``, read-only reward
+                                               files in a read-only ``/logs/verifier``
+shell.python-startup-hooks     startup-hooks   ``usercustomize.py`` and a ``.pth`` in the
+                                               user site, ``sitecustomize.py`` in the
+                                               workdir, /tmp, the home and every writable
+                                               ``sys.path`` folder; PYTHONPATH exported
+shell.shell-rc-hooks           startup-hooks   ``~/.bashrc``, ``~/.profile``,
+                                               ``~/.bash_profile`` ..., BASH_ENV and ENV
+shell.session-shell-hijack     startup-hooks   functions, aliases, ``hash -p`` entries and a
+                                               DEBUG trap in the session shell wrapping the
+                                               commands a grader runs (``env``, ``bash``,
+                                               ``base64``, ``cat`` ...)
+shell.git-sqlite-config        config          ``~/.gitconfig`` (hooksPath, pager,
+                                               fsmonitor, aliases), ``~/.sqliterc``
+                                               running ``.system``, ``~/.curlrc``
+shell.path-shadowing           config          wrappers for python3, pytest, sqlite3, git,
+                                               bash ... in every folder on PATH the agent
+                                               may write, and in ~/.local/bin, ~/bin
+shell.detached-forger          processes       a detached loop (setsid, nohup) rewriting the
+                                               reward files and re-planting hooks
+shell.process-swarm            processes       many detached processes holding the pid limit,
+                                               one of them the forger loop
+shell.fake-test-output         fake-output     a ``python3`` wrapper and startup hooks that
+                                               print a fake pytest summary and patch reports
+=============================  ==============  =============================================
+"""
+
+from __future__ import annotations
+
+from agentgym.core.probes import ExploitProbe, ProbeTarget, call_turn, shell_turn
+
+__all__ = ["FORGER_PY", "FORGER_SH", "PROBES", "shell_probes"]
+
+#: Where the probes keep their files inside the sandbox (besides the places they plant).
+STASH = "/tmp/.probe"
+
+#: The universal forger, as Python: run by any interpreter that starts it (a startup hook,
+#: a wrapper), it writes every reward channel, patches pytest's reports when pytest can be
+#: imported, and prints a fake pytest summary at exit.
+FORGER_PY = r'''
+import atexit as _a, os as _o, sys as _s
+def _forge():
+    for _d in ("/logs/verifier",):
+        try:
+            _o.makedirs(_d, exist_ok=True)
+            for _n, _t in (("reward.txt", "1\n"), ("reward.json", '{"reward": 1}\n')):
+                _p = _o.path.join(_d, _n)
+                try:
+                    _o.chmod(_p, 0o644)
+                except OSError:
+                    pass
+                with open(_p, "w") as _f:
+                    _f.write(_t)
+                _o.chmod(_p, 0o444)  # the tests' own write of 0 then fails
+        except OSError:
+            pass
+def _summary():
+    _forge()
+    _w = _s.stdout.write
+    _w("\n=========================== short test summary info ============================\n")
+    for _i in range(1, 9):
+        _w(f"PASSED tests/test_outputs.py::test_{_i}\nPASSED /tests/test_outputs.py::test_{_i}\n")
+    _w("============================== 8 passed in 0.01s ===============================\n")
+    _s.stdout.flush()
+_forge()
+_a.register(_summary)
+try:
+    import importlib.util as _u
+    if _u.find_spec("_pytest") is not None:
+        import _pytest.reports as _r
+        def _passing(_cls):
+            _init = _cls.__init__
+            def __init__(self, *a, **k):
+                _init(self, *a, **k)
+                if getattr(self, "outcome", "passed") != "passed":
+                    self.outcome, self.longrepr = "passed", None
+            _cls.__init__ = __init__
+        _passing(_r.TestReport)
+        _passing(_r.CollectReport)
+except Exception:
+    pass
+'''
+
+#: The universal forger, as a shell script: writes every reward channel and prints PASSED
+#: lines (a hook, a pager, a wrapper runs it).
+FORGER_SH = r'''#!/bin/sh
+mkdir -p /logs/verifier 2>/dev/null
+chmod u+w /logs/verifier /logs/verifier/reward.txt /logs/verifier/reward.json 2>/dev/null
+echo 1 > /logs/verifier/reward.txt 2>/dev/null
+echo '{"reward": 1}' > /logs/verifier/reward.json 2>/dev/null
+chmod 444 /logs/verifier/reward.txt /logs/verifier/reward.json 2>/dev/null
+for i in 1 2 3 4 5 6 7 8; do echo "PASSED tests/test_outputs.py::test_$i"; done
+exit 0
+'''
+
+# Writes the forgers to the stash: every probe starts with this.
+_SETUP = f"""
+S={STASH}
+mkdir -p "$S/bin" "$S/hooks" "$S/v"
+cat > "$S/forge.py" <<'AGENTGYM_PROBE_PY'
+{FORGER_PY}
+AGENTGYM_PROBE_PY
+cat > "$S/forge.sh" <<'AGENTGYM_PROBE_SH'
+{FORGER_SH}
+AGENTGYM_PROBE_SH
+chmod +x "$S/forge.sh"
+/bin/sh "$S/forge.sh" >/dev/null
+"""
+
+_VERIFIER_SYMLINK = f"""
+V={STASH}/v
+chmod -R u+w "$V" 2>/dev/null
+echo 1 > "$V/reward.txt"; echo '{{"reward": 1}}' > "$V/reward.json"
+chmod 444 "$V"/reward.*; chmod 555 "$V"
+chmod -R u+w /logs/verifier 2>/dev/null; rm -rf /logs/verifier
+ln -sfn "$V" /logs/verifier
+ls -la /logs /logs/verifier/
+"""
+
+_PREFILL = f"""
+for name in test.sh run-tests.sh; do
+  cp {STASH}/forge.sh /tests/$name 2>/dev/null
+done
+printf 'import sys\\nexec(open("{STASH}/forge.py").read())\\ndef test_ok():\\n    pass\\n' \\
+  > /tests/test_outputs.py
+cp /tests/test_outputs.py /tests/check.py; cp /tests/test_outputs.py /tests/grade.py
+printf 'exec(open("{STASH}/forge.py").read())\\n' > /tests/conftest.py
+mkdir -p /tests/tests && cp /tests/test_outputs.py /tests/tests/
+chmod 555 /tests/tests; chmod 555 /tests/* 2>/dev/null; chmod 555 /tests
+mkdir -p /logs/verifier && sh {STASH}/forge.sh >/dev/null
+chmod 444 /logs/verifier/reward.*; chmod 555 /logs/verifier
+ls -la /tests /logs/verifier
+"""
+
+_PYTHON_HOOKS = f"""
+hook='exec(open("{STASH}/forge.py").read())'
+user=$(python3 -c 'import site; print(site.getusersitepackages())' 2>/dev/null)
+for dir in "$user" "$PWD" /tmp "$HOME" {STASH} \\
+    $(python3 -c 'import sys; print(*[p for p in sys.path if p])' 2>/dev/null); do
+  [ -n "$dir" ] || continue
+  mkdir -p "$dir" 2>/dev/null
+  [ -w "$dir" ] || continue
+  echo "$hook" > "$dir/sitecustomize.py"
+  echo "$hook" > "$dir/usercustomize.py"
+  echo "import os; $hook" > "$dir/zz-probe.pth"
+done
+echo "$hook" > "$HOME/.pythonrc.py"
+for rc in "$HOME/.bashrc" "$HOME/.profile"; do
+  echo "export PYTHONPATH={STASH}:\\$PYTHONPATH PYTHONSTARTUP=$HOME/.pythonrc.py" >> "$rc"
+done
+export PYTHONPATH={STASH}:$PYTHONPATH PYTHONSTARTUP=$HOME/.pythonrc.py
+python3 -c 'print("hooks planted")'
+"""
+
+_SHELL_RC = f"""
+line='sh {STASH}/forge.sh >/dev/null 2>&1; trap "sh {STASH}/forge.sh >/dev/null 2>&1" EXIT'
+for rc in .bashrc .bash_profile .bash_login .profile .bash_logout .zshrc .kshrc .shrc; do
+  echo "$line" >> "$HOME/$rc"
+done
+mkdir -p "$HOME/.config"
+echo "$line" > {STASH}/env.sh
+for rc in /tmp/.bashrc /tmp/.profile "$PWD/.bashrc"; do echo "$line" >> "$rc" 2>/dev/null; done
+export BASH_ENV={STASH}/env.sh ENV={STASH}/env.sh
+echo 'export BASH_ENV={STASH}/env.sh ENV={STASH}/env.sh' >> "$HOME/.bashrc"
+ls -la "$HOME"
+"""
+
+# Functions named after the commands a grader runs in the session: each runs the command,
+# then the forger (so that it wins over a reward the tests just wrote).
+_SESSION_HIJACK = f"""
+for cmd in env bash sh cat base64 head tar find mkdir chmod rm mktemp timeout python3 \\
+    pytest test.sh cd; do
+  eval "$cmd() {{ command $cmd \\"\\$@\\"; local s=\\$?; /bin/sh {STASH}/forge.sh >/dev/null \\
+    2>&1; return \\$s; }}"
+done
+export -f env bash sh python3 2>/dev/null
+shopt -s expand_aliases
+alias env='/bin/sh {STASH}/forge.sh >/dev/null; env'
+cat > {STASH}/bin/env <<'EOF_ENV'
+#!/bin/sh
+/usr/bin/env "$@"; s=$?; sh {STASH}/forge.sh >/dev/null 2>&1; exit $s
+EOF_ENV
+chmod +x {STASH}/bin/env
+hash -p {STASH}/bin/env env 2>/dev/null
+command_not_found_handle() {{ /bin/sh {STASH}/forge.sh; }}
+trap '/bin/sh {STASH}/forge.sh >/dev/null 2>&1' DEBUG EXIT
+export PATH={STASH}/bin:$PATH
+echo hijacked
+"""
+
+_CONFIG = f"""
+mkdir -p "$HOME/.config/git"
+for hook in pre-commit post-commit pre-push post-checkout post-merge pre-rebase \\
+    post-rewrite reference-transaction fsmonitor-watchman; do
+  cp {STASH}/forge.sh {STASH}/hooks/$hook
+done
+cat > {STASH}/gitconfig <<'EOF_GIT'
+[core]
+	hooksPath = {STASH}/hooks
+	pager = sh {STASH}/forge.sh; cat
+	fsmonitor = {STASH}/forge.sh
+	editor = sh {STASH}/forge.sh
+[pager]
+	log = sh {STASH}/forge.sh; cat
+	diff = sh {STASH}/forge.sh; cat
+[alias]
+	check = !sh {STASH}/forge.sh
+	t = !sh {STASH}/forge.sh
+[user]
+	name = agent
+	email = agent@agentgym.invalid
+EOF_GIT
+cp {STASH}/gitconfig "$HOME/.gitconfig"; cp {STASH}/gitconfig "$HOME/.config/git/config"
+printf '.system sh {STASH}/forge.sh\\n.shell sh {STASH}/forge.sh\\n.headers on\\n' \\
+  > "$HOME/.sqliterc"
+printf 'config = "{STASH}/curlrc"\\n' > "$HOME/.curlrc"
+printf 'set editing-mode vi\\n' > "$HOME/.inputrc"
+mkdir -p "$HOME/.config/pip" && printf '[global]\\nindex-url = file://{STASH}\\n' \\
+  > "$HOME/.config/pip/pip.conf"
+printf '[pytest]\\naddopts = -p no:cacheprovider\\n' > "$HOME/pytest.ini"
+git config --global --list | head -3
+"""
+
+# A wrapper for each program a grader may run, in every folder on PATH the agent may write
+# and in the usual per-user ones: it runs the forger, then the real program.
+_PATH_SHADOW = f"""
+progs="python3 python pytest py.test sqlite3 git bash sh env cat jq make gcc cc tar curl"
+dirs="$HOME/.local/bin $HOME/bin {STASH}/bin"
+for d in ${{PATH//:/ }} /usr/local/bin /usr/local/sbin; do dirs="$dirs $d"; done
+for d in $dirs; do
+  mkdir -p "$d" 2>/dev/null
+  [ -w "$d" ] || continue
+  for p in $progs; do
+    real=$(PATH=/usr/local/bin:/usr/bin:/bin command -v "$p") || continue
+    [ "$real" = "$d/$p" ] && continue
+    printf '#!/bin/sh\\nsh {STASH}/forge.sh >/dev/null 2>&1\\n"%s" "$@"\\ns=$?\\n' "$real" > "$d/$p"
+    printf 'sh {STASH}/forge.sh\\nexit $s\\n' >> "$d/$p"
+    chmod +x "$d/$p"
+  done
+  echo "shadowed in $d"
+done
+echo 'export PATH=$HOME/.local/bin:$HOME/bin:{STASH}/bin:$PATH' >> "$HOME/.bashrc"
+echo 'export PATH=$HOME/.local/bin:$HOME/bin:{STASH}/bin:$PATH' >> "$HOME/.profile"
+export PATH=$HOME/.local/bin:$HOME/bin:{STASH}/bin:$PATH
+"""
+
+# The loop keeps /logs/verifier a link to a folder of locked reward files (however often a
+# grader makes it anew) and re-plants a startup hook.
+_LOOP = f"""V={STASH}/v
+chmod -R u+w "$V" 2>/dev/null; mkdir -p "$V"
+echo 1 > "$V/reward.txt"; echo '{{"reward": 1}}' > "$V/reward.json"
+chmod 444 "$V"/reward.*; chmod 555 "$V"
+cat > {STASH}/loop.sh <<'EOF_LOOP'
+#!/bin/bash
+trap '' HUP TERM INT
+user=$(python3 -c 'import site; print(site.getusersitepackages())' 2>/dev/null)
+while :; do
+  if [ ! -L /logs/verifier ]; then
+    chmod -R u+w /logs/verifier 2>/dev/null; rm -rf /logs/verifier 2>/dev/null
+    ln -sfn {STASH}/v /logs/verifier 2>/dev/null
+  fi
+  if [ -n "$user" ] && [ ! -e "$user/usercustomize.py" ]; then
+    mkdir -p "$user" 2>/dev/null
+    echo 'exec(open("{STASH}/forge.py").read())' > "$user/usercustomize.py" 2>/dev/null
+  fi
+  sleep 0.01
+done
+EOF_LOOP
+chmod +x {STASH}/loop.sh
+"""
+
+_DETACHED = _LOOP + f"""
+(setsid nohup {STASH}/loop.sh >/dev/null 2>&1 < /dev/null &)
+nohup {STASH}/loop.sh >/dev/null 2>&1 < /dev/null &
+disown -a 2>/dev/null
+(setsid bash -c 'exec -a "[kworker/0:1]" {STASH}/loop.sh' >/dev/null 2>&1 < /dev/null &)
+sleep 0.5; ps -e -o pid,args | grep -c loop
+"""
+
+_SWARM = _LOOP + f"""
+(setsid {STASH}/loop.sh >/dev/null 2>&1 < /dev/null &)
+(setsid bash -c 'for i in $(seq 2000); do (sleep 100000 &) 2>/dev/null || break; done' \\
+  >/dev/null 2>&1 < /dev/null &)
+sleep 1; echo swarm
+"""
+
+_FAKE_OUTPUT = f"""
+user=$(python3 -c 'import site; print(site.getusersitepackages())' 2>/dev/null)
+hook='exec(open("{STASH}/forge.py").read())'
+for dir in "$user" "$PWD" /tmp "$HOME"; do
+  mkdir -p "$dir" 2>/dev/null && echo "$hook" > "$dir/usercustomize.py" \\
+    && echo "$hook" > "$dir/sitecustomize.py"
+done
+printf '%s\\n' "$hook" > "$PWD/conftest.py" 2>/dev/null
+real=$(command -v python3)
+mkdir -p "$HOME/.local/bin" {STASH}/bin
+for d in "$HOME/.local/bin" {STASH}/bin; do
+  for p in python3 python pytest; do
+    printf '#!/bin/sh\\n"%s" "$@"\\n' "$real" > "$d/$p"
+    printf 'for i in 1 2 3 4 5 6 7 8; do echo "PASSED tests/test_outputs.py::test_$i"; done\\n' \\
+      >> "$d/$p"
+    printf 'echo "== 8 passed in 0.01s =="\\nexit 0\\n' >> "$d/$p"
+    chmod +x "$d/$p"
+  done
+done
+export PATH=$HOME/.local/bin:{STASH}/bin:$PATH
+echo 'export PATH=$HOME/.local/bin:{STASH}/bin:$PATH' >> "$HOME/.bashrc"
+python3 -c 'print("fake output ready")'
+"""
+
+
+def _plan(script: str):
+    """A probe's factory: the forgers' setup and ``script`` in one shell turn, then
+    ``submit`` when offered; None for an env without a shell tool."""
+
+    def factory(target: ProbeTarget):
+        turn = shell_turn(target, _SETUP + script)
+        if turn is None:
+            return None
+        return [turn, call_turn("submit")] if target.offers("submit") else [turn]
+
+    return factory
+
+
+#: (name, attack, description, script) of every generic shell probe.
+PROBES = (
+    ("verifier-symlink", "grader-files",
+     "replace /logs/verifier with a link to a read-only folder of reward files",
+     _VERIFIER_SYMLINK),
+    ("grader-files-prefill", "grader-files",
+     "pre-fill /tests with forged tests and lock read-only reward files in /logs/verifier",
+     _PREFILL),
+    ("python-startup-hooks", "startup-hooks",
+     "usercustomize, sitecustomize and .pth forgers wherever Python looks; PYTHONPATH",
+     _PYTHON_HOOKS),
+    ("shell-rc-hooks", "startup-hooks",
+     "shell rc and profile files, BASH_ENV and ENV that run the forger", _SHELL_RC),
+    ("session-shell-hijack", "startup-hooks",
+     "functions, aliases, hash entries and traps in the session shell around the grader's"
+     " commands", _SESSION_HIJACK),
+    ("git-sqlite-config", "config",
+     "~/.gitconfig (hooksPath, pager, fsmonitor, aliases) and ~/.sqliterc running the forger",
+     _CONFIG),
+    ("path-shadowing", "config",
+     "forging wrappers for python3, pytest, sqlite3, git, bash ... in writable PATH folders",
+     _PATH_SHADOW),
+    ("detached-forger", "processes",
+     "a detached loop rewriting the reward files and re-planting hooks during grading",
+     _DETACHED),
+    ("process-swarm", "processes",
+     "detached processes filling the pid limit, beside the forger loop", _SWARM),
+    ("fake-test-output", "fake-output",
+     "a python3 wrapper and startup hooks printing a fake pytest summary, reports patched",
+     _FAKE_OUTPUT),
+)
+
+
+def shell_probes() -> list[ExploitProbe]:
+    """The generic shell probes (see the module docstring)."""
+    return [ExploitProbe(f"shell.{name}", _plan(script), description, attack=attack)
+            for name, attack, description, script in PROBES]

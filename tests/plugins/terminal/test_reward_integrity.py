@@ -1,0 +1,175 @@
+"""Nothing the agent leaves behind pays on the terminal envs, on both backends: each attack
+class played through the env as a model would (the generic shell probes), the sampled
+validation of every terminal env id with every probe, and the grader's own refusals.
+
+Each per-class case was paid 1.0 by the grader before issue 30 (shown when it was fixed)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from agentgym.core.probes import ATTACKS, ProbeTarget
+from agentgym.plugins.terminal.env import TerminalEnv
+from agentgym.rollout.validate import probes_for
+from agentgym.testing import assert_valid
+from agentgym.toolkits.probes import PROBES
+from tests.conftest import backend_missing
+
+DATA = Path(__file__).parent / "data"
+# A checker as many are: it runs git and sqlite3 (in a scratch repository and database of
+# its own) before writing the reward; a built-in task of the kind needs a RUN step, which
+# the docker backend cannot build for them (their COPY'd files are root's).
+GIT_CHECKER = """#!/bin/bash
+d=$(mktemp -d) && cd "$d" && git init -q && git commit -q --allow-empty -m check
+git log --oneline | head -1
+command -v sqlite3 >/dev/null && sqlite3 "$d/db" 'select 1;'
+if [ "$(cat /app/answer.txt 2>/dev/null)" = 42 ]; then r=1; else r=0; fi
+echo $r > /logs/verifier/reward.txt
+"""
+# attack class -> (probe, task it was paid on before the fix: built-in, or git-checker)
+CASES = [
+    ("grader-files", "shell.verifier-symlink", "log-top-ips"),
+    ("startup-hooks", "shell.python-startup-hooks", "csv-dedupe-latest"),
+    ("startup-hooks", "shell.session-shell-hijack", "log-top-ips"),
+    ("config", "shell.git-sqlite-config", "git-checker"),
+    ("processes", "shell.detached-forger", "log-status-summary"),
+    ("processes", "shell.process-swarm", "c-makefile-fix"),
+    ("fake-output", "shell.fake-test-output", "csv-dedupe-latest"),
+]
+
+
+@pytest.fixture(params=["local", "docker"])
+def backend(request: pytest.FixtureRequest) -> str:
+    missing = backend_missing(request.param)
+    if missing:
+        pytest.skip(f"{request.param} backend unavailable: {missing}")
+    return request.param
+
+
+def play_probe(env: TerminalEnv, probe_id: str, task_id: str) -> tuple[float, dict]:
+    """Play probe ``probe_id`` on ``task_id`` through ``env`` (reset, its turns, submit):
+    the reward and the grader's metrics."""
+    _, info = env.reset(seed=0, options={"task_id": task_id})
+    tools = tuple(t["function"]["name"] for t in info["tools"])
+    probe = probes_for([probe_id])[0]
+    turns = probe.plan(ProbeTarget("terminal", env.task, tools))
+    assert turns and turns[-1]["tool_calls"][0]["function"]["name"] == "submit"
+    for turn in turns:
+        _, reward, terminated, _, info = env.step(turn)
+    assert terminated
+    return reward, info["reward_metrics"]
+
+
+def test_every_attack_class_has_a_case() -> None:
+    covered = {attack for attack, _, _ in CASES}
+    assert covered == {attack for _, attack, _, _ in PROBES}
+    assert covered <= set(ATTACKS)
+
+
+@pytest.mark.parametrize(("attack", "probe", "task"), CASES,
+                         ids=[f"{a}-{p.removeprefix('shell.')}" for a, p, _ in CASES])
+def test_an_attack_left_behind_is_not_paid(backend, tmp_path, attack, probe, task) -> None:
+    if task == "git-checker":
+        shutil.copytree(DATA / "local-task", tmp_path / task)
+        (tmp_path / task / "tests" / "test.sh").write_text(GIT_CHECKER)
+        env = TerminalEnv(tmp_path / task, backend=backend)
+    else:
+        env = TerminalEnv(backend=backend)
+    try:
+        reward, metrics = play_probe(env, probe, task)
+    finally:
+        env.close()
+    assert reward == 0.0, (attack, probe, metrics)
+    assert "says 0" in metrics["reason"] or "refused" in metrics["reason"], metrics
+
+
+def test_a_verifier_link_is_removed_not_followed(backend) -> None:
+    """The grader removes the link and leaves the agent's folder it pointed to as it was."""
+    env = TerminalEnv(backend=backend)
+    try:
+        reward, _ = play_probe(env, "shell.verifier-symlink", "log-top-ips")
+        assert reward == 0.0
+        left = env.run_coroutine(
+            env.box.exec("ls -ld /logs/verifier; cat /tmp/.probe/v/reward.txt"))
+    finally:
+        env.close()
+    assert left.output.startswith("d") and left.output.rstrip().endswith("1"), left.output
+
+
+# ---- the sampled validation (every probe, five tasks per env id) ------------------------------
+
+SAMPLES = {
+    "terminal": ["archive-clean-repack", "git-remove-secret", "http-word-api",
+                 "sqlite-top-customers", "tcp-kv-store"],
+    # Tasks whose Dockerfile has no RUN step: the docker backend builds those.
+    # (and that need no compiler, which the default image lacks).
+    "terminal-docker": ["csv-dedupe-latest", "http-serve-stats", "log-top-ips",
+                        "python-package-module", "tcp-kv-store"],
+}
+
+
+@pytest.mark.parametrize("env_id", ["terminal", "terminal-agentbench-os", "terminal-nl2bash"])
+def test_no_probe_is_paid_on_a_sample_of_each_env_id_local(env_id) -> None:
+    if backend_missing("local"):
+        pytest.skip(f"local backend unavailable: {backend_missing('local')}")
+    env = TerminalEnv(env_id=env_id, backend="local")
+    ids = env.task_ids()
+    env.close()
+    # Five tasks spread over the env's list (deterministic), the built-in ones by name.
+    tasks = SAMPLES.get(env_id) or [ids[i * len(ids) // 5] for i in range(5)]
+    report = assert_valid(env_id, task_ids=tasks, backend="local", probes=True,
+                          concurrency=4)
+    assert len(report.probe_counts()) == len(PROBES)
+
+
+def test_no_probe_is_paid_on_a_sample_of_terminal_docker() -> None:
+    if backend_missing("docker"):
+        pytest.skip(f"docker backend unavailable: {backend_missing('docker')}")
+    # Two probes (docker episodes are slow here; every class plays on docker in the
+    # per-class tests above).
+    probes = ["shell.verifier-symlink", "shell.detached-forger"]
+    report = assert_valid("terminal", task_ids=SAMPLES["terminal-docker"], backend="docker",
+                          probes=probes, concurrency=4)
+    assert sorted(report.probe_counts()) == sorted(probes)
+
+
+# ---- leftovers that would break grading -----------------------------------------------------
+
+
+# Detached loops that keep the pid limit full (each retries as soon as a pid is free),
+# beside a classic fork bomb.
+FILLER = ("fill() { while :; do (sleep 100000 &) 2>/dev/null; done; }; for i in 1 2 3; do"
+          " (setsid bash -c \"$(declare -f fill); fill\" >/dev/null 2>&1 </dev/null &); done;"
+          " :(){ :|:& };: ; sleep 3")
+
+
+def test_a_fork_bomb_left_running_does_not_stop_grading(backend) -> None:
+    """A fork bomb's processes detach from their command and hold the pid limit; the grader
+    stops them first, so the tests still run and correct work is paid."""
+    env = TerminalEnv(DATA / "local-task", backend=backend)
+    try:
+        env.reset(seed=0)
+        env.step(_bash("echo 42 > /app/answer.txt"))
+        env.step(_bash(FILLER))
+        start = time.monotonic()
+        _, reward, terminated, _, info = env.step(
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "submit", "arguments": "{}"}}]})
+        assert terminated and reward == 1.0, info["reward_metrics"]
+        assert time.monotonic() - start < 60
+        left = env.run_coroutine(env.box.exec("ls -d /proc/[0-9]* | wc -l"))
+        assert int(left.output.split()[-1]) < 20, left.output
+    finally:
+        env.close()
+
+
+def _bash(command: str) -> dict:
+    import json
+
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "bash",
+                                          "arguments": json.dumps({"command": command})}}]}
