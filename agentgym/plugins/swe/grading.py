@@ -459,8 +459,9 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
         loader = f"{module}_entry_points"
         folder = f"{scratch}/plugin-{secrets.token_hex(6)}"
         changed = [p for part in split_patch(kept) for p in part.paths]
+        nonce = secrets.token_hex(16)
         await box.write_file(f"{folder}/{module}.py", _plugin_source({
-            "report": report_path, "root": root, "changed": changed, "dists": dists,
+            "report": report_path, "nonce": nonce, "root": root, "changed": changed, "dists": dists,
             "runner_root": f"{root}/src/_pytest" if instance.repo.lower() ==
             "pytest-dev/pytest" else ""}).encode())
         await box.write_file(f"{folder}/{loader}.py", (
@@ -486,7 +487,7 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
         log = (await _read(box, setup_path) or "") + run.output
     report = None
     if pytest_run:
-        report = _load_report(await _read(box, report_path))
+        report = _load_report(await _read(box, report_path), nonce)
         base.tampered = list(report.get("tampered", [])) if report else []
         statuses = log_parser_for(instance.repo)(report_log(report)) if report else {}
     else:
@@ -530,15 +531,17 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
     return base
 
 
-def _load_report(text: str | None) -> dict | None:
-    """The plugin's report, or None when it is absent or not a report (a run cut short)."""
+def _load_report(text: str | None, nonce: str) -> dict | None:
+    """The plugin's report, or None when it is absent, not a report (a run cut short), or
+    not the plugin's (without this grading's ``nonce``: forged)."""
     if not text:
         return None
     try:
         report = json.loads(text)
     except ValueError:
         return None
-    if not isinstance(report, dict) or not isinstance(report.get("tests"), dict):
+    if (not isinstance(report, dict) or not isinstance(report.get("tests"), dict)
+            or report.get("nonce") != nonce):
         return None
     return report
 

@@ -28,7 +28,8 @@ What it does:
   implemented by code from a file the agent's diff changed (``CONFIG["changed"]``) or from
   no file at all; any difference is a tampering, named. Then writes the report,
   ``CONFIG["report"]``, as JSON: ``{"tests": {node id: {phase: outcome}}, "tampered":
-  [what changed], "plugins": [entry points loaded], "skipped_dists": [...]}``. A run that
+  [what changed], "plugins": [entry points loaded], "skipped_dists": [...], "nonce": ...}``
+  (the grader refuses a report without its nonce). A run that
   never reaches the end (``os._exit``, a crash, a kill) writes no report, and the grader
   then counts every test as missing.
 
@@ -36,6 +37,7 @@ Outcomes per phase: ``passed``, ``failed``, ``skipped``, ``xfailed``, ``xpassed`
 ``ok``, ``error``, ``skipped`` (setup, teardown).
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -43,9 +45,11 @@ import types
 
 import pytest
 
-#: Filled in by the grader: report (path), root (the repository), changed (paths relative
-#: to root the agent's diff changed), dists (metadata folders inside the repository that
-#: were there before the diff), runner_root (the test runner's own source folder).
+#: Filled in by the grader: report (path), nonce (copied into the report, so that a report
+#: the code under test forges without reading this module is refused), root (the
+#: repository), changed (paths relative to root the agent's diff changed), dists (metadata
+#: folders inside the repository that were there before the diff), runner_root (the test
+#: runner's own source folder, for a task on pytest itself).
 CONFIG = {}  # AGENTGYM-CONFIG
 
 #: Modules whose functions and classes decide what a test's outcome is.
@@ -193,6 +197,8 @@ def _agents_file(path):
     at all (code made with exec or compile; a module inside a zip archive is a file)."""
     if not path or path.startswith("<"):
         return True
+    if os.path.realpath(path) == _OWN_FILE:  # this plugin (its file deleted at load)
+        return False
     if not os.path.isfile(path):
         parent = os.path.dirname(path)
         while parent and parent != os.path.dirname(parent) and not os.path.exists(parent):
@@ -209,10 +215,10 @@ def _agents_file(path):
 
 
 _before = {}
+_OWN_FILE = os.path.realpath(__file__)
 
 
 def _take_snapshot():
-    import contextlib
     import importlib
 
     for name in WATCHED_MODULES:  # imported now, so that what they define is seen first
@@ -224,8 +230,12 @@ def _take_snapshot():
 
 
 _take_snapshot()
-# A pytest the tests start (pytester, a subprocess) runs without this plugin.
+# A pytest the tests start (pytester, a subprocess) runs without this plugin; and the
+# nonce is on no disk the code under test can read.
 os.environ.pop("PYTEST_ADDOPTS", None)
+if CONFIG.get("nonce"):
+    with contextlib.suppress(OSError):
+        os.unlink(__file__)
 
 
 def pytest_addhooks(pluginmanager):
@@ -375,7 +385,8 @@ def pytest_sessionfinish(session, exitstatus):
         _audit()
     except Exception as error:  # the audit itself broken: tampered, not passed
         _tamper(f"the tamper check failed: {error!r}")
-    report = {"tests": _state["tests"], "tampered": _state["tampered"],
+    report = {"nonce": CONFIG.get("nonce"), "tests": _state["tests"],
+              "tampered": _state["tampered"],
               "plugins": _state["plugins"], "skipped_dists": _state["skipped_dists"],
               "exitstatus": int(exitstatus)}
     path = CONFIG["report"]
