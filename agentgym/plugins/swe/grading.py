@@ -2,12 +2,19 @@
 
 :func:`grade` takes a FRESH :class:`~agentgym.core.sandbox.Sandbox` whose working
 directory is the task's git repository at ``base_commit``, the :class:`SWEInstance`, and
-the agent's diff (from :func:`diff_of` on the agent's own sandbox). It
+the agent's diff (from :func:`diff_of` on the agent's own sandbox). Nothing of the agent's
+sandbox reaches it but that diff, and of the diff only what is the agent's to change. It
 
-1. drops from the diff every file that belongs to the tests: files the ``test_patch``
-   touches, files named by ``FAIL_TO_PASS`` / ``PASS_TO_PASS`` ids, and paths
-   :func:`is_test_path` matches. Editing, adding or deleting tests therefore never changes
-   the reward; the dropped files are reported;
+1. drops from the diff every file that is the task's (:func:`split_diff`,
+   :mod:`agentgym.plugins.swe.grader_files`): the tests (files the ``test_patch``
+   touches, files named by ``FAIL_TO_PASS`` / ``PASS_TO_PASS`` ids, test paths), the test
+   runner's configuration (``pytest.ini``, ``pyproject.toml``, ``setup.cfg``, ``tox.ini``,
+   ``conftest.py`` anywhere), interpreter start-up hooks (``sitecustomize.py``,
+   ``usercustomize.py``, ``*.pth``), packaging metadata (``*.dist-info``, ``*.egg-info``,
+   ``entry_points.txt``, ``setup.py``, ...), build artefacts, new modules that would shadow
+   the runner (``pytest.py`` at the root) and the runner's own script (``bin/test``).
+   Changing them therefore never changes the reward; :attr:`GradeResult.dropped_reasons`
+   says what was dropped and why;
 2. applies the rest with ``git apply`` (``patch --fuzz`` as a fallback, as the SWE-bench
    harness does); a diff that does not apply scores 0 and the reason says why;
 3. applies ``test_patch``;
@@ -15,27 +22,46 @@ the agent's diff (from :func:`diff_of` on the agent's own sandbox). It
    as the official SWE-bench harness does (:func:`agentgym.plugins.swe.harness.plan`: the
    files of the ids and of the ``test_patch``, the repository's harness command, the
    images' ``testbed`` env activated), never a list of ids that would reorder the suite.
-   The output goes to a file in the sandbox so that no output limit cuts it;
-5. reads every listed test's status from the log with the repository's parser
-   (:func:`~agentgym.plugins.swe.logs.log_parser_for`) and returns a
-   :class:`GradeResult`: reward 1.0 iff every ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` test
-   passed (``PASSED``, or ``XFAIL`` as in the official harness), else 0.0. A listed test
-   the log does not name is :data:`MISSING`, and :attr:`GradeResult.missing` says why
-   (:func:`missing_reasons`): the run timed out, its file failed to load (with the error
-   line), the runner died or reported nothing, or its file ran without it.
+   The environment is the grader's: a HOME it made, no user site
+   (``PYTHONNOUSERSITE``), no ``PYTHONSTARTUP`` or pytest options from anywhere else.
+   When the command runs pytest itself (:func:`runs_pytest`), pytest runs with
+   ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` and the grader's own plugin
+   (:mod:`agentgym.plugins.swe.pytest_report`, loaded with ``-p`` from a folder outside the
+   repository, under a random name), which loads the environment's ``pytest11`` plugins
+   itself, records each test's outcome from its call info, checks at the end that the
+   code under test replaced none of pytest's internals nor added outcome hooks, and writes
+   a report with a nonce to a random path. Output goes to a file in the sandbox so that
+   no output limit cuts it; processes the tests left are killed before anything is read;
+5. reads every listed test's status, for a pytest run from that report and only from it
+   (rendered as ``-rA`` lines, :func:`report_log`, for the repository's parser, which
+   spells ids as the datasets do), for other runners (Django's, SymPy's, ``tox``, a
+   custom script) from the log with the repository's parser
+   (:func:`~agentgym.plugins.swe.logs.log_parser_for`), and returns a :class:`GradeResult`:
+   reward 1.0 iff every ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` test passed (``PASSED``, or
+   ``XFAIL`` as in the official harness) and nothing was tampered with, else 0.0. A listed
+   test the report (or log) does not name is :data:`MISSING`, and
+   :attr:`GradeResult.missing` says why (:func:`missing_reasons`): the run timed out, its
+   file failed to load (with the error line), pytest wrote no report (the session never
+   finished: the code called ``os._exit``, crashed or was killed), the runner died or
+   reported nothing, or its file ran without it.
 
-A diff that changes no non-test file scores 0 without running anything: ``FAIL_TO_PASS``
-tests fail at ``base_commit`` by definition.
+A diff that changes no file of the agent's scores 0 without running anything:
+``FAIL_TO_PASS`` tests fail at ``base_commit`` by definition.
 
 The log parsers and their per-repository registry live in :mod:`agentgym.plugins.swe.logs`
 and are re-exported here.
 
-Limits: the tests run the agent's code, and code can do anything its process can,
-including printing lines that look like test results. The pytest parser trusts only the
-last "short test summary info" section when there is one, which defeats a stray print, not
-a determined forger; grading is as trustworthy as the sandbox it runs in is fresh. Unlike
-the official harness, a listed test that is skipped (or passes unexpectedly) does not count
-as passed: a change that makes a failing test skip has not fixed it.
+Limits: the tests run the agent's code in pytest's own process, and code can do anything
+its process can. A printed summary, a patched ``TestReport`` or ``CallInfo``, a plugin
+registered from package code, ``os._exit``, a forged report file without the nonce: each is
+caught. Code written to defeat this grader in particular (reading the plugin's state out of
+``sys.modules`` to forge its report, or compiling its hooks under the name of an untouched
+file) is not; nor, for a repository whose own code is the test runner (pytest itself,
+SymPy's ``bin/test`` library, Django's runner), a change to that runner. Runners other than
+pytest are read from their log (a printed line can pose as a result there); so is Sphinx,
+whose harness runs pytest through ``tox``. Unlike the official harness, a listed test that
+is skipped (or passes unexpectedly) does not count as passed: a change that makes a failing
+test skip has not fixed it.
 """
 
 from __future__ import annotations
@@ -590,6 +616,7 @@ __all__ = [
     "MISSING",
     "PASSED",
     "PASSING",
+    "REPORT_PLUGIN",
     "SKIPPED",
     "STATUSES",
     "XFAIL",
@@ -607,5 +634,8 @@ __all__ = [
     "parse_log_sympy",
     "protected_files",
     "register_log_parser",
+    "report_log",
+    "runs_pytest",
+    "split_diff",
     "split_node_id",
 ]

@@ -263,7 +263,7 @@ def toolz_five(tmp_path_factory) -> Path:
     missing = _local_missing()
     if missing:
         pytest.skip(missing)
-    from agentgym.plugins.swe.synth import synthesize, write_jsonl
+    from agentgym.plugins.swe.synth import synthesize
 
     try:
         rows = synthesize("toolz", "1.2.0", 5, progress=False)
