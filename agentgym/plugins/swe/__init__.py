@@ -40,6 +40,13 @@ def agentgym_statement_writers() -> list[Spec]:
 
 
 @hookimpl
+def agentgym_exploit_probes() -> list:
+    from agentgym.plugins.swe.probes import probes
+
+    return probes()
+
+
+@hookimpl
 def agentgym_cli_commands() -> list:
     from agentgym.plugins.swe.cli import swe_group
 

@@ -36,9 +36,13 @@ The agent has ``bash`` and ``str_replace_editor`` (the shared toolkits,
 :mod:`agentgym.toolkits`), ``search`` (:mod:`agentgym.plugins.swe.search`) and ``submit``,
 in that order: the env's :attr:`toolsets`, bound to each episode's sandbox, then its own
 tool. Grading takes the workspace's diff, opens a fresh sandbox at the same base, and runs
-the files of the FAIL_TO_PASS and PASS_TO_PASS tests with the test files restored
-(:func:`agentgym.plugins.swe.grading.grade`): reward 1.0 only if all pass; per-test
-results, why any is missing, the command and the log's tail in the metrics. A task's
+the files of the FAIL_TO_PASS and PASS_TO_PASS tests with the test files, the test runner's
+configuration, start-up hooks and packaging metadata restored from the task, reading
+pytest's outcomes from the grader's own report (:func:`agentgym.plugins.swe.grading.grade`):
+reward 1.0 only if all pass; per-test results, what was dropped from the diff and why, why
+any test is missing, any tampering, the command and the log's tail in the metrics.
+:mod:`agentgym.plugins.swe.probes` holds the exploit probes ``agentgym validate`` plays on
+these tasks. A task's
 reference solution (``oracle``) applies the gold patch with ``bash`` and submits.
 """
 
@@ -338,7 +342,11 @@ class SWEEnv(AgentEnv):
             "f2p_passed": result.f2p_passed, "f2p_total": result.f2p_total,
             "p2p_passed": result.p2p_passed, "p2p_total": result.p2p_total,
             "applied": result.applied, "dropped_files": list(result.dropped_files),
+            "dropped_reasons": dict(result.dropped_reasons),
             "tests": dict(result.tests), "reason": result.reason,
+            # where the statuses came from (the grader's pytest report, or the log of a
+            # runner that is not pytest), and what the code under test tampered with
+            "outcomes_from": result.source, "tampered": list(result.tampered),
             "diff_chars": len(diff),
             # why each MISSING test is missing, and what ran: enough to debug a 0.0
             "missing": dict(result.missing), "test_command": result.command,

@@ -2,12 +2,19 @@
 
 :func:`grade` takes a FRESH :class:`~agentgym.core.sandbox.Sandbox` whose working
 directory is the task's git repository at ``base_commit``, the :class:`SWEInstance`, and
-the agent's diff (from :func:`diff_of` on the agent's own sandbox). It
+the agent's diff (from :func:`diff_of` on the agent's own sandbox). Nothing of the agent's
+sandbox reaches it but that diff, and of the diff only what is the agent's to change. It
 
-1. drops from the diff every file that belongs to the tests: files the ``test_patch``
-   touches, files named by ``FAIL_TO_PASS`` / ``PASS_TO_PASS`` ids, and paths
-   :func:`is_test_path` matches. Editing, adding or deleting tests therefore never changes
-   the reward; the dropped files are reported;
+1. drops from the diff every file that is the task's (:func:`split_diff`,
+   :mod:`agentgym.plugins.swe.grader_files`): the tests (files the ``test_patch``
+   touches, files named by ``FAIL_TO_PASS`` / ``PASS_TO_PASS`` ids, test paths), the test
+   runner's configuration (``pytest.ini``, ``pyproject.toml``, ``setup.cfg``, ``tox.ini``,
+   ``conftest.py`` anywhere), interpreter start-up hooks (``sitecustomize.py``,
+   ``usercustomize.py``, ``*.pth``), packaging metadata (``*.dist-info``, ``*.egg-info``,
+   ``entry_points.txt``, ``setup.py``, ...), build artefacts, new modules that would shadow
+   the runner (``pytest.py`` at the root) and the runner's own script (``bin/test``).
+   Changing them therefore never changes the reward; :attr:`GradeResult.dropped_reasons`
+   says what was dropped and why;
 2. applies the rest with ``git apply`` (``patch --fuzz`` as a fallback, as the SWE-bench
    harness does); a diff that does not apply scores 0 and the reason says why;
 3. applies ``test_patch``;
@@ -15,40 +22,69 @@ the agent's diff (from :func:`diff_of` on the agent's own sandbox). It
    as the official SWE-bench harness does (:func:`agentgym.plugins.swe.harness.plan`: the
    files of the ids and of the ``test_patch``, the repository's harness command, the
    images' ``testbed`` env activated), never a list of ids that would reorder the suite.
-   The output goes to a file in the sandbox so that no output limit cuts it;
-5. reads every listed test's status from the log with the repository's parser
-   (:func:`~agentgym.plugins.swe.logs.log_parser_for`) and returns a
-   :class:`GradeResult`: reward 1.0 iff every ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` test
-   passed (``PASSED``, or ``XFAIL`` as in the official harness), else 0.0. A listed test
-   the log does not name is :data:`MISSING`, and :attr:`GradeResult.missing` says why
-   (:func:`missing_reasons`): the run timed out, its file failed to load (with the error
-   line), the runner died or reported nothing, or its file ran without it.
+   The environment is the grader's: a HOME it made, no user site
+   (``PYTHONNOUSERSITE``), no ``PYTHONSTARTUP`` or pytest options from anywhere else.
+   When the command runs pytest itself (:func:`runs_pytest`), pytest runs with
+   ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` and the grader's own plugin
+   (:mod:`agentgym.plugins.swe.pytest_report`, loaded with ``-p`` from a folder outside the
+   repository, under a random name), which loads the environment's ``pytest11`` plugins
+   itself, records each test's outcome from its call info, checks at the end that the
+   code under test replaced none of pytest's internals nor added outcome hooks, and writes
+   a report with a nonce to a random path. Output goes to a file in the sandbox so that
+   no output limit cuts it; processes the tests left are killed before anything is read;
+5. reads every listed test's status, for a pytest run from that report and only from it
+   (rendered as ``-rA`` lines, :func:`report_log`, for the repository's parser, which
+   spells ids as the datasets do), for other runners (Django's, SymPy's, ``tox``, a
+   custom script) from the log with the repository's parser
+   (:func:`~agentgym.plugins.swe.logs.log_parser_for`), and returns a :class:`GradeResult`:
+   reward 1.0 iff every ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` test passed (``PASSED``, or
+   ``XFAIL`` as in the official harness) and nothing was tampered with, else 0.0. A listed
+   test the report (or log) does not name is :data:`MISSING`, and
+   :attr:`GradeResult.missing` says why (:func:`missing_reasons`): the run timed out, its
+   file failed to load (with the error line), pytest wrote no report (the session never
+   finished: the code called ``os._exit``, crashed or was killed), the runner died or
+   reported nothing, or its file ran without it.
 
-A diff that changes no non-test file scores 0 without running anything: ``FAIL_TO_PASS``
-tests fail at ``base_commit`` by definition.
+A diff that changes no file of the agent's scores 0 without running anything:
+``FAIL_TO_PASS`` tests fail at ``base_commit`` by definition.
 
 The log parsers and their per-repository registry live in :mod:`agentgym.plugins.swe.logs`
 and are re-exported here.
 
-Limits: the tests run the agent's code, and code can do anything its process can,
-including printing lines that look like test results. The pytest parser trusts only the
-last "short test summary info" section when there is one, which defeats a stray print, not
-a determined forger; grading is as trustworthy as the sandbox it runs in is fresh. Unlike
-the official harness, a listed test that is skipped (or passes unexpectedly) does not count
-as passed: a change that makes a failing test skip has not fixed it.
+Limits: the tests run the agent's code in pytest's own process, and code can do anything
+its process can. A printed summary, a patched ``TestReport`` or ``CallInfo``, a plugin
+registered from package code, ``os._exit``, a forged report file without the nonce: each is
+caught. Code written to defeat this grader in particular (reading the plugin's state out of
+``sys.modules`` to forge its report, or compiling its hooks under the name of an untouched
+file) is not; nor, for a repository whose own code is the test runner (pytest itself,
+SymPy's ``bin/test`` library, Django's runner), a change to that runner. Runners other than
+pytest are read from their log (a printed line can pose as a result there); so is Sphinx,
+whose harness runs pytest through ``tox``. Unlike the official harness, a listed test that
+is skipped (or passes unexpectedly) does not count as passed: a change that makes a failing
+test skip has not fixed it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agentgym.core.errors import AgentGymError
 from agentgym.core.sandbox import Sandbox
-from agentgym.plugins.swe.harness import DEFAULT_TEST_CMD, MAX_IDS_CHARS, Runner, TestPlan, plan
-from agentgym.plugins.swe.instance import SWEInstance, is_test_path, patch_files, split_patch
+from agentgym.plugins.swe.grader_files import SHADOWS, TEST_FILE, runner_script, task_owned
+from agentgym.plugins.swe.harness import (
+    DEFAULT_TEST_CMD,
+    MAX_IDS_CHARS,
+    PYTEST,
+    Runner,
+    TestPlan,
+    plan,
+)
+from agentgym.plugins.swe.instance import SWEInstance, patch_files, split_patch
 from agentgym.plugins.swe.logs import (
     ERROR,
     FAILED,
@@ -92,13 +128,21 @@ class GradeResult:
         f2p_passed, f2p_total: FAIL_TO_PASS tests that passed, and how many there are.
         p2p_passed, p2p_total: the same for PASS_TO_PASS.
         applied: the agent's (filtered) diff applied; False also when it was empty.
-        dropped_files: test files removed from the agent's diff before applying it.
+        dropped_files: files removed from the agent's diff before applying it: the tests,
+            and the files that configure the test runner or the interpreter's start-up
+            (:mod:`agentgym.plugins.swe.grader_files`).
+        dropped_reasons: each dropped file -> why it is the task's (``test file``,
+            ``test-runner configuration``, ``interpreter start-up hook``, ...).
         log_tail: the end of the test log (or of the failing ``git apply``'s output).
         reason: one sentence on why the reward is what it is.
         missing: every :data:`MISSING` test -> why (timed out, its file failed to load
             and the error line, the runner crashed or reported nothing, not collected).
         command: the test command that ran ("" when none did).
         exit_code: its exit status (None when it did not run).
+        source: where the statuses came from: ``report`` (the grader's pytest plugin),
+            ``log`` (the runner's output, for runners that are not pytest), "" (none ran).
+        tampered: what the code under test changed in the test runner while it ran (the
+            report plugin's check); non-empty means every test counts as failed.
     """
 
     reward: float
@@ -109,11 +153,14 @@ class GradeResult:
     p2p_total: int = 0
     applied: bool = False
     dropped_files: list[str] = field(default_factory=list)
+    dropped_reasons: dict[str, str] = field(default_factory=dict)
     log_tail: str = ""
     reason: str = ""
     missing: dict[str, str] = field(default_factory=dict)
     command: str = ""
     exit_code: int | None = None
+    source: str = ""
+    tampered: list[str] = field(default_factory=list)
 
     @property
     def resolved(self) -> bool:
@@ -131,13 +178,28 @@ def protected_files(instance: SWEInstance) -> set[str]:
 
 
 def filter_diff(diff: str, protected: set[str]) -> tuple[str, list[str]]:
-    """``diff`` without the parts that touch a file in ``protected`` or a path that
-    :func:`is_test_path` matches; and the dropped paths."""
+    """``diff`` without the parts that touch a file in ``protected`` or a path that is the
+    task's (:func:`~agentgym.plugins.swe.grader_files.task_owned`); and the dropped
+    paths."""
+    kept, dropped = split_diff(diff, protected)
+    return kept, list(dropped)
+
+
+def split_diff(diff: str, protected: set[str], existing: set[str] | None = None,
+               ) -> tuple[str, dict[str, str]]:
+    """``diff`` without the parts that touch a file in ``protected`` (a test file) or a
+    path that is the task's (:func:`~agentgym.plugins.swe.grader_files.task_owned`, with
+    ``existing`` the entries of the import roots at the base); and each dropped path ->
+    why. A part is dropped whole when either of its paths is the task's."""
     kept: list[str] = []
-    dropped: list[str] = []
+    dropped: dict[str, str] = {}
     for part in split_patch(diff):
-        if any(p in protected or is_test_path(p) for p in part.paths):
-            dropped += [p for p in part.paths if p not in dropped]
+        new = part.old_path is None
+        why = {p: TEST_FILE if p in protected else task_owned(p, new=new, existing=existing)
+               for p in part.paths}
+        if any(why.values()):
+            for p in part.paths:
+                dropped.setdefault(p, why[p] or next(w for w in why.values() if w))
         else:
             kept.append(part.text)
     text = "".join(kept)
@@ -174,15 +236,17 @@ def _crash(log: str, exit_code: int) -> str | None:
 
 def missing_reasons(missing: list[str], statuses: dict[str, str], log: str, *,
                     test_plan: TestPlan, exit_code: int, timed_out: bool,
-                    timeout: float) -> dict[str, str]:
-    """Why each test of ``missing`` is absent from the parsed ``statuses`` of ``log``.
+                    timeout: float, no_report: bool = False) -> dict[str, str]:
+    """Why each test of ``missing`` is absent from the ``statuses`` (parsed from ``log``,
+    or from the grader's pytest report).
 
     In order of precedence: the run timed out; the test's file (module) failed to load,
-    with the error line; the runner reported no test at all (it failed before running
-    any, or crashed, with its exit status and the log's last line); the runner died
-    before reporting the test (a signal, or an uncaught exception ending the log); the
-    file ran but did not name the test (not collected: renamed, removed, or another
-    parametrization).
+    with the error line; pytest wrote no report (``no_report``: its session never
+    finished, say the code under test exited or crashed the process); the runner reported
+    no test at all (it failed before running any, or crashed, with its exit status and
+    the log's last line); the runner died before reporting the test (a signal, or an
+    uncaught exception ending the log); the file ran but did not name the test (not
+    collected: renamed, removed, or another parametrization).
     """
     if not missing:
         return {}
@@ -199,6 +263,9 @@ def missing_reasons(missing: list[str], statuses: dict[str, str], log: str, *,
                              " reporting it")
         elif where is not None and where in errors:
             reasons[test] = f"collection error in {where}: {errors[where] or 'failed to load'}"
+        elif no_report:
+            reasons[test] = (f"pytest wrote no report ({_exit_note(exit_code)}): its session"
+                             f" never finished; the log ends: {_last_line(log)}")
         elif not statuses:
             reasons[test] = (f"the test runner reported no test ({_exit_note(exit_code)}):"
                              f" {_last_line(log)}")
@@ -247,6 +314,98 @@ async def _read(box: Sandbox, path: str) -> str | None:
         return None
 
 
+#: The grader's pytest plugin (copied into the sandbox as text; see its docstring).
+REPORT_PLUGIN = Path(__file__).with_name("pytest_report.py")
+_CONFIG_LINE = "CONFIG = {}  # AGENTGYM-CONFIG"
+# A command that runs pytest itself (not through tox, whose environment is its own).
+_PYTEST_COMMAND = re.compile(r"(?:^|[\s;&|(/])(?:py\.test|pytest)(?=[\s;&|)]|$)"
+                             r"|-m\s+pytest\b")
+_PYTHONPATH_WORD = re.compile(
+    r"(?<![\w$])PYTHONPATH=(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s;&|)]*)")
+# Variables that would let anything but the grader shape the interpreter or pytest.
+_UNSET = ("PYTHONSTARTUP", "PYTHONINSPECT", "PYTHONUSERBASE", "PYTEST_ADDOPTS",
+          "PYTEST_PLUGINS", "PYTHONBREAKPOINT")
+# Kills every process the tests left (daemons included) but this script's own ancestors.
+_KILL_LEFTOVERS = r"""
+keep=" $$ "; p=$$
+while [ "${p:-0}" -gt 1 ]; do
+  ppid=0
+  while read -r key value _; do [ "$key" = PPid: ] && ppid=$value; done < /proc/$p/status
+  p=$ppid; keep="$keep$p "
+done 2>/dev/null
+for d in /proc/[0-9]*; do
+  q=${d#/proc/}
+  case "$keep" in *" $q "*) continue ;; esac
+  kill -9 "$q" 2>/dev/null
+done
+true
+"""
+
+
+def runs_pytest(test_plan: TestPlan) -> bool:
+    """Whether grading reads ``test_plan``'s outcomes from the grader's pytest report (the
+    command runs pytest itself) rather than from the log (Django's and SymPy's runners,
+    ``tox``, a custom script)."""
+    return test_plan.runner is PYTEST and bool(_PYTEST_COMMAND.search(test_plan.command))
+
+
+def _with_plugin_path(command: str, folder: str) -> str:
+    """``command`` with ``folder`` appended to every ``PYTHONPATH=...`` it sets, so the
+    grader's plugin stays importable whatever the task's command puts on the path."""
+    quoted = shlex.quote(folder)
+    return _PYTHONPATH_WORD.sub(
+        lambda m: f"PYTHONPATH={m.group(1)}:{quoted}" if m.group(1) not in ("", '""', "''")
+        else f"PYTHONPATH={quoted}", command)
+
+
+def report_log(report: dict) -> str:
+    """The grader's pytest report as ``-rA`` summary lines, for the repository's log parser
+    (which spells the ids as the datasets do): setup errors and skips, the call's
+    outcome, then teardown errors (a failure sticks)."""
+    words = {"passed": PASSED, "failed": FAILED, "skipped": SKIPPED, "xfailed": XFAIL,
+             "xpassed": XPASS, "error": ERROR}
+    lines = ["=" * 20 + " short test summary info " + "=" * 20]
+    for node, phases in report.get("tests", {}).items():
+        setup, call, teardown = (phases.get(p) for p in ("setup", "call", "teardown"))
+        if setup in ("error", "skipped"):
+            lines.append(f"{words[setup]} {node}")
+            continue
+        if call in words:
+            lines.append(f"{words[call]} {node}")
+        if teardown == "error":
+            lines.append(f"{ERROR} {node}")
+    return "\n".join(lines) + "\n"
+
+
+def _plugin_source(config: dict) -> str:
+    source = REPORT_PLUGIN.read_text()
+    if _CONFIG_LINE not in source:
+        raise GradingError(f"{REPORT_PLUGIN} lost its {_CONFIG_LINE!r} line; restore it")
+    return source.replace(_CONFIG_LINE, f"CONFIG = json.loads({json.dumps(config)!r})", 1)
+
+
+async def _checkout_facts(box: Sandbox, timeout: float) -> tuple[str, set[str], list[str]]:
+    """The repository root, the entries of its import roots (``name``, ``src/name``) and
+    the packaging metadata folders inside it, at base_commit."""
+    result = await box.exec(
+        "root=$(git -c safe.directory='*' rev-parse --show-toplevel) || exit 3;"
+        ' echo "$root"; cd "$root" || exit 3;'
+        " for f in * .[!.]* src/* src/.[!.]*; do [ -e \"$f\" ] && echo \"E $f\"; done;"
+        " find . -maxdepth 4 -name .git -prune -o \\( -name '*.dist-info' -o"
+        " -name '*.egg-info' \\) -print -prune 2>/dev/null | sed 's/^/D /'; true", timeout)
+    lines = result.output.splitlines()
+    if result.exit_code == 3 or not lines:
+        raise GradingError(
+            f"the sandbox's working directory is not a git repository"
+            f" ({result.output.strip()[-300:]}); open the grading sandbox on the task's"
+            " repository at base_commit")
+    root = lines[0].strip()
+    existing = {line[2:] for line in lines[1:] if line.startswith("E ")}
+    dists = [f"{root}/{line[2:].removeprefix('./')}" for line in lines[1:]
+             if line.startswith("D ")]
+    return root, existing, dists
+
+
 async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str | None = None,
                 timeout: float = 1800.0) -> GradeResult:
     """Grade ``diff`` for ``instance`` in ``box`` (see the module docstring).
@@ -270,21 +429,29 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
         return GradeResult(0.0, p2p_total=len(p2p), reason=(
             f"instance {instance.instance_id!r} has no FAIL_TO_PASS tests, so nothing can"
             " show that a change fixes it"))
-    kept, dropped = filter_diff(diff, protected_files(instance))
-    base = GradeResult(0.0, f2p_total=len(f2p), p2p_total=len(p2p), dropped_files=dropped)
-    if not kept.strip():
-        base.reason = ("the diff changes no non-test file" + (
-            f" (test files dropped: {', '.join(dropped)})" if dropped else ""))
+    test_plan = plan(instance, test_cmd)
+    protected = protected_files(instance)
+    script = runner_script(test_plan.command, test_plan.arguments)
+    if script:
+        protected.add(script)
+    kept, dropped = split_diff(diff, protected)
+    base = GradeResult(0.0, f2p_total=len(f2p), p2p_total=len(p2p))
+
+    def empty() -> GradeResult:
+        base.dropped_files, base.dropped_reasons = list(dropped), dict(dropped)
+        base.reason = ("the diff changes no non-test file that is the agent's" + (
+            f" (dropped, the task's: {', '.join(dropped)})" if dropped else ""))
         return base
 
-    top = await box.exec("git -c safe.directory='*' rev-parse --show-toplevel", 60)
-    if not top.ok:
-        raise GradingError(
-            f"cannot grade {instance.instance_id!r}: the sandbox's working directory is not a"
-            f" git repository ({top.output.strip()}); open the grading sandbox on the task's"
-            " repository at base_commit")
-    root = top.output.strip().splitlines()[-1]
-    # A random folder: code under test cannot guess where the log goes.
+    if not kept.strip() and SHADOWS not in dropped.values():
+        return empty()
+    root, existing, dists = await _checkout_facts(box, 60)
+    kept, dropped = split_diff(diff, protected, existing)
+    if not kept.strip():
+        return empty()
+    base.dropped_files, base.dropped_reasons = list(dropped), dict(dropped)
+
+    # A random folder: code under test cannot guess where the report and the log go.
     scratch = f"/tmp/agentgym-grade-{secrets.token_hex(8)}"
     await box.write_file(f"{scratch}/agent.diff", _encode(kept))
     applied, output = await _apply(box, root, f"{scratch}/agent.diff", 300)
@@ -302,35 +469,77 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
             base.log_tail = _tail(output)
             return base
 
-    test_plan = plan(instance, test_cmd)
     base.command = test_plan.command
+    pytest_run = runs_pytest(test_plan)
+    base.source = "report" if pytest_run else "log"
     log_path, setup_path = f"{scratch}/test.log", f"{scratch}/setup.log"
+    home = f"{scratch}/home"
+    report_path = f"{scratch}/out-{secrets.token_hex(8)}/report.json"
+    command, setup_lines = test_plan.command, list(test_plan.setup)
+    # The environment is the grader's: its own HOME, no user site, no start-up file, no
+    # pytest options or plugins from anywhere but this script.
+    env = [f"export HOME={shlex.quote(home)} PYTHONNOUSERSITE=1",
+           f"unset {' '.join(_UNSET)}"]
+    if pytest_run:
+        module = f"agentgym_swe_report_{secrets.token_hex(6)}"
+        loader = f"{module}_entry_points"
+        folder = f"{scratch}/plugin-{secrets.token_hex(6)}"
+        changed = [p for part in split_patch(kept) for p in part.paths]
+        nonce = secrets.token_hex(16)
+        await box.write_file(f"{folder}/{module}.py", _plugin_source({
+            "report": report_path, "nonce": nonce, "root": root, "changed": changed, "dists": dists,
+            "runner_root": f"{root}/src/_pytest" if instance.repo.lower() ==
+            "pytest-dev/pytest" else ""}).encode())
+        await box.write_file(f"{folder}/{loader}.py", (
+            "import sys\n\n\ndef pytest_addhooks(pluginmanager):\n"
+            f"    sys.modules[{module!r}].load_entry_points(pluginmanager)\n").encode())
+        env += [f'export PYTHONPATH={shlex.quote(folder)}"${{PYTHONPATH:+:$PYTHONPATH}}"',
+                f"export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTEST_ADDOPTS='-p {module}'"
+                f" PYTEST_PLUGINS={loader}"]
+        command = _with_plugin_path(command, folder)
+        setup_lines = [_with_plugin_path(line, folder) for line in setup_lines]
     # One shell: the setup's activation and exports hold for the tests; only the tests'
     # own output is parsed, and each part is a group so "a; b" is logged whole.
-    setup = "\n".join([":", *test_plan.setup])  # ":" so the group is never empty
+    setup = "\n".join([":", *setup_lines])  # ":" so the group is never empty
     await box.write_file(f"{scratch}/run_tests.sh", (
+        f"mkdir -p -m 700 {shlex.quote(home)} {shlex.quote(str(Path(report_path).parent))}\n"
+        + "\n".join(env) + "\n"
         f"cd {shlex.quote(root)}\n{{\n{setup}\n}} > {shlex.quote(setup_path)} 2>&1\n"
-        f"cd {shlex.quote(root)}\n{{\n{test_plan.command}\n}} > {shlex.quote(log_path)}"
-        " 2>&1\n").encode())
+        f"cd {shlex.quote(root)}\n{{\n{command}\n}} > {shlex.quote(log_path)} 2>&1\n"
+        "status=$?\n" + _KILL_LEFTOVERS + "exit $status\n").encode())
     run = await box.exec(f"bash {shlex.quote(scratch + '/run_tests.sh')}", timeout)
     log = await _read(box, log_path)
     if log is None:  # the script never got to the tests
         log = (await _read(box, setup_path) or "") + run.output
-    statuses = log_parser_for(instance.repo)(log)
+    report = None
+    if pytest_run:
+        report = _load_report(await _read(box, report_path), nonce)
+        base.tampered = list(report.get("tampered", [])) if report else []
+        statuses = log_parser_for(instance.repo)(report_log(report)) if report else {}
+    else:
+        statuses = log_parser_for(instance.repo)(log)
 
     tests = {t: statuses.get(t, MISSING) for t in instance.tests}
+    if base.tampered:
+        tests = dict.fromkeys(instance.tests, FAILED)
     base.tests = tests
     base.exit_code = run.exit_code
     base.missing = missing_reasons(
         [t for t in instance.tests if tests[t] == MISSING], statuses, log,
         test_plan=test_plan, exit_code=run.exit_code, timed_out=run.timed_out,
-        timeout=timeout)
+        timeout=timeout, no_report=pytest_run and report is None)
     base.f2p_passed = sum(tests[t] in PASSING for t in f2p)
     base.p2p_passed = sum(tests[t] in PASSING for t in p2p)
     base.log_tail = _tail(log) if log.strip() else _tail(
         await _read(box, setup_path) or run.output)
     if run.timed_out:
         base.reason = f"the tests ran past the {timeout:g}s timeout"
+        return base
+    if base.tampered:
+        shown = "; ".join(base.tampered[:3]) + (
+            f"; and {len(base.tampered) - 3} more" if len(base.tampered) > 3 else "")
+        base.reason = (f"the code under test tampered with the test runner, so no test"
+                       f" counts as passed: {shown}")
         return base
     failing = [f"{t} ({tests[t]})" for t in instance.tests if tests[t] not in PASSING]
     if failing:
@@ -346,6 +555,21 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
     base.reward = 1.0
     base.reason = (f"all {len(f2p)} FAIL_TO_PASS and {len(p2p)} PASS_TO_PASS tests passed")
     return base
+
+
+def _load_report(text: str | None, nonce: str) -> dict | None:
+    """The plugin's report, or None when it is absent, not a report (a run cut short), or
+    not the plugin's (without this grading's ``nonce``: forged)."""
+    if not text:
+        return None
+    try:
+        report = json.loads(text)
+    except ValueError:
+        return None
+    if (not isinstance(report, dict) or not isinstance(report.get("tests"), dict)
+            or report.get("nonce") != nonce):
+        return None
+    return report
 
 
 async def diff_of(box: Sandbox, base: str = "HEAD", *, timeout: float = 120.0) -> str:
@@ -392,6 +616,7 @@ __all__ = [
     "MISSING",
     "PASSED",
     "PASSING",
+    "REPORT_PLUGIN",
     "SKIPPED",
     "STATUSES",
     "XFAIL",
@@ -409,5 +634,8 @@ __all__ = [
     "parse_log_sympy",
     "protected_files",
     "register_log_parser",
+    "report_log",
+    "runs_pytest",
+    "split_diff",
     "split_node_id",
 ]

@@ -19,7 +19,7 @@ fresh workspace built from the row as the env builds it, then
 
     {"backend": "local", "gold": 1.0, "empty": 0.0, "no_op": 0.0, "grader": GRADER_VERSION}
 
-:data:`GRADER_VERSION` names the package version and a digest of the grading module, so a
+:data:`GRADER_VERSION` names the package version and a digest of the grading code, so a
 row says which grader accepted it (and a cache keyed by it is not reused once grading
 changes).
 """
@@ -40,9 +40,11 @@ if TYPE_CHECKING:
     from agentgym.plugins.swe.env import SWEEnv
     from agentgym.plugins.swe.grading import GradeResult
 
-#: The grader that validates rows: agentgym's version and the grading module's digest.
-GRADER_VERSION = (f"agentgym {__version__}, grading"
-                  f" {hashlib.sha256(Path(grading.__file__).read_bytes()).hexdigest()[:12]}")
+#: The grader that validates rows: agentgym's version and a digest of the grading code
+#: (the grading module, what it restores from the task, and its pytest plugin).
+GRADER_VERSION = (f"agentgym {__version__}, grading " + hashlib.sha256(b"".join(
+    Path(grading.__file__).with_name(name).read_bytes()
+    for name in ("grading.py", "grader_files.py", "pytest_report.py"))).hexdigest()[:12])
 #: Why a row is rejected.
 GOLD_BELOW_ONE = "gold patch < 1.0"
 NO_CHANGE_ABOVE_ZERO = "no change > 0.0"

@@ -371,6 +371,7 @@ def test_hard_tasks_touch_several_functions_and_are_valid(tmp_path, fresh_task_c
         assert row["validation"]["gold"] == 1.0 and row["validation"]["empty"] == 0.0
         kept = SWEInstance.from_dict(row).to_dict()
         assert {k: kept[k] for k in RECORDED} == {k: row[k] for k in RECORDED}
-    # The env's own grader: oracle 1.0, doing nothing 0.0, the known-wrong solution < 1.0.
-    report = assert_valid("swe-synth", n=None, tasks=str(out), concurrency=2)
+    # The env's own grader: oracle 1.0, doing nothing 0.0, the known-wrong solution < 1.0
+    # (the exploit probes are played on sampled tasks in test_probes.py).
+    report = assert_valid("swe-synth", n=None, tasks=str(out), concurrency=2, probes=False)
     assert report.ok and len(report.results) >= 8

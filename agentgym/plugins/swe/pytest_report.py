@@ -1,0 +1,396 @@
+"""agentgym's pytest plugin for grading SWE tasks: per-test outcomes the code under test
+cannot rewrite, and a check that it did not tamper with pytest.
+
+This file is not imported by agentgym: :func:`agentgym.plugins.swe.grading.grade` copies
+its text into the grading sandbox under a random module name, with :data:`CONFIG` filled
+in, and loads it with ``-p`` (``PYTEST_ADDOPTS``) before anything of the repository is
+imported. So it imports nothing but the standard library and pytest, and keeps to the
+Python (3.6) and pytest (5 and later) that SWE-bench's images have.
+
+What it does:
+
+* **Load**: snapshots the pytest and pluggy internals that decide a test's outcome
+  (:data:`WATCHED_MODULES`: every function and class of those modules, each class's own
+  attributes, each function's code, defaults and closure) and the hook implementations of
+  :data:`OUTCOME_HOOKS`; then removes its own ``PYTEST_ADDOPTS`` from the environment, so
+  a pytest the tests start runs without it.
+* **Entry points**: the grader runs pytest with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` and
+  names the loader module in ``PYTEST_PLUGINS``, which pytest imports where it would have
+  autoloaded; :func:`load_entry_points` then loads the ``pytest11`` plugins of the
+  installed distributions, honouring ``-p no:NAME``, except those whose metadata is inside
+  the repository and was not there before the agent's diff (``CONFIG["dists"]``).
+* **Per test**: a ``pytest_runtest_makereport`` wrapper, outermost of all, reads each
+  phase's outcome from the call info itself (did the test raise, and what), and checks it
+  against the report the inner hooks made: a report that says "passed" for a call that
+  raised is forged. It also checks, for the call phase, that the test's function is the
+  one collected and that no trace function from the agent's files is set.
+* **Session end**: compares the snapshot with the state now, and lists the outcome hooks
+  implemented by code from a file the agent's diff changed (``CONFIG["changed"]``) or from
+  no file at all; any difference is a tampering, named. Then writes the report,
+  ``CONFIG["report"]``, as JSON: ``{"tests": {node id: {phase: outcome}}, "tampered":
+  [what changed], "plugins": [entry points loaded], "skipped_dists": [...], "nonce": ...}``
+  (the grader refuses a report without its nonce). A run that
+  never reaches the end (``os._exit``, a crash, a kill) writes no report, and the grader
+  then counts every test as missing.
+
+Outcomes per phase: ``passed``, ``failed``, ``skipped``, ``xfailed``, ``xpassed`` (call);
+``ok``, ``error``, ``skipped`` (setup, teardown).
+"""
+
+import contextlib
+import json
+import os
+import sys
+import types
+
+import pytest
+
+#: Filled in by the grader: report (path), nonce (copied into the report, so that a report
+#: the code under test forges without reading this module is refused), root (the
+#: repository), changed (paths relative to root the agent's diff changed), dists (metadata
+#: folders inside the repository that were there before the diff), runner_root (the test
+#: runner's own source folder, for a task on pytest itself).
+CONFIG = {}  # AGENTGYM-CONFIG
+
+#: Modules whose functions and classes decide what a test's outcome is.
+WATCHED_MODULES = (
+    "_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.main",
+    "_pytest.skipping", "_pytest.unittest", "_pytest.outcomes", "_pytest.nodes",
+    "_pytest.fixtures", "_pytest.python_api", "_pytest.assertion.rewrite",
+    "_pytest.config", "_pytest.doctest", "pluggy._callers", "pluggy._hooks",
+    "pluggy._manager", "pluggy.callers", "pluggy.hooks", "pluggy.manager", "unittest.case",
+    "unittest.result", "doctest",
+)
+#: Hooks whose implementations decide what runs and what its outcome is.
+OUTCOME_HOOKS = (
+    "pytest_runtestloop", "pytest_runtest_protocol", "pytest_runtest_setup",
+    "pytest_runtest_call", "pytest_runtest_teardown", "pytest_pyfunc_call",
+    "pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_collection_modifyitems",
+    "pytest_itemcollected", "pytest_collection_finish", "pytest_sessionfinish",
+)
+
+_state = {"tests": {}, "tampered": [], "plugins": [], "skipped_dists": [], "items": {}}
+
+
+def _tamper(what):
+    if what not in _state["tampered"]:
+        _state["tampered"].append(what)
+
+
+# --- the snapshot ---------------------------------------------------------------------------
+
+
+def _facets(value):
+    """What must stay identical about ``value``: itself and, for functions (also inside
+    properties and static/class methods), their code, defaults and closure cells."""
+    inner = [value]
+    if isinstance(value, (staticmethod, classmethod)):
+        inner.append(value.__func__)
+    elif isinstance(value, property):
+        inner += [value.fget, value.fset, value.fdel]
+    facets = []
+    for item in inner:
+        facets.append(item)
+        if isinstance(item, types.FunctionType):
+            facets += [item.__code__, item.__defaults__, item.__kwdefaults__]
+            facets += [c.cell_contents if _filled(c) else None for c in item.__closure__ or ()]
+    return facets
+
+
+def _filled(cell):
+    try:
+        return cell.cell_contents is cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+
+
+def _watched(value):
+    return isinstance(value, (type, types.FunctionType, staticmethod, classmethod, property))
+
+
+def snapshot():
+    """``{(module, class or "", name): facets}`` of every watched function and class, and
+    of every attribute of the classes those modules define."""
+    taken = {}
+    for name in WATCHED_MODULES:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            if not _watched(value):
+                continue
+            taken[(name, "", attr)] = _facets(value)
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                for key, member in list(vars(value).items()):
+                    if not key.startswith("__") or _watched(member):
+                        taken[(name, value.__qualname__, key)] = _facets(member)
+    return taken
+
+
+def _runner_dirs():
+    dirs = []
+    for name in ("_pytest", "pytest", "pluggy"):
+        module = sys.modules.get(name)
+        if getattr(module, "__file__", None):
+            dirs.append(os.path.dirname(os.path.realpath(module.__file__)) + os.sep)
+    return tuple(dirs)
+
+
+def _foreign_code(facets, runner_dirs):
+    """The file of the first function or code object among ``facets`` that is not the
+    test runner's own (pytest and pluggy change their own classes as they configure:
+    ``legacypath`` adds ``Node.fspath``); None when all are. A value without code that
+    replaces a function (a builtin, a partial) is foreign too."""
+    for facet in facets:
+        code = facet if isinstance(facet, types.CodeType) else getattr(facet, "__code__", None)
+        if code is None:
+            if callable(facet) and not isinstance(facet, type):
+                return repr(facet)
+            continue
+        path = os.path.realpath(code.co_filename)
+        if not path.startswith(runner_dirs):
+            return code.co_filename
+    return None
+
+
+def _changes(before, after):
+    """What changed from snapshot ``before`` to ``after`` other than by the runner's own
+    code: ``[(name, where the new code comes from)]``."""
+    runner_dirs = _runner_dirs()
+    changed = []
+    modules = {key[0] for key in before}
+    for key in set(before) | {key for key in after if key[0] in modules}:
+        old, new = before.get(key), after.get(key)
+        if old is not None and new is not None and len(old) == len(new) and all(
+                a is b for a, b in zip(old, new)):  # noqa: B905  (Python 3.6: no strict)
+            continue
+        if new is None:
+            where = "it was deleted"
+        else:
+            where = _foreign_code(new, runner_dirs)
+            if where is None:
+                continue
+        module, owner, name = key
+        changed.append((module + "." + ".".join(p for p in (owner, name) if p), where))
+    return sorted(changed)
+
+
+def _hookimpls(pluginmanager):
+    found = {}
+    for hook in OUTCOME_HOOKS:
+        caller = getattr(pluginmanager.hook, hook, None)
+        if caller is None:
+            continue
+        for impl in caller.get_hookimpls():
+            found[(hook, id(impl.function))] = impl
+    return found
+
+
+def _code_file(function):
+    function = getattr(function, "__func__", function)
+    code = getattr(function, "__code__", None)
+    return None if code is None else code.co_filename
+
+
+def _agents_file(path):
+    """Whether ``path`` (a code object's file) is one the agent's diff changed, or no file
+    at all (code made with exec or compile; a module inside a zip archive is a file)."""
+    if not path or path.startswith("<"):
+        return True
+    if os.path.realpath(path) == _OWN_FILE:  # this plugin (its file deleted at load)
+        return False
+    if not os.path.isfile(path):
+        parent = os.path.dirname(path)
+        while parent and parent != os.path.dirname(parent) and not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        return not os.path.isfile(parent)  # inside a zip: a file; else made up
+    real = os.path.realpath(path)
+    runner = CONFIG.get("runner_root")
+    if runner and real.startswith(runner + os.sep):
+        return False  # the test runner's own code (a task on pytest itself)
+    root = os.path.realpath(CONFIG.get("root") or os.getcwd())
+    if not real.startswith(root + os.sep):
+        return False
+    return os.path.relpath(real, root).replace(os.sep, "/") in set(CONFIG.get("changed", ()))
+
+
+_before = {}
+_OWN_FILE = os.path.realpath(__file__)
+
+
+def _take_snapshot():
+    import importlib
+
+    for name in WATCHED_MODULES:  # imported now, so that what they define is seen first
+        with contextlib.suppress(ImportError):  # another pytest or pluggy's layout
+            importlib.import_module(name)
+    _before["internals"] = snapshot()
+    _before["meta_path"] = list(sys.meta_path)
+    _before["path_hooks"] = list(sys.path_hooks)
+
+
+_take_snapshot()
+# A pytest the tests start (pytester, a subprocess) runs without this plugin; and the
+# nonce is on no disk the code under test can read.
+os.environ.pop("PYTEST_ADDOPTS", None)
+if CONFIG.get("nonce"):
+    with contextlib.suppress(OSError):
+        os.unlink(__file__)
+
+
+def pytest_addhooks(pluginmanager):
+    _before["pluginmanager"] = pluginmanager
+    _before["hookexec"] = [getattr(pluginmanager, a, None)
+                           for a in ("_inner_hookexec", "_hookexec")]
+
+
+def load_entry_points(pluginmanager):
+    """Load the ``pytest11`` plugins of the installed distributions, as pytest's autoload
+    would (see the module docstring); called by the loader module pytest imports from
+    ``PYTEST_PLUGINS``."""
+    os.environ.pop("PYTEST_PLUGINS", None)
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        try:
+            import importlib_metadata as metadata
+        except ImportError:
+            pluginmanager.load_setuptools_entrypoints("pytest11")
+            return
+    root = os.path.realpath(CONFIG.get("root") or os.getcwd())
+    allowed = set(os.path.realpath(p) for p in CONFIG.get("dists", ()))
+    for dist in list(metadata.distributions()):
+        where = getattr(dist, "_path", None)
+        where = os.path.realpath(str(where)) if where is not None else ""
+        points = [ep for ep in dist.entry_points if ep.group == "pytest11"]
+        if not points:
+            continue
+        if where.startswith(root + os.sep) and where not in allowed:
+            _state["skipped_dists"].append(os.path.relpath(where, root))
+            continue
+        for ep in points:
+            if pluginmanager.get_plugin(ep.name) or pluginmanager.is_blocked(ep.name):
+                continue
+            pluginmanager.register(ep.load(), name=ep.name)
+            _state["plugins"].append(ep.name)
+
+
+# --- per test --------------------------------------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_itemcollected(item):
+    obj = getattr(item, "obj", None) if hasattr(item, "function") else None
+    _state["items"][id(item)] = (obj, getattr(obj, "__code__", None))
+
+
+def _nodeid(item):
+    try:
+        return item.config.cwd_relative_nodeid(item.nodeid)
+    except Exception:
+        return item.nodeid
+
+
+def _phase_outcome(when, excinfo, report):
+    from _pytest.outcomes import Skipped
+
+    try:
+        from _pytest.outcomes import XFailed
+    except ImportError:
+        XFailed = ()
+    raised = excinfo.type if excinfo is not None else None
+    wasxfail = hasattr(report, "wasxfail")
+    if when != "call":
+        if raised is None:
+            return "ok"
+        return "skipped" if issubclass(raised, Skipped) else "error"
+    if raised is None:
+        if report.outcome == "failed":
+            return "failed"  # a strict xfail that passed
+        return "xpassed" if wasxfail else "passed"
+    if issubclass(raised, Skipped):
+        return "skipped"
+    if XFailed and issubclass(raised, XFailed):
+        return "xfailed"
+    if report.outcome == "skipped" and wasxfail:
+        return "xfailed"
+    if report.outcome == "passed":
+        _tamper(f"the report of {report.nodeid} says passed, but the test raised"
+                f" {raised.__name__}")
+    return "failed"
+
+
+def _check_item(item):
+    recorded = _state["items"].get(id(item))
+    if "runtest" in vars(item):
+        _tamper(f"{item.nodeid}.runtest was replaced")
+    if recorded is None or recorded[0] is None:
+        return
+    obj = getattr(item, "obj", None)
+    if obj is not recorded[0] or getattr(obj, "__code__", None) is not recorded[1]:
+        _tamper(f"the function of {item.nodeid} was replaced after collection")
+    for get, name in ((sys.gettrace, "trace"), (sys.getprofile, "profile")):
+        hook = get()  # a C tracer (coverage) has no code file and is not the agent's
+        if _code_file(hook) is not None and _agents_file(_code_file(hook)):
+            _tamper(f"a {name} function from {_code_file(hook)} was set during {item.nodeid}")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    if call.when == "call":
+        _check_item(item)
+    outcome = yield
+    try:
+        report = outcome.get_result()
+    except BaseException:
+        return
+    phases = _state["tests"].setdefault(_nodeid(item), {})
+    phases[call.when] = _phase_outcome(call.when, call.excinfo, report)
+
+
+# --- session end -----------------------------------------------------------------------------
+
+
+def _audit():
+    for what, where in _changes(_before["internals"], snapshot()):
+        _tamper(f"{what} was replaced while the tests ran (by {where})")
+    for name, before in (("meta_path", _before["meta_path"]),
+                         ("path_hooks", _before["path_hooks"])):
+        for entry in getattr(sys, name):
+            if any(entry is old for old in before):
+                continue
+            source = sys.modules.get(type(entry).__module__)
+            where = getattr(source, "__file__", None)
+            if isinstance(entry, types.FunctionType):
+                where = _code_file(entry)
+            if _agents_file(where):
+                _tamper(f"sys.{name} gained {entry!r} from {where}")
+    manager = _before.get("pluginmanager")
+    if manager is None:
+        return
+    now = [getattr(manager, a, None) for a in ("_inner_hookexec", "_hookexec")]
+    # bound methods are made anew on each access: equal, not identical
+    if any(a is not b and a != b for a, b in zip(now, _before["hookexec"])):  # noqa: B905
+        _tamper("the plugin manager's hook caller was replaced")
+    for (hook, _), impl in _hookimpls(manager).items():
+        where = _code_file(impl.function)
+        if _agents_file(where):
+            _tamper(f"{hook} is implemented by {impl.plugin_name} from {where or 'no file'},"
+                    " a file of the agent's diff")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    try:
+        _audit()
+    except Exception as error:  # the audit itself broken: tampered, not passed
+        _tamper(f"the tamper check failed: {error!r}")
+    report = {"nonce": CONFIG.get("nonce"), "tests": _state["tests"],
+              "tampered": _state["tampered"],
+              "plugins": _state["plugins"], "skipped_dists": _state["skipped_dists"],
+              "exitstatus": int(exitstatus)}
+    path = CONFIG["report"]
+    staging = f"{path}.{os.getpid()}"
+    with open(staging, "w") as out:
+        json.dump(report, out)
+    os.replace(staging, path)
