@@ -180,7 +180,7 @@ class MiniWoBEnv(WebEnv):
         return f"{miniwob_server()}/miniwob/{task.metadata['family']}.html"
 
     async def lease_options(self, task: Task) -> dict[str, Any]:
-        return {"preload": self._url(task)}
+        return {"preload": self._url(task), "origins": (miniwob_server(),)}
 
     async def page_done(self, session: BrowserSession) -> str | None:
         done, raw, reason = await session.page.evaluate(_STATE)
