@@ -315,15 +315,16 @@ class WebTools(Toolset):
                 await session.page.goto(target, wait_until="commit",
                                         timeout=self.episode.settle_timeout_s * 1000)
             except Exception as error:
-                if "ERR_BLOCKED_BY_CLIENT" not in str(error):
-                    raise
                 # Back from Chromium's error page (once it is up) to the agent's page.
                 await (await session.watch(session.page)).settle(self.episode.settle_timeout_s)
                 if session.page.url != before:
                     await session.page.go_back(wait_until="commit",
                                                timeout=self.episode.settle_timeout_s * 1000)
-                raise ToolError(f"{url!r} is blocked: this episode can reach only"
-                                f" {', '.join(session.origins)}") from None
+                if "ERR_BLOCKED_BY_CLIENT" in str(error) or "ERR_PROXY" in str(error) or \
+                        "ERR_SOCKS" in str(error) or "ERR_TUNNEL" in str(error):
+                    raise ToolError(f"{url!r} is blocked: this episode can reach only"
+                                    f" {', '.join(session.origins)}") from None
+                raise
 
         return await self.episode.act(action)
 

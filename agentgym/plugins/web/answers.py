@@ -116,6 +116,9 @@ class Candidates:
         return sorted({*self.values, NUMBER})
 
     def of(self, kind: str) -> tuple[str, ...]:
+        """The values of ``kind`` (none for ``number``, which matches every number)."""
+        if kind == NUMBER:
+            return ()
         if kind not in self.values:
             raise InvalidArgumentError(f"answer kind {kind!r} is not known here (known:"
                                        f" {', '.join(self.kinds())})")
@@ -134,7 +137,7 @@ def check_answer(spec: AnswerSpec | Mapping[str, Any] | None, answer: str | None
     got = normalize(answer)
     if spec.exact is not None:
         want = normalize(spec.exact)
-        return got == want, f"answer {got!r} is not {want!r}"
+        return (True, "") if got == want else (False, f"answer {got!r} is not {want!r}")
     # Whole words: "4" is in "4 subscribers", not in "14".
     missing = [p for p in spec.must_include if not _spans(got, [normalize(p)], words=True)]
     if missing:
