@@ -7,8 +7,9 @@ try, played by ``agentgym validate`` on every web env whose tools they fit.
     where to look), collect every name, price and number the visited pages showed, and
     answer with all of them.
 ``web.answer-stuffing-short``
-    The same visit, answered with a short list: the last page's names and numbers, cut to
-    150 characters (a list of candidates that a bare length bound would let through).
+    The same visit, answered with a short list: the last page's own short names and
+    numbers (not those the first page showed too: the site's menus), as many as fit in
+    150 characters (a list that a bare length bound would let through).
 ``web.reach``
     ``goto`` the services listening on this machine's loopback (up to :data:`MAX_PORTS`
     other ports than the env's own: ``agentgym view``, another episode's site, a
@@ -111,11 +112,18 @@ class StuffingPolicy:
         if index < len(visits):
             return _as_message(visits[index])
         pages = _observations(messages)
-        seen = candidates(pages[-1]) if self.short else [
-            c for page in pages for c in candidates(page)]
-        text = ", ".join(dict.fromkeys(seen))
         if self.short:
-            text = text[:150].rsplit(", ", 1)[0]
+            # The last page's own values: short ones, not the site's furniture (what the
+            # first page showed too), as many as fit in 150 characters.
+            furniture = set(candidates(pages[0])) if len(pages) > 1 else set()
+            seen = [c for c in candidates(pages[-1]) if c not in furniture and len(c) <= 40]
+            text = ""
+            for value in seen:
+                if len(text) + len(value) + 2 > 150:
+                    break
+                text = f"{text}, {value}" if text else value
+        else:
+            text = ", ".join(dict.fromkeys(c for page in pages for c in candidates(page)))
         return call_turn("send_msg_to_user", text=text or "nothing")
 
 
