@@ -49,7 +49,7 @@ SPELLINGS = ("http://127.0.0.1:{port}/", "http://127.1:{port}/", "http://[::1]:{
              "http://0x7f000001:{port}/", "http://2130706433:{port}/",
              "http://localhost:{port}/", "http://a\\@127.0.0.1:{port}/")
 #: Ports tried at most (the first listening ones found).
-MAX_PORTS = 12
+MAX_PORTS = 6
 
 
 def candidates(observation: str) -> list[str]:
