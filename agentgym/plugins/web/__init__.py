@@ -6,12 +6,14 @@ SQLite-backed sites, graded by database state and answers:
 MiniWoB++ task family (the ``miniwob`` package's pages, graded by the page:
 :mod:`agentgym.plugins.web.miniwob`), and ``webarena`` (WebArena's task files, for users
 who run its servers: :mod:`agentgym.plugins.web.webarena`). The browser, observation and
-actions are shared: :mod:`agentgym.plugins.web.env`.
+actions are shared: :mod:`agentgym.plugins.web.env`. Its exploit probes (answer
+stuffing, reach) are in :mod:`agentgym.plugins.web.probes`.
 """
 
 from __future__ import annotations
 
 from agentgym.core.hookspecs import hookimpl
+from agentgym.core.probes import ExploitProbe
 from agentgym.core.registry import EnvRegistration
 
 _SITES = {
@@ -42,3 +44,11 @@ def agentgym_envs() -> list[EnvRegistration]:
         "WebArena's task files (webarena-verified) against WebArena servers you run; base"
         " URLs from base_urls= or WEBARENA_<SITE> variables."))
     return envs
+
+
+@hookimpl
+def agentgym_exploit_probes() -> list[ExploitProbe]:
+    """The web probes (:mod:`agentgym.plugins.web.probes`): answer stuffing and reach."""
+    from agentgym.plugins.web.probes import PROBES
+
+    return PROBES

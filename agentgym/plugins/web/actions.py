@@ -1,10 +1,19 @@
 """The browser actions an agent calls, as tools (BrowserGym's action set, by bid).
 
 :class:`WebTools` is bound to one episode's :class:`PageEpisode` (its browser session and
-goal). Each action runs in the real page, waits for a navigation it started to load, and
-returns the new observation (:func:`PageEpisode.observe`): the goal, the tabs, the URL,
-blocked requests, and the accessibility tree with bids. An unknown bid or an action the
-page refuses (a hidden element, a select without that option, a timeout) is a
+goal). Each action runs in the real page, then **waits for what it started**: a navigation
+it asked for (to begin, commit and load), the document to be complete, and the requests
+it set off to be answered (:meth:`~agentgym.plugins.web.browser.PageWatch.settle`), within
+``settle_timeout_s``; the next observation is taken from that settled page, so its bids
+are those of the whole document, however loaded the machine is. Finding and acting on an
+element has its own bound (``action_timeout_s``), so a click on an element that is not
+there fails fast while a slow page load does not fail the click. A bound that runs out
+says what was still pending (in the error, or as a ``Still loading`` line of the
+observation).
+
+The observation (:func:`PageEpisode.observe`) is the goal, the tabs, the URL, blocked
+requests, and the accessibility tree with bids. An unknown bid or an action the page
+refuses (a hidden element, a select without that option, a timeout) is a
 :class:`~agentgym.core.tools.ToolError` whose message says what failed, followed by the
 observation, so the agent sees the page it must work from.
 
@@ -16,7 +25,6 @@ after the action that finished it (:attr:`PageEpisode.page_done`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,7 +32,7 @@ from typing import Any
 
 from agentgym.core.episode import Submitted
 from agentgym.core.tools import ToolError, Toolset, tool
-from agentgym.plugins.web.browser import BrowserSession, is_loopback_url
+from agentgym.plugins.web.browser import BrowserSession
 from agentgym.plugins.web.observation import accessibility_tree
 
 #: Keys ``press`` names in its description (any Playwright key name works).
@@ -39,9 +47,12 @@ class PageEpisode:
         session: the leased browser context.
         goal: the task as one line, repeated at the top of every observation.
         max_chars: bound of the accessibility-tree text.
-        action_timeout_s: how long an action waits for its element or page.
+        action_timeout_s: how long an action waits for its element to be there and
+            actionable.
         page_done: called after every action; returns a message when the page itself
             ended the episode (MiniWoB++), else None.
+        settle_timeout_s: how long an action waits for what it started (a navigation and
+            its load, its requests) before the page is observed as it is.
     """
 
     session: BrowserSession
@@ -54,42 +65,53 @@ class PageEpisode:
     #: ms (and ``noop``'s wait by its own), so an episode's pages depend on its actions
     #: and seed only, never on how fast the machine is.
     tick_ms: float | None = None
+    settle_timeout_s: float = 30.0
     #: Messages the agent sent to the user, in order (the last is its answer).
     messages: list[str] = field(default_factory=list)
     _blocked_seen: int = 0
 
     @property
     def deadline_s(self) -> float:
-        """The most one browser call may take before the browser counts as hung."""
-        return self.action_timeout_s * 2 + 10
+        """The most one browser call (an action, its settling and the observation) may
+        take before the browser counts as hung."""
+        return self.action_timeout_s + 2 * self.settle_timeout_s + 20
 
     async def observe(self) -> str:
         """The observation text of the active page (module docstring)."""
         return await self.session.run(self.observation, self.deadline_s)
 
-    async def observation(self, session: BrowserSession) -> str:
-        """:meth:`observe`, for work already running on the browsers' loop."""
+    async def observation(self, session: BrowserSession, since: float = 0.0) -> str:
+        """:meth:`observe`, for work already running on the browsers' loop: the active
+        page once settled (requests started before ``since``, the loop's clock, do not
+        hold it up), or as it is when ``settle_timeout_s`` ran out, with what was
+        pending."""
         page = session.page
+        watch = await session.watch(page)
+        pending = await watch.settle(self.settle_timeout_s, since)
         tree, titles = await asyncio.gather(
-            accessibility_tree(page, await session.cdp(page), self.max_chars),
+            accessibility_tree(page, watch.cdp, self.max_chars),
             asyncio.gather(*(_title(tab) for tab in session.pages)))
         tabs = [f"[{i}] {title or '(untitled)'}" + (" (active)" if i == session.active else "")
                 for i, title in enumerate(titles)]
         lines = [f"Goal: {self.goal}", f"Tabs: {' | '.join(tabs)}", f"URL: {page.url}"]
+        if pending:
+            lines.append(f"Still loading after {self.settle_timeout_s:g} s: {pending}")
         blocked = session.blocked[self._blocked_seen:]
         self._blocked_seen = len(session.blocked)
         if blocked:
             shown = ", ".join(blocked[:5]) + (" ..." if len(blocked) > 5 else "")
-            lines.append(f"Blocked (only this machine can be reached): {shown}")
+            lines.append(f"Blocked (this episode can reach only {', '.join(session.origins)}):"
+                         f" {shown}")
         return "\n".join(lines) + "\n\n" + tree
 
     async def act(self, action: Callable[[BrowserSession], Awaitable[Any]]) -> str:
-        """Run ``action`` on the page, let what it started load, and observe. A page that
-        refuses it raises ToolError (with the observation); a page that ended the episode
-        raises Submitted."""
-        # One trip to the browser's loop for the action, its page load and the observation.
+        """Run ``action`` on the page, wait for what it started (module docstring), and
+        observe. A page that refuses it raises ToolError (with the observation); a page
+        that ended the episode raises Submitted."""
+        # One trip to the browser's loop for the action, its settling and the observation.
         async def run(session: BrowserSession) -> tuple[str | None, str | None, str]:
             error = None
+            since = asyncio.get_running_loop().time()
             try:
                 await action(session)
             except ToolError as refused:
@@ -98,17 +120,20 @@ class PageEpisode:
                 if type(failed).__name__ not in ("Error", "TimeoutError"):
                     raise
                 error = _first_line(failed)
-            else:
-                await _settle(session.page, self.action_timeout_s)
+                if not session.page.is_closed():  # say what the page was busy with
+                    watch = await session.watch(session.page)
+                    busy = watch.pending(await watch.ready_state())
+                    if busy:
+                        error += f" (the page was busy: {'; '.join(busy)})"
             if self.tick_ms is not None and not session.page.is_closed():
                 await session.page.clock.run_for(self.tick_ms)
             if self.page_done is not None:
                 message = await self.page_done(session)
                 if message is not None:
                     return error, message, ""
-            return error, None, await self.observation(session)
+            return error, None, await self.observation(session, since)
 
-        error, done, observation = await self.session.run(run, self.deadline_s * 2)
+        error, done, observation = await self.session.run(run, self.deadline_s)
         if done is not None:
             raise Submitted(None, done)
         if error is not None:
@@ -118,13 +143,6 @@ class PageEpisode:
 
 async def _title(page: Any) -> str:
     return await page.title() if not page.is_closed() else "(closed)"
-
-
-async def _settle(page: Any, timeout_s: float) -> None:
-    """Wait for the navigation an action started (if any) to reach DOMContentLoaded."""
-    # A page still loading after the timeout: observe what is there.
-    with contextlib.suppress(Exception):
-        await page.wait_for_load_state("domcontentloaded", timeout=timeout_s * 1000)
 
 
 def _first_line(error: Exception) -> str:
@@ -172,7 +190,10 @@ class WebTools(Toolset):
             raise ToolError(f"button={button!r}: use left, middle or right")
 
         async def action(session: BrowserSession) -> None:
-            await (await _one(session, bid)).click(button=button, timeout=self._timeout_ms)
+            # The navigation a click starts is waited for by settling, not in the click's
+            # own bound (which covers finding the element and clicking it).
+            await (await _one(session, bid)).click(button=button, timeout=self._timeout_ms,
+                                                   no_wait_after=True)
 
         return await self.episode.act(action)
 
@@ -255,7 +276,8 @@ class WebTools(Toolset):
         """
         async def action(session: BrowserSession) -> None:
             if bid:
-                await (await _one(session, bid)).press(key, timeout=self._timeout_ms)
+                await (await _one(session, bid)).press(key, timeout=self._timeout_ms,
+                                                       no_wait_after=True)
             else:
                 await session.page.keyboard.press(key)
 
@@ -282,14 +304,27 @@ class WebTools(Toolset):
             url: The address to open.
         """
         target = urllib.parse.urljoin(self.episode.session.page.url, url.strip())
-        if not is_loopback_url(target, self.episode.session.allowed_hosts) or \
-                urllib.parse.urlsplit(target).scheme not in ("http", "https"):
-            raise ToolError(f"goto({url!r}): only http pages on this machine (127.0.0.1)"
-                            " can be opened")
+        if urllib.parse.urlsplit(target).scheme not in ("http", "https"):
+            raise ToolError(f"{url!r}: only http(s) pages can be opened")
+        # Which hosts and ports are reachable is enforced where the browser routes its
+        # requests, on the URL as Chromium parsed it (agentgym.plugins.web.reach).
 
         async def action(session: BrowserSession) -> None:
-            await session.page.goto(target, wait_until="domcontentloaded",
-                                    timeout=self._timeout_ms * 2)
+            before = session.page.url
+            try:
+                await session.page.goto(target, wait_until="commit",
+                                        timeout=self.episode.settle_timeout_s * 1000)
+            except Exception as error:
+                # Back from Chromium's error page (once it is up) to the agent's page.
+                await (await session.watch(session.page)).settle(self.episode.settle_timeout_s)
+                if session.page.url != before:
+                    await session.page.go_back(wait_until="commit",
+                                               timeout=self.episode.settle_timeout_s * 1000)
+                if "ERR_BLOCKED_BY_CLIENT" in str(error) or "ERR_PROXY" in str(error) or \
+                        "ERR_SOCKS" in str(error) or "ERR_TUNNEL" in str(error):
+                    raise ToolError(f"{url!r} is blocked: this episode can reach only"
+                                    f" {', '.join(session.origins)}") from None
+                raise
 
         return await self.episode.act(action)
 
@@ -297,8 +332,8 @@ class WebTools(Toolset):
     async def go_back(self) -> str:
         """Go back to the previous page of the current tab."""
         async def action(session: BrowserSession) -> None:
-            await session.page.go_back(wait_until="domcontentloaded",
-                                       timeout=self._timeout_ms * 2)
+            await session.page.go_back(wait_until="commit",
+                                       timeout=self.episode.settle_timeout_s * 1000)
 
         return await self.episode.act(action)
 
@@ -306,8 +341,8 @@ class WebTools(Toolset):
     async def go_forward(self) -> str:
         """Go forward to the next page of the current tab's history."""
         async def action(session: BrowserSession) -> None:
-            await session.page.go_forward(wait_until="domcontentloaded",
-                                          timeout=self._timeout_ms * 2)
+            await session.page.go_forward(wait_until="commit",
+                                          timeout=self.episode.settle_timeout_s * 1000)
 
         return await self.episode.act(action)
 

@@ -16,10 +16,18 @@ call within its deadline (hung: its process is then killed) raises
 ends that episode with finish reason ``sandbox_error``. The pool drops the dead browser and
 launches another for the next lease, so no other episode notices.
 
-**Network.** Every browser sends all traffic through a proxy address on 127.0.0.1 where
-nothing listens (a bound port that never accepts), bypassed only for loopback hosts
-(``127.0.0.1``, ``localhost``, ``[::1]``) and the hosts a session allows. Any other request
-fails in the browser; :attr:`BrowserSession.blocked` lists the URLs that tried.
+**Network.** An episode's pages reach only the origins its env names when it leases the
+browser (:meth:`BrowserPool.lease`): every other request is refused where requests are
+routed, and the context's only proxy is a connection guard that opens connections to
+those origins' ``host:port`` only, loopback included (:mod:`agentgym.plugins.web.reach`).
+:attr:`BrowserSession.blocked` lists what tried. A browser's own default proxy is an
+address on 127.0.0.1 where nothing listens, so a context made without the guard reaches
+nothing off this machine either.
+
+**Settling.** :class:`PageWatch` follows each page's navigations (the ones an action asked
+for, loading, the document's ready state) and its requests in flight, so that an action
+can wait for what it started (:meth:`PageWatch.settle`) and say what was still pending
+when a bound ran out.
 """
 
 from __future__ import annotations
@@ -40,9 +48,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agentgym.core.errors import MissingResourceError
+from agentgym.core.errors import InvalidArgumentError, MissingResourceError
 from agentgym.core.loop_thread import LoopThread
 from agentgym.core.sandbox import SandboxError
+from agentgym.plugins.web.reach import ConnectionGuard, install_routes, origin_of, start_guard
 
 T = TypeVar("T")
 
@@ -50,9 +59,9 @@ T = TypeVar("T")
 LAUNCH_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                "--no-first-run", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-               "--disable-extensions", "--mute-audio")
-#: Hosts every session may reach.
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+               "--disable-extensions", "--mute-audio",
+               "--disable-features=AutofillServerCommunication,OptimizationHints,"
+               "MediaRouter,Translate")
 #: The viewport of every page (BrowserGym's default).
 VIEWPORT = {"width": 1280, "height": 720}
 
@@ -92,14 +101,16 @@ def sync_chromium() -> Iterator[Any]:
             browser.close()
 
 
-def is_loopback_url(url: str, allowed_hosts: Sequence[str] = ()) -> bool:
-    """Whether ``url`` stays on this machine (or on one of ``allowed_hosts``): what a page
-    may request. ``data:``, ``blob:`` and ``about:`` URLs never leave the browser."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme in ("data", "blob", "about", "chrome-error"):
-        return True
-    host = (parts.hostname or "").lower()
-    return host in ("127.0.0.1", "localhost", "::1") or host in allowed_hosts
+@dataclass
+class _Context:
+    """A browser context made ahead of its lease: its first page, the CDP session and
+    watch of that page, and its connection guard."""
+
+    context: Any
+    page: Any
+    watch: PageWatch
+    guard: ConnectionGuard
+    blocked: list[str]
 
 
 @dataclass
@@ -114,27 +125,166 @@ class _Browser:
     leased: bool = False
 
 
+class PageWatch:
+    """What one page is busy with: a navigation an action asked for, a document still
+    loading, requests without an answer. Made for each page of a session
+    (:meth:`BrowserSession.watch`); its CDP session follows the main frame's navigations,
+    Playwright's events its requests."""
+
+    def __init__(self, page: Any):
+        self.page = page
+        self.cdp: Any = None
+        #: Requests without an answer yet -> when each started (the loop's clock).
+        self.inflight: dict[Any, float] = {}
+        self.requested = False  # a navigation of this tab was asked for, not yet begun
+        self.loading = False  # the main frame is loading a document
+        self.main_frame = ""
+        self._changed = asyncio.Event()
+        page.on("request", self._on_request)
+        page.on("requestfinished", self._on_done)
+        page.on("requestfailed", self._on_done)
+
+    async def attach(self, cdp: Any) -> PageWatch:
+        """Follow the main frame's navigations through ``cdp`` (the page's CDP session)."""
+        self.cdp = cdp
+        for event, handler in (("Page.frameRequestedNavigation", self._on_requested),
+                               ("Page.frameStartedLoading", self._on_started),
+                               ("Page.frameStoppedLoading", self._on_stopped),
+                               ("Page.navigatedWithinDocument", self._on_same_document),
+                               ("Page.frameNavigated", self._on_committed)):
+            cdp.on(event, handler)
+        await cdp.send("Page.enable")
+        tree = await cdp.send("Page.getFrameTree")
+        self.main_frame = tree["frameTree"]["frame"]["id"]
+        return self
+
+    # ---- events -------------------------------------------------------------------------
+
+    def _touch(self) -> None:
+        self._changed.set()
+
+    def _on_request(self, request: Any) -> None:
+        if request.resource_type not in ("eventsource", "websocket"):
+            self.inflight[request] = asyncio.get_running_loop().time()
+            self._touch()
+
+    def _on_done(self, request: Any) -> None:
+        if self.inflight.pop(request, None) is not None:
+            self._touch()
+
+    def _main(self, event: dict[str, Any]) -> bool:
+        return event.get("frameId") == self.main_frame
+
+    def _on_requested(self, event: dict[str, Any]) -> None:
+        if self._main(event) and event.get("disposition", "currentTab") == "currentTab":
+            self.requested = True
+            self._touch()
+
+    def _on_started(self, event: dict[str, Any]) -> None:
+        if self._main(event):
+            self.requested, self.loading = False, True
+            self._touch()
+
+    def _on_stopped(self, event: dict[str, Any]) -> None:
+        if self._main(event):
+            self.requested = self.loading = False
+            self._touch()
+
+    def _on_same_document(self, event: dict[str, Any]) -> None:
+        if self._main(event):
+            self.requested = False
+            self._touch()
+
+    def _on_committed(self, event: dict[str, Any]) -> None:
+        frame = event.get("frame", {})
+        if not frame.get("parentId"):  # the main frame (its id may change on a swap)
+            self.main_frame = frame.get("id", self.main_frame)
+            self.requested = False
+            self._touch()
+
+    # ---- waiting ------------------------------------------------------------------------
+
+    async def ready_state(self) -> str:
+        """The document's ``readyState`` (``navigating`` while none answers). One round
+        trip on the watch's CDP session, so the events sent before it have arrived."""
+        if self.cdp is None:
+            return "complete"
+        try:
+            answer = await self.cdp.send("Runtime.evaluate", {
+                "expression": "document.readyState", "returnByValue": True})
+            return str(answer.get("result", {}).get("value", "navigating"))
+        except Exception:  # the document was replaced mid-call
+            return "navigating"
+
+    def pending(self, state: str, since: float = 0.0) -> list[str]:
+        """What the page is still busy with, in words (empty: settled). Requests count
+        only when they started at or after ``since`` (the loop's clock): a long-lived
+        connection opened before an action does not hold the action up."""
+        busy = []
+        if self.requested:
+            busy.append("a navigation the action asked for, not yet begun")
+        if self.loading or state != "complete":
+            url = self.page.url if not self.page.is_closed() else "(closed)"
+            busy.append(f"the page {url} is still loading ({state})")
+        waiting = [r.url for r, started in self.inflight.items() if started >= since]
+        if waiting:
+            shown = ", ".join(waiting[:3]) + (" ..." if len(waiting) > 3 else "")
+            busy.append(f"{len(waiting)} request{'s' if len(waiting) > 1 else ''} without"
+                        f" an answer ({shown})")
+        return busy
+
+    async def settle(self, timeout_s: float, since: float = 0.0) -> str:
+        """Wait until the page is settled: no navigation asked for or loading, the
+        document ``complete``, no request (started since ``since``) in flight, twice in a
+        row (a request or navigation just starting shows on the second look). Returns ""
+        when it settled, else what was still pending when ``timeout_s`` ran out."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout_s
+        calm = 0
+        while True:
+            self._changed.clear()
+            busy = [] if self.page.is_closed() else self.pending(await self.ready_state(),
+                                                                 since)
+            if not busy:
+                calm += 1
+                if calm >= 2:
+                    return ""
+                continue
+            calm = 0
+            left = end - loop.time()
+            if left <= 0:
+                return "; ".join(busy)
+            with contextlib.suppress(asyncio.TimeoutError):
+                # Woken by any event; the poll also catches a ready state that changed
+                # without one.
+                await asyncio.wait_for(self._changed.wait(), min(left, 0.25))
+
+
 @dataclass
 class BrowserSession:
-    """One episode's browser context: its pages (tabs), the active page, the requests it
-    tried that were blocked. Every method runs on the pool's loop; call them from any
-    loop. Only :class:`BrowserPool` makes one."""
+    """One episode's browser context: its pages (tabs), the active page, the origins it
+    may reach and the requests it tried that were blocked. Every method runs on the
+    pool's loop; call them from any loop. Only :class:`BrowserPool` makes one."""
 
     pool: BrowserPool
     _browser: _Browser
     context: Any
     pages: list[Any]
-    allowed_hosts: tuple[str, ...] = ()
+    #: The only origins (``scheme://host:port``) its pages may reach.
+    origins: tuple[str, ...] = ()
     #: The URL the lessee expects to open first: its browser's next spare context loads it
     #: ahead of time, so the next lease of the same kind finds it loaded.
     preload: str | None = None
+    #: What its pages tried to reach and were refused: URLs (refused where requests are
+    #: routed) and ``host:port`` (connections the guard refused).
     blocked: list[str] = field(default_factory=list)
     #: The requests the episode's pages made, in order: ``url``, ``method``, ``post_data``
     #: (parsed JSON or form fields, else the text) and, once answered, ``status``.
     requests: list[dict[str, Any]] = field(default_factory=list)
     active: int = 0
     closed: bool = False
-    _cdp: dict[int, Any] = field(default_factory=dict)
+    guard: ConnectionGuard | None = None
+    _watches: dict[int, PageWatch] = field(default_factory=dict)
 
     @property
     def page(self) -> Any:
@@ -172,15 +322,23 @@ class BrowserSession:
 
     async def cdp(self, page: Any) -> Any:
         """A CDP session of ``page``, kept for the page's life (one per call costs ~10 ms)."""
-        session = self._cdp.get(id(page))
-        if session is None:
-            session = self._keep_cdp(page, await self.context.new_cdp_session(page))
-        return session
+        return (await self.watch(page)).cdp
 
-    def _keep_cdp(self, page: Any, session: Any) -> Any:
-        self._cdp[id(page)] = session
-        page.once("close", lambda _p: self._cdp.pop(id(page), None))
-        return session
+    async def watch(self, page: Any) -> PageWatch:
+        """The :class:`PageWatch` of ``page`` (made, with its CDP session, on first use)."""
+        watch = self._watches.get(id(page))
+        if watch is None:
+            watch = self._keep_watch(page, PageWatch(page))
+        if watch.cdp is None:
+            cdp = await self.context.new_cdp_session(page)
+            if watch.cdp is None:  # not attached meanwhile
+                await watch.attach(cdp)
+        return watch
+
+    def _keep_watch(self, page: Any, watch: PageWatch) -> PageWatch:
+        self._watches[id(page)] = watch
+        page.once("close", lambda _p: self._watches.pop(id(page), None))
+        return watch
 
     def _all_pages_closed(self) -> bool:
         return all(page.is_closed() for page in self.pages)
@@ -191,14 +349,11 @@ class BrowserSession:
                                  " episode cannot go on")
 
     def track(self, page: Any) -> Any:
-        """Watch ``page``'s requests: each is recorded in :attr:`requests`, and those
-        leaving loopback (and the allowed hosts) in :attr:`blocked` (the proxy has already
-        refused them)."""
+        """Record ``page``'s requests in :attr:`requests` and watch what it waits for
+        (:meth:`watch`)."""
         answered: dict[int, dict[str, Any]] = {}
 
         def on_request(request: Any) -> None:
-            if not is_loopback_url(request.url, self.allowed_hosts):
-                self.blocked.append(request.url)
             if len(self.requests) < 5000:
                 entry = {"url": request.url, "method": request.method,
                          "post_data": _parse_body(request.post_data)}
@@ -212,6 +367,8 @@ class BrowserSession:
 
         page.on("request", on_request)
         page.on("response", on_response)
+        if id(page) not in self._watches:
+            self._keep_watch(page, PageWatch(page))
         return page
 
 
@@ -253,15 +410,20 @@ class BrowserPool:
 
     # ---- leases ---------------------------------------------------------------------------
 
-    async def lease(self, allowed_hosts: Sequence[str] = (), cookies: Sequence[dict] = (),
+    async def lease(self, origins: Sequence[str] = (), cookies: Sequence[dict] = (),
                     preload: str | None = None) -> BrowserSession:
         """A browser with a fresh context (and one page) for one episode, from any loop.
-        ``allowed_hosts``: hosts besides loopback its pages may reach; ``cookies``: set on
-        the context before anything loads; ``preload``: a page that needs no cookies and
-        that the lessee opens first (static pages such as MiniWoB's): fresh contexts made
-        for later leases load it ahead of time, untouched until leased (the session's page
-        is then already at that URL)."""
-        return await self.call(self._lease(tuple(allowed_hosts), list(cookies), preload))
+        ``origins``: the only origins its pages may reach (base URLs such as
+        ``http://127.0.0.1:8000``; see :mod:`agentgym.plugins.web.reach`); ``cookies``: set
+        on the context before anything loads; ``preload``: a page on one of ``origins``
+        that needs no cookies and that the lessee opens first (static pages such as
+        MiniWoB's): fresh contexts made for later leases load it ahead of time, untouched
+        until leased (the session's page is then already at that URL)."""
+        allowed = tuple(dict.fromkeys(origin_of(o) for o in origins))
+        if preload is not None and origin_of(preload) not in allowed:
+            raise InvalidArgumentError(f"preload={preload!r} is not on the session's origins"
+                                       f" {list(allowed)}")
+        return await self.call(self._lease(allowed, list(cookies), preload))
 
     async def prepare_next(self, session: BrowserSession) -> None:
         """Start the context the next lease of ``session``'s browser will get, while
@@ -278,20 +440,23 @@ class BrowserPool:
         """End ``session``: close its context and return its browser to the pool."""
         await self.call(self._release(session))
 
-    async def _lease(self, allowed_hosts: tuple[str, ...], cookies: list[dict],
+    async def _lease(self, origins: tuple[str, ...], cookies: list[dict],
                      preload: str | None) -> BrowserSession:
         for _ in range(3):  # a spare context of a browser that just died: try another
             browser = await self._take()
             spare, browser.spare = browser.spare, None
             try:
-                if allowed_hosts or spare is None or browser.spare_preload != preload:
+                if spare is None or browser.spare_preload != preload:
                     if spare is not None:
                         spare.add_done_callback(_close_context_of)
-                    context, page, cdp = await self._new_context(browser, allowed_hosts, None)
+                    made = await self._new_context(browser, None)
                 else:
-                    context, page, cdp = await spare
+                    made = await spare
+                # What the episode may reach is set before it gets the context.
+                made.guard.allow(origins)
+                await install_routes(made.context, origins, made.blocked.append)
                 if cookies:
-                    await context.add_cookies(cookies)
+                    await made.context.add_cookies(cookies)
             except Exception as error:
                 if not browser.dead and browser.browser.is_connected():
                     browser.leased = False
@@ -300,10 +465,11 @@ class BrowserPool:
                                          ) from error
                 self._drop(browser)
                 continue
-            session = BrowserSession(self, browser, context, [page], allowed_hosts, preload)
-            session.track(page)
-            session._keep_cdp(page, cdp)
-            context.on("page", lambda p, s=session: s.pages.append(s.track(p)))
+            session = BrowserSession(self, browser, made.context, [made.page], origins,
+                                     preload, made.blocked, guard=made.guard)
+            session._keep_watch(made.page, made.watch)
+            session.track(made.page)
+            made.context.on("page", lambda p, s=session: s.pages.append(s.track(p)))
             return session
         raise BrowserCrashed("three browsers in a row died while opening a context")
 
@@ -322,6 +488,8 @@ class BrowserPool:
         if session.closed:
             return
         session.closed = True
+        if session.guard is not None:
+            session.guard.close()
         browser = session._browser
         browser.leased = False
         if browser.dead or not browser.browser.is_connected():
@@ -360,8 +528,8 @@ class BrowserPool:
             browser = await self._playwright.chromium.launch(
                 executable_path=self.executable, headless=True,
                 args=[*LAUNCH_ARGS, marker],
-                proxy={"server": f"http://127.0.0.1:{port}",
-                       "bypass": ",".join(LOOPBACK_HOSTS)})
+                # Contexts bring their own guard; without one, nothing is reachable.
+                proxy={"server": f"http://127.0.0.1:{port}", "bypass": ""})
         except Exception as error:
             raise BrowserCrashed(f"Chromium ({self.executable}) did not start: {error}"
                                  ) from error
@@ -372,29 +540,36 @@ class BrowserPool:
         return record
 
     def _make_spare(self, browser: _Browser, preload: str | None) -> None:
-        spare = asyncio.ensure_future(self._new_context(browser, (), preload))
+        spare = asyncio.ensure_future(self._new_context(browser, preload))
         # A spare of a browser that dies or closes fails unseen; a lease that takes it
         # still gets its error when it awaits it.
         spare.add_done_callback(lambda f: f.cancelled() or f.exception())
         browser.spare, browser.spare_preload = spare, preload
 
-    async def _new_context(self, browser: _Browser, allowed_hosts: tuple[str, ...],
-                           preload: str | None) -> tuple[Any, Any, Any]:
-        options: dict[str, Any] = {"viewport": VIEWPORT, "service_workers": "block"}
-        if allowed_hosts:
-            port = self._proxy_socket.getsockname()[1]
-            options["proxy"] = {"server": f"http://127.0.0.1:{port}",
-                                "bypass": ",".join((*LOOPBACK_HOSTS, *allowed_hosts))}
-        context = await browser.browser.new_context(**options)
-        page = await context.new_page()
-        cdp = await context.new_cdp_session(page)  # observations use it: ready ahead
+    async def _new_context(self, browser: _Browser, preload: str | None) -> _Context:
+        blocked: list[str] = []
+        guard = await start_guard(blocked.append)
+        try:
+            if preload:  # its own page only, until the lease says what the episode may reach
+                guard.allow([origin_of(preload)])
+            context = await browser.browser.new_context(
+                viewport=VIEWPORT, service_workers="block", proxy=guard.proxy)
+            page = await context.new_page()
+            # Observations and settling use the page's CDP session: ready ahead.
+            watch = await PageWatch(page).attach(await context.new_cdp_session(page))
+        except BaseException:
+            guard.close()
+            raise
         if preload:
             with contextlib.suppress(Exception):  # the lessee will load it itself
-                await page.goto(preload, wait_until="domcontentloaded", timeout=30_000)
-        return context, page, cdp
+                await page.goto(preload, wait_until="load", timeout=30_000)
+        return _Context(context, page, watch, guard, blocked)
 
     def _drop(self, browser: _Browser) -> None:
         browser.dead = True
+        spare, browser.spare = browser.spare, None
+        if spare is not None:  # its guard stops when it is done
+            spare.add_done_callback(_close_context_of)
         if browser in self._idle:
             self._idle.remove(browser)
         if browser in self._all:
@@ -444,9 +619,11 @@ _closing: set[asyncio.Future] = set()  # contexts being closed (asyncio keeps we
 
 
 def _close_context_of(spare: asyncio.Future) -> None:
-    """Close the context of a spare that a session could not use."""
+    """Close the context (and stop the guard) of a spare that a session could not use."""
     if not spare.cancelled() and spare.exception() is None:
-        _close_soon(spare.result()[0])
+        made = spare.result()
+        made.guard.close()
+        _close_soon(made.context)
 
 
 def _close_soon(context: Any) -> None:

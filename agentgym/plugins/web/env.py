@@ -10,8 +10,9 @@ episode ends when the agent calls ``send_msg_to_user``, when the page says it is
 (MiniWoB++), or at ``max_turns``. A browser that dies or hangs ends only its episode, with
 finish reason ``sandbox_error``.
 
-Subclasses provide the tasks, :meth:`open_page` (navigate, set cookies, start the task)
-and :meth:`grade`; optionally :meth:`lease_options` (cookies, extra allowed hosts),
+Subclasses provide the tasks, :meth:`lease_options` (the origins the episode may reach:
+nothing else is reachable; cookies), :meth:`open_page` (navigate, set cookies, start the
+task) and :meth:`grade`; optionally
 :meth:`page_done` and :meth:`close_page` (release what ``open_page`` took, such as a site's
 episode database).
 
@@ -45,7 +46,11 @@ class WebEnv(AgentEnv):
         tasks: the tasks (a task source).
         max_turns: turns before truncation.
         max_chars: the bound of each observation's accessibility tree, in characters.
-        action_timeout_s: how long an action waits for its element or page to load.
+        action_timeout_s: how long an action waits for its element to be there and
+            actionable.
+        settle_timeout_s: how long an action (and a reset) waits for what it started, a
+            navigation and its load, its requests, before the page is observed as it is
+            (:mod:`agentgym.plugins.web.actions`).
         screenshot: add PNG screenshots to ``info`` (module docstring).
         parser: tool-call format (``hermes``, ``xml``, ``openai`` or a parser object).
         turn_timeout_s: time budget of one turn's tool calls (see ``AgentEnv``).
@@ -59,7 +64,8 @@ class WebEnv(AgentEnv):
     tick_ms: float | None = None
 
     def __init__(self, tasks: TaskSource, *, max_turns: int = 30, max_chars: int = 20_000,
-                 action_timeout_s: float = 5.0, screenshot: bool = False,
+                 action_timeout_s: float = 5.0, settle_timeout_s: float = 30.0,
+                 screenshot: bool = False,
                  parser: Any = "hermes", turn_timeout_s: float | None = 300.0,
                  render_mode: str | None = None):
         if max_chars < 500:
@@ -67,8 +73,11 @@ class WebEnv(AgentEnv):
                                        " characters to show a page")
         if not action_timeout_s > 0:
             raise InvalidArgumentError(f"action_timeout_s={action_timeout_s!r} must be > 0")
+        if not settle_timeout_s > 0:
+            raise InvalidArgumentError(f"settle_timeout_s={settle_timeout_s!r} must be > 0")
         self.max_chars = max_chars
         self.action_timeout_s = action_timeout_s
+        self.settle_timeout_s = settle_timeout_s
         self.screenshot = screenshot
         self.page: PageEpisode | None = None
         self._first_observation = ""
@@ -82,7 +91,9 @@ class WebEnv(AgentEnv):
         return " ".join(str(task.prompt).split())
 
     async def lease_options(self, task: Task) -> dict[str, Any]:
-        """Keyword arguments of :meth:`BrowserPool.lease` for ``task`` (cookies, hosts)."""
+        """Keyword arguments of :meth:`BrowserPool.lease` for ``task``: ``origins``, the
+        only origins its pages may reach (none by default: name the site's base URLs),
+        and optionally ``cookies`` and ``preload``."""
         return {}
 
     async def open_page(self, task: Task, session: BrowserSession) -> None:
@@ -108,7 +119,8 @@ class WebEnv(AgentEnv):
             session = await pool.lease(**options)
             page = self.page = PageEpisode(session, self.goal(task), self.max_chars,
                                            self.action_timeout_s, page_done,
-                                           tick_ms=self.tick_ms)
+                                           tick_ms=self.tick_ms,
+                                           settle_timeout_s=self.settle_timeout_s)
             if episode is not None:
                 episode.resources["page"] = session
 
@@ -117,7 +129,7 @@ class WebEnv(AgentEnv):
                 page.goal = self.goal(task)  # a page may say its goal (MiniWoB's utterance)
                 return await page.observation(session)
 
-            observation = await session.run(first_page, page.deadline_s * 2)
+            observation = await session.run(first_page, page.deadline_s)
             await pool.prepare_next(session)
             return observation
 

@@ -160,7 +160,10 @@ class MiniWoBEnv(WebEnv):
         page = session.page
         url = self._url(task)
         if page.url != url:  # not preloaded by the pool
-            await page.goto(url, wait_until="domcontentloaded")
+            await page.goto(url, wait_until="commit", timeout=self.settle_timeout_s * 1000)
+        # Pages set themselves up in window.onload (drag-cube makes its cube there): start
+        # the problem only after the load event.
+        await page.wait_for_load_state("load", timeout=self.settle_timeout_s * 1000)
         if not await page.evaluate(_READY):
             await page.wait_for_function(_READY)
         # Virtual time from here on: the problem's timers (prices that move, a caret that
@@ -180,7 +183,7 @@ class MiniWoBEnv(WebEnv):
         return f"{miniwob_server()}/miniwob/{task.metadata['family']}.html"
 
     async def lease_options(self, task: Task) -> dict[str, Any]:
-        return {"preload": self._url(task)}
+        return {"preload": self._url(task), "origins": (miniwob_server(),)}
 
     async def page_done(self, session: BrowserSession) -> str | None:
         done, raw, reason = await session.page.evaluate(_STATE)

@@ -17,9 +17,13 @@ it, so concurrent episodes never see each other's changes.
     the path the browser opens, and the user the episode starts logged in as (or null).
 ``grade``
     ``db``: checks ``{"sql", "expected"}``, each query's rows equal to ``expected``;
-    ``answer``: null, ``{"exact": text}`` or ``{"must_include": [phrases]}`` against the
-    agent's last ``send_msg_to_user`` (lower-cased, spaces collapsed). Reward 1.0 when every
-    check passes, else 0.0; ``reward_metrics`` says which failed.
+    ``answer``: null, ``{"exact": text}``, or ``{"must_include": [phrases], "kinds":
+    [...], "must_exclude": [...]}`` against the agent's last ``send_msg_to_user``
+    (lower-cased, spaces collapsed): an answer that also names another candidate of its
+    kinds (the site's :attr:`~.sites.framework.Site.answer_kinds`, or ``number``) or is
+    much longer than the expected phrases fails, so listing every candidate is never paid
+    (:mod:`agentgym.plugins.web.answers`). Reward 1.0 when every check passes, else 0.0;
+    ``reward_metrics`` says which failed.
 ``steps``
     the reference solution as symbolic actions (targets by role and name), written by
     people; :mod:`agentgym.plugins.web.author` replays them in Chromium and writes
@@ -34,7 +38,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,7 @@ from agentgym.core.errors import InvalidArgumentError, MissingFileError
 from agentgym.core.parsers import ToolCall
 from agentgym.core.reward import RewardResult
 from agentgym.core.task import SolutionTurn, Task, TaskList
+from agentgym.plugins.web.answers import AnswerSpec, check_answer
 from agentgym.plugins.web.browser import BrowserSession
 from agentgym.plugins.web.env import WebEnv
 from agentgym.plugins.web.sites.framework import Site, SiteServer, site_server
@@ -85,6 +89,11 @@ def read_task_file(path: str | os.PathLike, sites: Any = SITES) -> list[dict[str
         grade = row["grade"]
         if not grade.get("db") and not grade.get("answer"):
             raise InvalidArgumentError(f"{path}: task {row['id']!r} has no db or answer check")
+        if grade.get("answer"):
+            try:
+                AnswerSpec.from_dict(grade["answer"])
+            except InvalidArgumentError as error:
+                raise InvalidArgumentError(f"{path}: task {row['id']!r}: {error}") from None
     return rows
 
 
@@ -101,27 +110,6 @@ def to_task(row: dict[str, Any]) -> Task:
     return Task(id=row["id"], prompt=prompt, metadata=metadata, solution=solution)
 
 
-def normalize(text: str) -> str:
-    """An answer as compared: lower case, spaces collapsed, outer quotes and a final period
-    dropped."""
-    text = re.sub(r"\s+", " ", str(text)).strip().lower()
-    return text.strip("'\"` ").rstrip(".").strip()
-
-
-def check_answer(spec: dict[str, Any] | None, answer: str | None) -> tuple[bool, str]:
-    """Whether ``answer`` meets an answer check, and why not."""
-    if not spec:
-        return True, ""
-    if answer is None:
-        return False, "no answer was sent (send_msg_to_user)"
-    got = normalize(answer)
-    if "exact" in spec:
-        want = normalize(spec["exact"])
-        return got == want, f"answer {got!r} is not {want!r}"
-    missing = [p for p in spec.get("must_include", []) if normalize(p) not in got]
-    return not missing, f"answer {got!r} lacks {missing}"
-
-
 def failed_checks(server: SiteServer, token: str, grade: dict[str, Any],
                   answer: str | None) -> list[str]:
     """The checks of a task's ``grade`` that the episode ``token`` fails, each saying why
@@ -136,7 +124,7 @@ def failed_checks(server: SiteServer, token: str, grade: dict[str, Any],
             continue
         if rows != check["expected"]:
             failed.append(f"db check {number} gave {rows[:5]}, expected {check['expected'][:5]}")
-    ok, why = check_answer(grade.get("answer"), answer)
+    ok, why = check_answer(grade.get("answer"), answer, server.candidates)
     if not ok:
         failed.append(why)
     return failed
@@ -162,6 +150,11 @@ class SiteEnv(WebEnv):
         custom = isinstance(site, Site)
         rows = read_task_file(tasks if tasks is not None else TASKS_DIR / f"{site}.json",
                               None if custom else SITES)
+        for row in rows:  # every answer kind must be one the task's site knows
+            spec = (row["grade"].get("answer") or {})
+            known = (self.server if custom else server_of(row["site"])).candidates
+            for kind in spec.get("kinds", ()):
+                known.of(kind)  # raises, naming the known kinds
         self.site = site
         self._token: str | None = None
         self._entry = ""
@@ -177,12 +170,13 @@ class SiteEnv(WebEnv):
         login = task.metadata.get("login")
         self._entry = server.entry_url(self._token, task.metadata.get("start") or "/",
                                        server.log_in(self._token, login) if login else None)
-        return {}
+        return {"origins": (server.base_url,)}
 
     async def open_page(self, task: Task, session: BrowserSession) -> None:
-        # The entry URL sets the episode's cookies and redirects to the task's start page.
-        await session.page.goto(self._entry, wait_until="domcontentloaded",
-                                timeout=self.action_timeout_s * 2000)
+        # The entry URL sets the episode's cookies and redirects to the task's start page;
+        # the first observation waits for that page to settle.
+        await session.page.goto(self._entry, wait_until="commit",
+                                timeout=self.settle_timeout_s * 1000)
 
     async def close_page(self) -> None:
         token, self._token = self._token, None

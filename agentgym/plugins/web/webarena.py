@@ -6,8 +6,8 @@ with ``base_urls={"shopping": "http://host:7770", ...}`` or environment variable
 ``WEBARENA_<SITE>`` (``WEBARENA_SHOPPING_ADMIN``; BrowserGym's ``WA_<SITE>`` works too).
 Making the env checks that every site its tasks need is configured and answers, and
 otherwise raises :class:`~agentgym.core.errors.MissingResourceError` naming the site, the
-URL and the variable. The hosts of the base URLs are the only ones besides loopback its
-pages may reach.
+URL and the variable. The origins of the base URLs are the only ones its pages may reach
+(:mod:`agentgym.plugins.web.reach`).
 
 **Task files.** By default the 812 tasks of WebArena Verified, read from the
 ``webarena-verified`` package's data (installed without its dependencies, which pin
@@ -28,7 +28,10 @@ also reads WebArena's original format (``test.raw.json``, or a folder of per-tas
   unchecked are listed in ``reward_metrics["unchecked"]``.
 * Original ``string_match`` (``exact_match``, ``must_include``; ``fuzzy_match`` needs a
   judge model and is checked as ``must_include``, noted in the metrics), ``url_match``
-  (the final URL) and ``program_html`` (the locator's text on the given page).
+  (the final URL) and ``program_html`` (the locator's text on the given page). An answer
+  checked by inclusion must also not be a list of candidates: it may be at most twice as
+  long as the references plus a sentence's room, and where the references are numbers,
+  name no other number (:mod:`agentgym.plugins.web.answers`).
 """
 
 from __future__ import annotations
@@ -48,9 +51,10 @@ from agentgym.core.errors import InvalidArgumentError, MissingFileError, Missing
 from agentgym.core.package_data import package_file
 from agentgym.core.reward import RewardResult
 from agentgym.core.task import Task, TaskList
+from agentgym.plugins.web.answers import NUMBER, AnswerSpec, check_answer, normalize
 from agentgym.plugins.web.browser import BrowserSession
 from agentgym.plugins.web.env import WebEnv
-from agentgym.plugins.web.sites_env import normalize
+from agentgym.plugins.web.reach import origin_of
 
 #: WebArena's sites, as task files name them.
 SITES = ("shopping", "shopping_admin", "reddit", "gitlab", "wikipedia", "map")
@@ -140,9 +144,8 @@ class WebArenaEnv(WebEnv):
         self.base_urls = urls
         self.storage_states = dict(storage_states or {})
         self.rows = {f"webarena/{r['task_id']}": r for r in rows}
-        hosts = {urllib.parse.urlsplit(u).hostname or "" for u in urls.values()}
-        self.allowed_hosts = tuple(sorted(h for h in hosts if h not in
-                                          ("127.0.0.1", "localhost", "::1")))
+        #: The only origins an episode may reach: the sites' base URLs.
+        self.origins = tuple(sorted({origin_of(u) for u in urls.values()}))
         tasks_list = [Task(id=i, prompt=r["intent"], metadata={"sites": r.get("sites", [])})
                       for i, r in self.rows.items()]
         super().__init__(TaskList(tasks_list), max_turns=max_turns, **kwargs)
@@ -161,7 +164,7 @@ class WebArenaEnv(WebEnv):
             if site in self.storage_states:
                 state = json.loads(Path(self.storage_states[site]).read_text())
                 cookies += state.get("cookies", [])
-        return {"allowed_hosts": self.allowed_hosts, "cookies": cookies}
+        return {"origins": self.origins, "cookies": cookies}
 
     async def open_page(self, task: Task, session: BrowserSession) -> None:
         row = self.rows[task.id]
@@ -322,15 +325,27 @@ def _string_match(references: dict[str, Any], answer: str | None,
     problems = []
     if "exact_match" in references and got != normalize(references["exact_match"]):
         problems.append(f"answer {got!r} is not {references['exact_match']!r}")
-    phrases = list(references.get("must_include", []))
+    phrases = [str(p) for p in references.get("must_include", [])]
     if "fuzzy_match" in references:
         unchecked.append("fuzzy_match (checked as must_include)")
         fuzzy = references["fuzzy_match"]
-        phrases += [] if fuzzy == "N/A" else _values(fuzzy)
+        phrases += [] if fuzzy == "N/A" else [str(p) for p in _values(fuzzy)]
     for phrase in phrases:
-        if normalize(str(phrase)) not in got:
+        if normalize(phrase) not in got:
             problems.append(f"answer {got!r} lacks {phrase!r}")
+    if phrases and not problems:
+        problems += _stuffing(got, phrases)
     return problems
+
+
+def _stuffing(got: str, phrases: list[str]) -> list[str]:
+    """Why an answer that includes every expected phrase is still not paid: it is longer
+    than an answer of them may be, or (for numeric references) it names other numbers
+    (:mod:`agentgym.plugins.web.answers`)."""
+    numeric = any(char.isdigit() for phrase in phrases for char in phrase)
+    spec = AnswerSpec(must_include=tuple(phrases), kinds=(NUMBER,) if numeric else ())
+    ok, why = check_answer(spec, got)
+    return [] if ok else [why]
 
 
 async def _program_html(session: BrowserSession, spec: dict[str, Any],

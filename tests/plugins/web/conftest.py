@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentgym.core import MissingResourceError
-from agentgym.plugins.web.sites.framework import Site, escape, redirect
+from agentgym.plugins.web.sites.framework import Response, Site, escape, redirect
 
 
 def chromium_missing() -> str:
@@ -83,6 +83,35 @@ def spin(request) -> str:
             "<button onclick='while (true) {}'>Hang the page</button>"
             "<button onclick=\"fetch('http://example.com/x').catch(() => 0);"
             " fetch('http://10.11.12.13/y').catch(() => 0)\">Phone home</button>")
+
+
+@NOTES.route("/go")
+def open_redirect(request) -> Response:
+    """An open redirect, as real sites have them (the framework's redirect() refuses)."""
+    return Response(status=302, headers={"Location": request.arg("to")})
+
+
+@NOTES.route("/inject")
+def inject(request) -> str:
+    """A page that reaches for another origin every way a page can (as if the agent had
+    got HTML onto the site): image, iframe, stylesheet, prefetch, fetch, beacon, worker,
+    WebSocket, EventSource, a popup link and a script that opens one."""
+    other = escape(request.arg("to"))
+    ws = other.replace("http://", "ws://")
+    return f"""<!doctype html><title>Inject</title>
+<img src="{other}/img"><iframe src="{other}/iframe"></iframe>
+<link rel=stylesheet href="{other}/css"><link rel=prefetch href="{other}/prefetch">
+<a href="{other}/popup-link" target=_blank>Open popup</a>
+<a href="/go?to={other}/via-redirect">Redirected link</a>
+<p id=out>nothing read</p>
+<script>
+fetch("{other}/fetch").then(r => r.text()).then(t => out.textContent = 'READ ' + t, () => 0);
+navigator.sendBeacon("{other}/beacon", "x");
+new Worker(URL.createObjectURL(new Blob(["fetch('{other}/worker').catch(() => 0)"])));
+try {{ new WebSocket("{ws}/ws"); }} catch (e) {{}}
+new EventSource("{other}/events");
+window.open("{other}/window-open");
+</script>"""
 
 
 NOTE_TASKS = [

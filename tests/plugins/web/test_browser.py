@@ -90,7 +90,8 @@ def test_failed_actions_are_error_messages_with_the_page(notes) -> None:
         assert new[0]["content"].startswith("Error: "), new
         errors.append(info["errors"][0])
     assert "no element with bid '99999'" in errors[0]
-    assert "only http pages on this machine" in errors[3] and "only http" in errors[4]
+    assert "only http(s) pages can be opened" in errors[3]
+    assert "is blocked: this episode can reach only http://127.0.0.1:" in errors[4]
     assert "no open tab 5" in errors[5] and "last open tab" in errors[6]
     first = notes.step(call("click", bid="99999"))[0][0]["content"]
     assert "no element with bid '99999'" in first and "URL: http://127.0.0.1" in first
@@ -166,7 +167,7 @@ def test_requests_off_this_machine_are_blocked_and_reported(notes) -> None:
         if "10.11.12.13" in text:
             break
         text = notes.step(call("noop", wait_ms=100))[0][0]["content"]
-    assert "Blocked (only this machine can be reached):" in text
+    assert "Blocked (this episode can reach only http://127.0.0.1:" in text
     assert "http://example.com/x" in " ".join(notes.page.session.blocked)
     assert "10.11.12.13" in text
 
@@ -242,6 +243,7 @@ def test_a_hung_page_is_stopped_and_ends_its_episode(notes_tasks) -> None:
 
     trajectories = asyncio.run(rollout(
         "notes", ScriptedPolicy(policy), 1,
-        make_env=lambda: SiteEnv(NOTES, tasks=notes_tasks, action_timeout_s=1)))
+        make_env=lambda: SiteEnv(NOTES, tasks=notes_tasks, action_timeout_s=1,
+                                 settle_timeout_s=2)))
     assert trajectories[0].finish_reason == "sandbox_error", trajectories[0].error
     assert "did not answer" in trajectories[0].error

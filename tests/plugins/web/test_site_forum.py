@@ -416,7 +416,8 @@ def test_task_file_is_well_formed() -> None:
             assert set(check) == {"sql", "expected"}
             assert all(isinstance(row, list) for row in check["expected"])
         answer = grade_spec["answer"]
-        assert answer is None or set(answer) in ({"exact"}, {"must_include"})
+        assert answer is None or set(answer) in ({"exact"}, {"must_include", "kinds"},
+                                                 {"must_include", "must_exclude"})
         steps = task["steps"]
         assert steps and steps[-1]["action"] == "send_msg_to_user", task["id"]
         for step in steps:

@@ -326,7 +326,8 @@ def test_task_file_is_well_formed() -> None:
             for row in check["expected"]:
                 assert all(isinstance(v, (int, str)) for v in row), task["id"]
         answer = task["grade"]["answer"]
-        assert answer is None or set(answer) <= {"exact", "must_include"}
+        assert answer is None or set(answer) in ({"exact"}, {"must_include", "kinds"},
+                                                 {"must_include", "must_exclude"})
         steps = task["steps"]
         assert steps and steps[-1]["action"] == "send_msg_to_user", task["id"]
         for step in steps:

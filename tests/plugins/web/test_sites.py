@@ -33,8 +33,10 @@ def test_the_sites_ship_enough_tasks_of_every_kind() -> None:
 
 @pytest.mark.parametrize("env_id", ["web-shop", "web-forum"])
 def test_every_task_is_valid_under_its_grader(env_id) -> None:
-    """oracle 1.0 and noop 0.0 for every task, in Chromium, graded by the site's database."""
-    report = assert_valid(env_id, n=None, require_solutions=True, concurrency=4)
+    """oracle 1.0 and noop 0.0 for every task, in Chromium, graded by the site's database
+    (the exploit probes play on a sample: tests/plugins/web/test_load.py)."""
+    report = assert_valid(env_id, n=None, require_solutions=True, concurrency=4,
+                          probes=False)
     assert len(report.task_ids) >= 20
 
 

@@ -13,7 +13,7 @@ import pytest
 import agentgym
 from agentgym.core import MissingResourceError
 from agentgym.plugins.web.webarena import WebArenaEnv, read_tasks, verified_file
-from agentgym.testing import check_env
+from agentgym.testing import assert_valid, check_env
 
 
 def webarena_missing() -> str:
@@ -159,3 +159,12 @@ def test_check_env(stand_in) -> None:
     host = urllib.parse.urlsplit(url)
     assert host.hostname == "127.0.0.1"
     check_env(agentgym.make("webarena", tasks=str(tasks), base_urls={"shopping": url}))
+
+
+def test_probes_are_not_paid_on_the_stand_in(stand_in) -> None:
+    """The web probes that apply (reach: the base URL's origin is the only one open) on
+    the stand-in's tasks, as `agentgym validate webarena` plays them offline."""
+    url, tasks = stand_in
+    report = assert_valid("webarena", task_ids=["webarena/1", "webarena/2"], probes=True,
+                          tasks=str(tasks), base_urls={"shopping": url})
+    assert report.probe_counts()["web.reach"]["played"] == 2

@@ -511,6 +511,11 @@ MESSAGES = [
 class Forum(Site):
     name = "forum"
     title = "Forum"
+    answer_kinds = {
+        "user": "SELECT username FROM users",
+        "forum": "SELECT name FROM forums",
+        "post": "SELECT title FROM posts",
+    }
 
     def build(self, db: sqlite3.Connection) -> None:
         db.executescript(SCHEMA)

@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgym.plugins.web.answers import Candidates
+
 #: A route handler: the request and the pattern's named parameters; HTML text or a Response.
 Handler = Callable[..., "Response | str"]
 #: The path of :meth:`SiteServer.entry_url` on every site.
@@ -63,8 +65,19 @@ class Response:
 
 
 def redirect(location: str, status: int = 303) -> Response:
-    """Send the browser to ``location`` (a GET after a POST)."""
+    """Send the browser to ``location``, a path on this site (a GET after a POST). A
+    location that would leave the site (a URL, ``//host``, or a backslash, which browsers
+    read as a slash: ``/\\host``) sends it to ``/`` instead: a ``next=`` field must not
+    make the site an open redirect."""
+    if not location_on_site(location):
+        location = "/"
     return Response(status=status, headers={"Location": location})
+
+
+def location_on_site(location: str) -> bool:
+    """Whether ``location`` is a path on the same site (``/x``, not ``//x`` nor ``/\\x``)."""
+    return location.startswith("/") and not location.startswith("//") and \
+        "\\" not in location and not any(ord(c) < 32 for c in location)
 
 
 def not_found(message: str = "Not found") -> Response:
@@ -122,6 +135,9 @@ class Site:
     name: str = ""
     #: Shown in page titles.
     title: str = ""
+    #: Candidate kinds of its tasks' answers: kind -> SQL giving one value a row, run on
+    #: the seeded database (see :mod:`agentgym.plugins.web.answers`).
+    answer_kinds: dict[str, str] = {}
 
     def __init__(self) -> None:
         self._routes: list[tuple[re.Pattern[str], tuple[str, ...], Handler]] = []
@@ -202,6 +218,10 @@ class SiteServer:
             "CREATE TABLE IF NOT EXISTS _sessions (token TEXT PRIMARY KEY, user_id INTEGER)")
         self.template.commit()
         self._template_lock = threading.Lock()
+        #: The values of each answer kind, from the template no episode writes.
+        self.candidates = Candidates({
+            kind: tuple(str(row[0]) for row in self.template.execute(sql) if row[0] is not None)
+            for kind, sql in site.answer_kinds.items()})
         self._episodes: dict[str, _Episode] = {}
         self._httpd = _Server(("127.0.0.1", 0), _handler_class(self))
         self.port = self._httpd.server_address[1]
@@ -310,8 +330,7 @@ class SiteServer:
     def _enter(self, query: dict[str, list[str]]) -> Response:
         token = (query.get("episode") or [""])[0]
         target = (query.get("next") or ["/"])[0]
-        if token not in self._episodes or not target.startswith("/") or \
-                target.startswith("//"):
+        if token not in self._episodes or not location_on_site(target):
             return Response("<!doctype html><title>Forbidden</title><h1>No episode</h1>", 403)
         response = redirect(target)
         response.cookies[self.cookie_name] = token

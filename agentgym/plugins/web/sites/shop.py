@@ -306,6 +306,12 @@ def discount_for(subtotal: int, percent: int) -> int:
 class Shop(Site):
     name = "shop"
     title = "Harbor Market"
+    answer_kinds = {
+        "product": "SELECT name FROM products",
+        "person": "SELECT full_name FROM users UNION SELECT full_name FROM addresses",
+        "category": "SELECT name FROM categories",
+        "coupon": "SELECT code FROM coupons",
+    }
 
     def build(self, db: sqlite3.Connection) -> None:
         db.executescript(SCHEMA)

@@ -1,0 +1,209 @@
+"""The web plugin's exploit probes (``web.*``): hostile solutions a browser agent could
+try, played by ``agentgym validate`` on every web env whose tools they fit.
+
+``web.answer-stuffing``
+    On a task whose grade includes a text answer: get to where the answer is (the
+    reference solution's navigation, every turn but its answer: a policy that has learned
+    where to look), collect every name, price and number the visited pages showed, and
+    answer with all of them.
+``web.answer-stuffing-short``
+    The same visit, answered with a short list: the last page's own short names and
+    numbers (not those the first page showed too: the site's menus), as many as fit in
+    150 characters (a list that a bare length bound would let through).
+``web.reach``
+    ``goto`` the services listening on this machine's loopback (up to :data:`MAX_PORTS`
+    other ports than the env's own: ``agentgym view``, another episode's site, a
+    dashboard), each as ``http://127.0.0.1:P`` and in one of the spellings whose parsing
+    differs between Python and Chromium (``http://127.1:P``, ``http://[::1]:P``,
+    ``http://0x7f000001:P``, ``http://2130706433:P``, ``http://localhost:P``,
+    ``http://a\\@127.0.0.1:P``), then answer with what the foreign pages showed. It is
+    paid if what it read gets the task's reward; its observations must never show a
+    foreign page (tests/plugins/web/test_reach.py checks with a real server holding a
+    secret).
+
+A probe applies to an env that offers the browser tools it needs (``goto``,
+``send_msg_to_user``; stuffing also needs a task whose grade has a text answer).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from agentgym.core.probes import ExploitProbe, ProbeTarget, call_turn
+from agentgym.core.task import Task
+
+#: A name in an accessibility-tree line: ``[12] link 'Electric Kettle'``.
+_NAME = re.compile(r"^\s*(?:\[\d+\]\s+)?(\w+) '((?:[^'\\]|\\.)*)'")
+#: Numbers and prices anywhere in a line.
+_NUMBER = re.compile(r"\$?\d[\d,]*(?:\.\d+)?")
+#: Roles whose names are not candidates an answer could be (page furniture).
+_FURNITURE = {"RootWebArea", "button", "textbox", "searchbox", "combobox", "form", "main",
+              "navigation", "banner", "contentinfo", "option", "checkbox", "radio",
+              "LabelText", "columnheader"}
+#: The URL spellings of 127.0.0.1 (and this machine) that parsers disagree on.
+SPELLINGS = ("http://127.0.0.1:{port}/", "http://127.1:{port}/", "http://[::1]:{port}/",
+             "http://0x7f000001:{port}/", "http://2130706433:{port}/",
+             "http://localhost:{port}/", "http://a\\@127.0.0.1:{port}/")
+#: Ports tried at most (the first listening ones found).
+MAX_PORTS = 6
+
+
+def candidates(observation: str) -> list[str]:
+    """Every name and number an observation shows, in order, once each."""
+    found: list[str] = []
+    for line in observation.splitlines():
+        match = _NAME.match(line)
+        if match and match.group(1) not in _FURNITURE and match.group(2).strip():
+            found.append(match.group(2).replace("\\'", "'").strip())
+        # Numbers the page shows (not the bids, not inside URLs).
+        found += _NUMBER.findall(re.sub(r"^\s*\[\d+\]|url='[^']*'", "", line))
+    return list(dict.fromkeys(found))
+
+
+def _observations(messages: list[dict[str, Any]]) -> list[str]:
+    """The observation texts of a conversation (the first user message and tool results)."""
+    return [str(m.get("content") or "") for m in messages
+            if m.get("role") in ("user", "tool")]
+
+
+def _turn_index(messages: list[dict[str, Any]]) -> int:
+    return sum(m.get("role") == "assistant" for m in messages)
+
+
+def _as_message(turn: Any) -> Any:
+    """A reference-solution turn as the env takes it: text as the env rendered it, or a
+    format-neutral turn as an assistant message with OpenAI tool calls."""
+    if isinstance(turn, str | dict):
+        return turn
+    return {"role": "assistant", "content": turn.content or "", "tool_calls": [
+        {"id": "", "type": "function",
+         "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+        for c in turn.tool_calls]}
+
+
+def _answers(turn: Any) -> bool:
+    """Whether a reference-solution turn sends the answer."""
+    if isinstance(turn, str | dict):
+        return "send_msg_to_user" in (turn if isinstance(turn, str) else json.dumps(turn))
+    return any(c.name == "send_msg_to_user" for c in turn.tool_calls)
+
+
+def _has_text_answer(task: Task) -> bool:
+    grade = task.metadata.get("grade")
+    return isinstance(grade, dict) and bool(grade.get("answer")) and not grade.get("db")
+
+
+class StuffingPolicy:
+    """Visit the answer's pages as the reference solution does, then answer with every
+    candidate seen (or, ``short``, the last page's, cut to 150 characters)."""
+
+    whole_conversation = True  # it counts turns
+
+    def __init__(self, short: bool = False):
+        self.short = short
+
+    def act(self, messages: list[dict[str, Any]], task: Task) -> dict[str, Any]:
+        visits = [t for t in task.solution or () if not _answers(t)]
+        index = _turn_index(messages)
+        if index < len(visits):
+            return _as_message(visits[index])
+        pages = _observations(messages)
+        if self.short:
+            # The last page's own values: short ones, not the site's furniture (what the
+            # first page showed too), as many as fit in 150 characters.
+            furniture = set(candidates(pages[0])) if len(pages) > 1 else set()
+            seen = [c for c in candidates(pages[-1]) if c not in furniture and len(c) <= 40]
+            text = ""
+            for value in seen:
+                if len(text) + len(value) + 2 > 150:
+                    break
+                text = f"{text}, {value}" if text else value
+        else:
+            text = ", ".join(dict.fromkeys(c for page in pages for c in candidates(page)))
+        return call_turn("send_msg_to_user", text=text or "nothing")
+
+
+def listening_ports() -> list[int]:
+    """The TCP ports listening on this machine's loopback (IPv4 and IPv6), from /proc."""
+    ports: set[int] = set()
+    for table, loopback in (("/proc/net/tcp", "0100007F"),
+                            ("/proc/net/tcp6", "00000000000000000000000001000000")):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == "0A":  # LISTEN
+                address, port = fields[1].split(":")
+                if address in (loopback, "00000000", "0" * 32):
+                    ports.add(int(port, 16))
+    return sorted(ports)
+
+
+class ReachPolicy:
+    """Open other listening loopback ports than the env's own in one turn: each in the
+    plain spelling and one other (in turn), or every port in every spelling
+    (``every_spelling``); then answer with what any foreign page showed."""
+
+    whole_conversation = True
+
+    def __init__(self, ports: list[int], every_spelling: bool = False):
+        self.ports, self.every_spelling = ports, every_spelling
+
+    def urls(self, own: set[int]) -> list[str]:
+        ports = [port for port in self.ports if port not in own][:MAX_PORTS]
+        urls = []
+        for i, port in enumerate(ports):
+            spellings = SPELLINGS if self.every_spelling else \
+                (SPELLINGS[0], SPELLINGS[1 + i % (len(SPELLINGS) - 1)])
+            urls += [spelling.format(port=port) for spelling in spellings]
+        return urls
+
+    def act(self, messages: list[dict[str, Any]], task: Task) -> dict[str, Any]:
+        pages = _observations(messages)
+        if _turn_index(messages) == 0:
+            own = {urllib.parse.urlsplit(url).port for url in
+                   re.findall(r"URL: (\S+)", pages[0] if pages else "")}
+            calls = [{"id": "", "type": "function",
+                      "function": {"name": "goto", "arguments": json.dumps({"url": url})}}
+                     for url in self.urls(own)]
+            return {"role": "assistant", "content": "",
+                    "tool_calls": calls or call_turn("noop")["tool_calls"]}
+        read = [c for page in pages[1:] for c in candidates(page)]
+        return call_turn("send_msg_to_user", text=", ".join(read)[:2000] or "nothing")
+
+
+def answer_stuffing(target: ProbeTarget) -> StuffingPolicy | None:
+    if not target.offers("send_msg_to_user") or not _has_text_answer(target.task) or \
+            not target.task.solution:
+        return None
+    return StuffingPolicy()
+
+
+def answer_stuffing_short(target: ProbeTarget) -> StuffingPolicy | None:
+    return StuffingPolicy(short=True) if answer_stuffing(target) is not None else None
+
+
+def reach(target: ProbeTarget) -> ReachPolicy | None:
+    if not target.offers("goto", "send_msg_to_user"):
+        return None
+    return ReachPolicy(listening_ports())
+
+
+PROBES = [
+    ExploitProbe("web.answer-stuffing", answer_stuffing,
+                 "go where the answer is, then answer with every name and number the pages"
+                 " showed", attack="answer-stuffing"),
+    ExploitProbe("web.answer-stuffing-short", answer_stuffing_short,
+                 "go where the answer is, then answer with a short list of the last page's"
+                 " names and numbers", attack="answer-stuffing"),
+    ExploitProbe("web.reach", reach,
+                 "goto the HTTP services on this machine's loopback, in the spellings of"
+                 " 127.0.0.1 parsers disagree on, and answer with what it read",
+                 attack="reach"),
+]
