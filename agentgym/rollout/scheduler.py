@@ -118,18 +118,20 @@ class Admission:
             return False
         g = self._gen[0] / self._gen[1]
         t = self._tool[0] / self._tool[1] if self._tool[1] else 0.0
-        turns = self._turns[0] / self._turns[1]
+        turns = max(self._turns[0] / self._turns[1], 1.0)
         left = queued * turns + sum(max(turns - p, 1.0) for p in played)
         return left * g / self.concurrency <= self.setup_s(now) + turns * (g + t)
 
     def to_admit(self, now: float, starting: int, played: list[int]) -> int:
         """Episodes to admit now, given ``starting`` ones in their setup and the turns
         ``played`` by each running one."""
-        if not self._turns[1] or self.ahead is not None:
+        # Episodes can finish before any generation was measured (they failed at reset, or
+        # their policy had nothing to play): then nothing is known of g yet.
+        if not self._turns[1] or not self._gen[1] or self.ahead is not None:
             return self.budget(now) - starting - len(played)
         g = max(self._gen[0] / self._gen[1], 1e-6)
         t = self._tool[0] / self._tool[1] if self._tool[1] else 0.0
-        turns = self._turns[0] / self._turns[1]
+        turns = max(self._turns[0] / self._turns[1], 1.0)
         setup = max(0.0, self.setup_s(now) - g - t)
         # Running episodes that will still be running when a setup begun now ends.
         staying = sum(max(turns - p, 1.0) * (g + t) > setup for p in played)
@@ -149,7 +151,7 @@ class Admission:
         # than any has played so far.
         turns = (self._turns[0] / self._turns[1] if self._turns[1]
                  else self._most_turns + 1.0)
-        rate = c / (turns * g)
+        rate = c / (max(turns, 1.0) * g)
         # A setup longer than a turn (its first, generated meanwhile) must start ahead.
         return math.ceil(running + rate * max(0.0, self.setup_s(now) - g - t))
 

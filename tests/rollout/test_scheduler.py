@@ -102,6 +102,21 @@ def test_the_endgame_admits_the_rest_when_their_work_fits_in_one_episode():
     assert not admission.endgame(0.0, queued=8, played=[3, 3])  # (32 + 2) / 4 > 4
 
 
+def test_episodes_that_end_before_anything_was_generated_leave_admission_working():
+    """Episodes that failed at reset, or whose policy had nothing to play (validate's
+    oracle on a task without a solution), finish with 0 turns and no generation measured:
+    admission falls back to filling the slots (it divided by zero here)."""
+    admission = Admission(concurrency=4)
+    admission.finished(0)
+    admission.finished(0)
+    assert admission.to_admit(now=1.0, starting=0, played=[]) == 4
+    assert not admission.endgame(now=1.0, queued=10, played=[])
+    admission.generated(0.5)  # then a generation: measured, with at least a turn each
+    assert admission.to_admit(now=2.0, starting=0, played=[0]) >= 1
+    assert admission.budget(now=2.0) >= 4
+    assert isinstance(admission.endgame(now=2.0, queued=3, played=[1]), bool)
+
+
 def test_stats_count_sandbox_and_idle_seconds():
     stats = PipelineStats()
     stats.open(1, 0.0)
