@@ -5,7 +5,9 @@
 Plays ``--episodes`` episodes of the shipped ``terminal`` tasks (round robin, templates
 built beforehand): per episode, ``reset`` (sandbox open on the task's cached template and
 its preparation), one ``terminal`` step running a short command (``ls -la``), then
-``submit``, whose step runs the task's tests (grading). Prints the medians and p95s in ms,
+``submit``, whose step runs the task's tests (grading: the agent's processes stopped and a
+fresh session shell started first, the grader's folders made anew, the tests run with a
+clean environment). Prints the medians and p95s in ms,
 and the sandbox exec round trip measured in the same run as the unit they are made of.
 Target (issue 17): reset < 200 ms median.
 """

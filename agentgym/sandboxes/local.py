@@ -42,7 +42,9 @@ carries the exit status and the working directory. On a timeout the host sends t
 SIGURG (it abandons the rest of the command) and kills the shell's descendants through the
 cgroup; a shell that does not come back is killed too. When the shell ends (``exit``, the
 OOM killer, that kill), the launcher reports it and starts a new one, and the session
-returns to the last working directory.
+returns to the last working directory. ``fresh_session`` kills the namespace's init on
+purpose: every process of the sandbox ends with it (detached ones and fork bombs
+included), and the new shell starts in the workdir with the spec's environment.
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ import base64
 import io
 import json
 import re
+import secrets
 import shlex
 import tarfile
 from collections.abc import Mapping
@@ -85,57 +86,79 @@ _MARK = "AGENTGYM-GRADER"
 _RESULT = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S+)", re.MULTILINE)
 _PASSING = {"PASSED", "XFAIL"}
 
-# Run in a fresh session shell, with the agent's processes gone. Empties /tests and /logs
-# without following links (find -delete never does; chmod first, since the agent may
-# have taken its own write permission away), makes the folders anew, refuses any that is
-# still not a real folder, makes the grader's home (a new, unguessed folder) and orders
-# PATH: a folder that the sandbox user owns or may write, or under one (so could be
-# swapped), goes after the others. Replies: "home DIR", "path PATH", or "refuse WHY".
+# Run in the fresh session shell (as a function: `exit` would end that shell), with the
+# agent's processes gone and the tests' archive already written into the grader's home (a
+# folder of a random name, made just now). Empties /tests and /logs without following links
+# (find -delete never does; chmod first, since the agent may have taken its own write
+# permission away), makes the folders anew and refuses any that is still not a real,
+# empty folder; unpacks the tests; orders PATH: a folder that the sandbox user owns or may
+# write, or one under such a folder (it could be swapped), goes after the others.
+# Builtins where they do (each program started costs time on a loaded machine). Replies:
+# "path PATH", or "refuse WHY".
 _PREPARE = r"""
-chmod -R u+rwX {tests} {logs} 2>/dev/null
-find {tests} {logs} -mindepth 1 -delete 2>/dev/null
-mkdir -p {logs}/verifier {logs}/agent 2>/dev/null
-for d in {tests} {logs} {logs}/verifier; do
-  if [ -L "$d" ] || [ ! -d "$d" ]; then
-    echo "{mark} refuse $d is not a folder (a link?)"; exit 0
-  fi
-  if [ -n "$(ls -A "$d" 2>/dev/null | grep -v '^verifier$\|^agent$')" ]; then
-    echo "{mark} refuse $d could not be emptied"; exit 0
-  fi
-done
-home=$(mktemp -d /tmp/.agentgym-grader.XXXXXXXXXX) || {{ echo "{mark} refuse no home"; exit 0; }}
-printf %s {gitconfig} > "$home/.gitconfig"
-echo "{mark} home $home"
-first= last=
-IFS=: read -r -a dirs <<< {path}
-for d in "${{dirs[@]}}"; do
-  x=$d agent=
-  [ "${{x#/}}" = "$x" ] && agent=1
-  while [ -z "$agent" ]; do
-    if [ -e "$x" ] && {{ [ -O "$x" ] || [ -w "$x" ]; }}; then agent=1; fi
-    [ "$x" = / ] && break
-    x=${{x%/*}}; x=${{x:-/}}
+__ag_prepare() {{
+  local d x agent first= last= entries
+  chmod -R u+rwX {tests} {logs} 2>/dev/null
+  find {tests} {logs} -mindepth 1 -delete 2>/dev/null
+  mkdir -p {logs}/verifier {logs}/agent 2>/dev/null
+  for d in {tests} {logs} {logs}/verifier {home}; do
+    if [ -L "$d" ] || [ ! -d "$d" ] || [ ! -O "$d" ]; then
+      echo "{mark} refuse $d is not a folder of the grader's (a link?)"; return
+    fi
   done
-  if [ -n "$agent" ]; then last=$last:$d; else first=$first:$d; fi
-done
-p=$first$last
-echo "{mark} path ${{p#:}}"
+  shopt -s nullglob dotglob
+  entries=({tests}/* {logs}/verifier/*)
+  for x in {logs}/*; do [[ $x == {logs}/verifier || $x == {logs}/agent ]] || entries+=("$x"); done
+  shopt -u nullglob dotglob
+  if (( ${{#entries[@]}} )); then
+    echo "{mark} refuse ${{entries[0]}} could not be removed"; return
+  fi
+  chmod 700 {home}
+  printf %s {gitconfig} > {home}/.gitconfig
+  if ! tar -xf {archive} -C {tests}; then
+    echo "{mark} refuse the tests could not be copied in"; return
+  fi
+  rm -f {archive}
+  IFS=: read -r -a dirs <<< {path}
+  for d in "${{dirs[@]}}"; do
+    x=$d agent=
+    [[ $x == /* ]] || agent=1
+    while [[ -z $agent ]]; do
+      if [ -e "$x" ] && {{ [ -O "$x" ] || [ -w "$x" ]; }}; then agent=1; fi
+      [[ $x == / ]] && break
+      x=${{x%/*}}; x=${{x:-/}}
+    done
+    if [[ $agent ]]; then last=$last:$d; else first=$first:$d; fi
+  done
+  x=$first$last
+  echo "{mark} path ${{x#:}}"
+}}
+__ag_prepare; unset -f __ag_prepare
 """
 
 # The reward file as it is: a regular file in a real folder, never through a link, and
-# writable (a test script writes it; one made read-only was locked against that write).
-# Replies: "file NAME BASE64" (its first 4 KiB), "refuse WHY" or "none".
+# writable (a test script writes it; one made read-only was locked against that write);
+# read with builtins. Replies: "file NAME TEXT" (its first 4 KiB, newlines as spaces),
+# "refuse WHY" or "none".
 _READ_REWARD = r"""
-d={verifier}
-if [ -L "$d" ] || [ ! -d "$d" ]; then echo "{mark} refuse $d is not a folder (a link?)"; exit 0; fi
-for name in reward.txt reward.json; do
-  f=$d/$name
-  if [ -L "$f" ]; then echo "{mark} refuse $f is a link, not the tests' file"; exit 0; fi
-  if [ -f "$f" ] && [ ! -w "$f" ]; then echo "{mark} refuse $f was made read-only"; exit 0; fi
-  if [ -f "$f" ]; then echo "{mark} file $name $(head -c 4096 -- "$f" | base64 -w0)"; exit 0; fi
-  if [ -e "$f" ]; then echo "{mark} refuse $f is not a regular file"; exit 0; fi
-done
-echo "{mark} none"
+__ag_reward() {{
+  local d={verifier} f name text=
+  if [ -L "$d" ] || [ ! -d "$d" ]; then
+    echo "{mark} refuse $d is not a folder (a link?)"; return
+  fi
+  for name in reward.txt reward.json; do
+    f=$d/$name
+    if [ -L "$f" ]; then echo "{mark} refuse $f is a link, not the tests' file"; return; fi
+    if [ -f "$f" ] && [ ! -w "$f" ]; then echo "{mark} refuse $f was made read-only"; return; fi
+    if [ -f "$f" ]; then
+      IFS= read -r -d '' -n 4096 text < "$f"
+      printf '%s file %s %s\n' {mark} "$name" "${{text//$'\n'/ }}"; return
+    fi
+    if [ -e "$f" ]; then echo "{mark} refuse $f is not a regular file"; return; fi
+  done
+  echo "{mark} none"
+}}
+__ag_reward; unset -f __ag_reward
 """
 
 
@@ -183,22 +206,20 @@ async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str]
     await box.fresh_session()
     if env is None:
         env = await _session_environment(box)
+    # The grader's home: a new folder of a name no one could know before (the agent's
+    # processes are gone now), holding the tests' archive until they are unpacked.
+    home = f"/tmp/.agentgym-grader-{secrets.token_hex(8)}"
+    archive = f"{home}/tests.tar"
+    await box.write_file(archive, tests_archive(task))
     prepared = await box.exec(_PREPARE.format(
-        tests=TESTS_DIR, logs=LOGS_DIR, mark=_MARK, gitconfig=shlex.quote(GITCONFIG),
+        tests=TESTS_DIR, logs=LOGS_DIR, mark=_MARK, home=home, archive=archive,
+        gitconfig=shlex.quote(GITCONFIG),
         path=shlex.quote(env.get("PATH", "/usr/local/bin:/usr/bin:/bin"))), timeout=60)
     replies = _replies(prepared.output)
-    if "refuse" in replies or "home" not in replies or "path" not in replies:
+    if "path" not in replies:
         why = replies.get("refuse") or "the grader's folders could not be prepared"
         return RewardResult(0.0, {"reason": f"grading refused: {why}",
                                   "log_tail": prepared.output[-LOG_TAIL_CHARS:]})
-    home = replies["home"]
-    archive = f"{home}/tests.tar"
-    await box.write_file(archive, tests_archive(task))
-    unpacked = await box.exec(f"tar -xf {shlex.quote(archive)} -C {TESTS_DIR} &&"
-                              f" rm -f {shlex.quote(archive)}", timeout=60)
-    if not unpacked.ok:
-        return RewardResult(0.0, {"reason": "the tests could not be copied in",
-                                  "log_tail": unpacked.output[-LOG_TAIL_CHARS:]})
     test_env = grader_environment(env, home, replies["path"], task.verifier_env)
     result = await box.exec(clean_command(task.test_command, test_env, task.workdir),
                             timeout=timeout)
@@ -251,8 +272,8 @@ async def _reward_file(box: Sandbox) -> tuple[float | None, str]:
         return None, f"reward refused: {replies['refuse']}"
     if "file" not in replies:
         return None, f"the tests wrote no {REWARD_FILE}"
-    name, _, encoded = replies["file"].partition(" ")
-    text = base64.b64decode(encoded or "").decode(errors="replace").strip()
+    name, _, text = replies["file"].partition(" ")
+    text = text.strip()
     if name == "reward.txt":
         try:
             return float(text.split()[0]), f"{REWARD_FILE} says {text[:40]}"
