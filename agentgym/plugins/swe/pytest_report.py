@@ -24,9 +24,11 @@ What it does:
   against the report the inner hooks made: a report that says "passed" for a call that
   raised is forged. It also checks, for the call phase, that the test's function is the
   one collected and that no trace function from the agent's files is set.
-* **Session end**: compares the snapshot with the state now, and lists the outcome hooks
-  implemented by code from a file the agent's diff changed (``CONFIG["changed"]``) or from
-  no file at all; any difference is a tampering, named. Then writes the report,
+* **Session end**: compares the snapshot with the state now, and lists the outcome hooks;
+  a replaced internal or an outcome hook whose code comes from a file the agent's diff
+  changed (``CONFIG["changed"]``) or from no file at all is a tampering, named (pytest and
+  the environment's plugins change some internals as they configure, from their own
+  files). Then writes the report,
   ``CONFIG["report"]``, as JSON: ``{"tests": {node id: {phase: outcome}}, "tampered":
   [what changed], "plugins": [entry points loaded], "skipped_dists": [...], "nonce": ...}``
   (the grader refuses a report without its nonce). A run that
@@ -57,6 +59,7 @@ WATCHED_MODULES = (
     "_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.main",
     "_pytest.skipping", "_pytest.unittest", "_pytest.outcomes", "_pytest.nodes",
     "_pytest.fixtures", "_pytest.python_api", "_pytest.assertion.rewrite",
+    "_pytest.mark", "_pytest.mark.structures",
     "_pytest.config", "_pytest.doctest", "pluggy._callers", "pluggy._hooks",
     "pluggy._manager", "pluggy.callers", "pluggy.hooks", "pluggy.manager", "unittest.case",
     "unittest.result", "doctest",
@@ -127,36 +130,26 @@ def snapshot():
     return taken
 
 
-def _runner_dirs():
-    dirs = []
-    for name in ("_pytest", "pytest", "pluggy"):
-        module = sys.modules.get(name)
-        if getattr(module, "__file__", None):
-            dirs.append(os.path.dirname(os.path.realpath(module.__file__)) + os.sep)
-    return tuple(dirs)
-
-
-def _foreign_code(facets, runner_dirs):
-    """The file of the first function or code object among ``facets`` that is not the
-    test runner's own (pytest and pluggy change their own classes as they configure:
-    ``legacypath`` adds ``Node.fspath``); None when all are. A value without code that
-    replaces a function (a builtin, a partial) is foreign too."""
+def _foreign_code(facets):
+    """Where the first function or code object among ``facets`` that comes from the
+    agent's files (:func:`_agents_file`) is, or None when none does: pytest changes its own
+    classes as it configures (``legacypath`` adds ``Node.fspath``), and so may the
+    environment's plugins (hypothesis wraps ``FixtureFunctionMarker.__call__``). A value
+    without code that replaces a function (a builtin, a partial) is the agent's too."""
     for facet in facets:
         code = facet if isinstance(facet, types.CodeType) else getattr(facet, "__code__", None)
         if code is None:
             if callable(facet) and not isinstance(facet, type):
                 return repr(facet)
             continue
-        path = os.path.realpath(code.co_filename)
-        if not path.startswith(runner_dirs):
+        if _agents_file(code.co_filename):
             return code.co_filename
     return None
 
 
 def _changes(before, after):
-    """What changed from snapshot ``before`` to ``after`` other than by the runner's own
-    code: ``[(name, where the new code comes from)]``."""
-    runner_dirs = _runner_dirs()
+    """What the agent's code changed from snapshot ``before`` to ``after``:
+    ``[(name, where the new code comes from)]``."""
     changed = []
     modules = {key[0] for key in before}
     for key in set(before) | {key for key in after if key[0] in modules}:
@@ -167,7 +160,7 @@ def _changes(before, after):
         if new is None:
             where = "it was deleted"
         else:
-            where = _foreign_code(new, runner_dirs)
+            where = _foreign_code(new)
             if where is None:
                 continue
         module, owner, name = key
@@ -278,10 +271,19 @@ def load_entry_points(pluginmanager):
 # --- per test --------------------------------------------------------------------------------
 
 
+def _function(item):
+    """The function a Python test item runs (a method's own function, not a bound method,
+    which pytest may make anew), or None for other items (doctests)."""
+    if not hasattr(item, "function"):
+        return None
+    obj = getattr(item, "obj", None)
+    return getattr(obj, "__func__", obj)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_itemcollected(item):
-    obj = getattr(item, "obj", None) if hasattr(item, "function") else None
-    _state["items"][id(item)] = (obj, getattr(obj, "__code__", None))
+    function = _function(item)
+    _state["items"][id(item)] = (function, getattr(function, "__code__", None))
 
 
 def _nodeid(item):
@@ -326,8 +328,8 @@ def _check_item(item):
         _tamper(f"{item.nodeid}.runtest was replaced")
     if recorded is None or recorded[0] is None:
         return
-    obj = getattr(item, "obj", None)
-    if obj is not recorded[0] or getattr(obj, "__code__", None) is not recorded[1]:
+    function = _function(item)
+    if function is not recorded[0] or getattr(function, "__code__", None) is not recorded[1]:
         _tamper(f"the function of {item.nodeid} was replaced after collection")
     for get, name in ((sys.gettrace, "trace"), (sys.getprofile, "profile")):
         hook = get()  # a C tracer (coverage) has no code file and is not the agent's

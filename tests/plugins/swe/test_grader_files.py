@@ -134,3 +134,87 @@ def test_report_log_reads_as_the_pytest_summary():
     assert parse_log_pytest(report_log(report)) == {
         "t.py::a": "PASSED", "t.py::b[x - y]": "FAILED", "t.py::c": "ERROR",
         "t.py::d": "ERROR", "t.py::e": "SKIPPED", "t.py::f": "XFAIL"}
+
+
+KINDS = '''\
+import unittest
+
+import pytest
+
+
+class TestA:
+    def test_method(self):
+        assert 1
+
+    def test_method_fails(self):
+        assert 0
+
+
+class U(unittest.TestCase):
+    def test_ok(self):
+        self.assertTrue(True)
+
+    def test_bad(self):
+        self.assertTrue(False)
+
+    @unittest.expectedFailure
+    def test_xf(self):
+        self.assertTrue(False)
+
+
+@pytest.mark.xfail
+def test_xfail():
+    assert 0
+
+
+@pytest.mark.xfail(strict=True)
+def test_xpass_strict():
+    pass
+
+
+@pytest.fixture
+def broken_teardown():
+    yield
+    raise RuntimeError("teardown")
+
+
+def test_teardown_error(broken_teardown):
+    pass
+
+
+@pytest.mark.parametrize("x", [1, 2])
+def test_param(x):
+    assert x == 1
+'''
+
+
+def test_the_report_plugin_agrees_with_pytest_on_every_kind_of_outcome(tmp_path):
+    """The plugin, run by this interpreter's pytest, reads every outcome as pytest's own
+    ``-rA`` summary does, and finds no tampering in an honest run."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from agentgym.plugins.swe.grading import _plugin_source
+    from agentgym.plugins.swe.logs import parse_log_pytest
+
+    repo, plugins = tmp_path / "repo", tmp_path / "plugins"
+    (repo / "tests").mkdir(parents=True)
+    plugins.mkdir()
+    (repo / "tests" / "test_kinds.py").write_text(KINDS)
+    report = tmp_path / "report.json"
+    (plugins / "agr_report.py").write_text(_plugin_source(
+        {"report": str(report), "nonce": "n", "root": str(repo), "changed": [], "dists": []}))
+    (plugins / "agr_loader.py").write_text(
+        "import sys\n\n\ndef pytest_addhooks(pluginmanager):\n"
+        "    sys.modules['agr_report'].load_entry_points(pluginmanager)\n")
+    env = {**os.environ, "PYTHONPATH": str(plugins), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+           "PYTEST_ADDOPTS": "-p agr_report", "PYTEST_PLUGINS": "agr_loader"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider",
+                           "tests"], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=120)
+    data = json.loads(report.read_text())
+    assert data["nonce"] == "n" and data["tampered"] == [], data
+    assert parse_log_pytest(report_log(data)) == parse_log_pytest(done.stdout)
+    assert not (plugins / "agr_report.py").exists()  # the nonce is on no disk

@@ -6,9 +6,9 @@ Two levels:
   episode's is (:func:`diff_of`) and graded in a fresh sandbox (:func:`grade`), on the
   local backend (the repository's tests run by pytest 8 from a swe-synth test env) and on
   docker (the default image's own pytest 7), for a repository with a bug in ``clamp``;
-* ``assert_valid`` with every probe on five tasks of ``swe-synth`` (local) and of the
-  SWE-bench ids (docker: five instances in one locally built image), as ``agentgym
-  validate`` runs them.
+* ``assert_valid`` with one probe of each attack class on five tasks of ``swe-synth``
+  (local) and of each SWE-bench id (docker: five instances in one locally built image),
+  as ``agentgym validate`` runs them.
 """
 
 from __future__ import annotations
@@ -245,33 +245,46 @@ def test_what_defeated_each_attack_is_reported(workspace):
                for reason in exited.missing.values()), exited.missing
 
 
-# --- validate, with every probe, on five tasks per env id ------------------------------------
+# --- validate, with the probes, on five tasks per env id ------------------------------------
+# Every probe is played above on both backends; here each env id plays one probe of each
+# attack class on five tasks (a different one per env id), as `agentgym validate` does.
+
+_BY_CLASS: dict[str, list[str]] = {}
+for _probe in probes():
+    _BY_CLASS.setdefault(_probe.attack, []).append(_probe.id)
 
 
-def test_validate_holds_with_every_probe_on_five_swe_synth_tasks(toolz_five):
-    from agentgym.testing import assert_valid
+def one_per_class(turn: int) -> list[str]:
+    """One probe of each attack class, the ``turn``-th of its class (cycling)."""
+    return sorted(ids[turn % len(ids)] for ids in _BY_CLASS.values())
 
-    report = assert_valid("swe-synth", n=5, backend="local", probes=True,
-                          tasks=str(toolz_five))
+
+def _played_on_five(report, chosen: list[str]) -> None:
     counts = report.probe_counts()
-    assert set(counts) == set(PROBES) and all(row["played"] == 5 for row in counts.values())
+    assert set(counts) == set(chosen), counts
+    assert all(row["played"] == 5 and row["paid"] == 0 for row in counts.values()), counts
 
 
 @pytest.fixture(scope="module")
-def toolz_five(tmp_path_factory) -> Path:
-    """Five swe-synth tasks of toolz 1.2.0 (synthesis needs the local sandbox)."""
-    missing = _local_missing()
-    if missing:
-        pytest.skip(missing)
+def standin_five(scales_standin, tmp_path_factory) -> Path:
+    """Five swe-synth tasks of a three-function stand-in project (synthesized here, with
+    the local sandbox)."""
     from agentgym.plugins.swe.synth import synthesize
 
-    try:
-        rows = synthesize("toolz", "1.2.0", 5, progress=False)
-    except Exception as error:
-        pytest.skip(f"cannot synthesize toolz tasks here (PyPI unreachable?): {error}")
+    rows = synthesize(*scales_standin, 5, progress=False)
+    assert len(rows) == 5
     path = tmp_path_factory.mktemp("swe-synth-five") / "tasks.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
+
+
+def test_validate_holds_with_the_probes_on_five_swe_synth_tasks(standin_five):
+    from agentgym.testing import assert_valid
+
+    chosen = one_per_class(0)
+    report = assert_valid("swe-synth", n=5, backend="local", probes=chosen,
+                          tasks=str(standin_five))
+    _played_on_five(report, chosen)
 
 
 @pytest.fixture(scope="module")
@@ -295,21 +308,13 @@ def calc_image(calc) -> tuple[str, Path]:
     return image, tasks
 
 
-# The three ids are one env class; on a local task file they differ only in name, so
-# swe-verified plays every probe and the others split them (each probe on five tasks).
-_SPLIT = sorted(PROBES)
-
-
-@pytest.mark.parametrize(("env_id", "chosen"), [
-    ("swe-verified", _SPLIT),
-    ("swe-lite", _SPLIT[::2]),
-    ("swe-gym", _SPLIT[1::2]),
-])
-def test_validate_holds_with_the_probes_on_five_swe_bench_tasks(calc_image, env_id, chosen):
+@pytest.mark.parametrize(("env_id", "turn"), [("swe-verified", 1), ("swe-lite", 2),
+                                              ("swe-gym", 3)])
+def test_validate_holds_with_the_probes_on_five_swe_bench_tasks(calc_image, env_id, turn):
     from agentgym.testing import assert_valid
 
     image, tasks = calc_image
+    chosen = one_per_class(turn)
     report = assert_valid(env_id, n=5, backend="docker", probes=chosen, tasks=str(tasks),
                           image=image)
-    counts = report.probe_counts()
-    assert set(counts) == set(chosen) and all(row["played"] == 5 for row in counts.values())
+    _played_on_five(report, chosen)
