@@ -72,9 +72,10 @@ class PageEpisode:
 
     @property
     def deadline_s(self) -> float:
-        """The most one browser call (an action, its settling and the observation) may
-        take before the browser counts as hung."""
-        return self.action_timeout_s + 2 * self.settle_timeout_s + 20
+        """The most one browser call (an action, its settling and the observation; a
+        ``goto`` that fails waits for the error page and goes back) may take before the
+        browser counts as hung."""
+        return self.action_timeout_s + 3 * self.settle_timeout_s + 20
 
     async def observe(self) -> str:
         """The observation text of the active page (module docstring)."""
@@ -128,8 +129,8 @@ class PageEpisode:
                     if busy:
                         error += f" (the page was busy: {'; '.join(busy)})"
             # What the action started has finished before the page is asked anything.
-            pending = await (await session.watch(session.page)).settle(
-                self.settle_timeout_s, since)
+            pending = "" if session.page.is_closed() else await (
+                await session.watch(session.page)).settle(self.settle_timeout_s, since)
             if self.tick_ms is not None and not session.page.is_closed():
                 await session.page.clock.run_for(self.tick_ms)
                 pending = None  # the tick may have started something: settle again
