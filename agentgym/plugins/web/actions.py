@@ -72,22 +72,25 @@ class PageEpisode:
 
     @property
     def deadline_s(self) -> float:
-        """The most one browser call (an action, its settling and the observation) may
-        take before the browser counts as hung."""
-        return self.action_timeout_s + 2 * self.settle_timeout_s + 20
+        """The most one browser call (an action, its settling and the observation; a
+        ``goto`` that fails waits for the error page and goes back) may take before the
+        browser counts as hung."""
+        return self.action_timeout_s + 3 * self.settle_timeout_s + 20
 
     async def observe(self) -> str:
         """The observation text of the active page (module docstring)."""
         return await self.session.run(self.observation, self.deadline_s)
 
-    async def observation(self, session: BrowserSession, since: float = 0.0) -> str:
+    async def observation(self, session: BrowserSession, since: float = 0.0,
+                          pending: str | None = None) -> str:
         """:meth:`observe`, for work already running on the browsers' loop: the active
         page once settled (requests started before ``since``, the loop's clock, do not
         hold it up), or as it is when ``settle_timeout_s`` ran out, with what was
-        pending."""
+        pending (``pending``: the page was just settled, and this is what was left)."""
         page = session.page
         watch = await session.watch(page)
-        pending = await watch.settle(self.settle_timeout_s, since)
+        if pending is None:
+            pending = await watch.settle(self.settle_timeout_s, since)
         tree, titles = await asyncio.gather(
             accessibility_tree(page, watch.cdp, self.max_chars),
             asyncio.gather(*(_title(tab) for tab in session.pages)))
@@ -125,13 +128,17 @@ class PageEpisode:
                     busy = watch.pending(await watch.ready_state())
                     if busy:
                         error += f" (the page was busy: {'; '.join(busy)})"
+            # What the action started has finished before the page is asked anything.
+            pending = "" if session.page.is_closed() else await (
+                await session.watch(session.page)).settle(self.settle_timeout_s, since)
             if self.tick_ms is not None and not session.page.is_closed():
                 await session.page.clock.run_for(self.tick_ms)
+                pending = None  # the tick may have started something: settle again
             if self.page_done is not None:
                 message = await self.page_done(session)
                 if message is not None:
                     return error, message, ""
-            return error, None, await self.observation(session, since)
+            return error, None, await self.observation(session, since, pending)
 
         error, done, observation = await self.session.run(run, self.deadline_s)
         if done is not None:

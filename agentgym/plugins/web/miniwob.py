@@ -55,7 +55,11 @@ _START = """([seed, css]) => {
   core.startEpisodeReal();
   return WOB_TASK_READY;
 }"""
-_STATE = "() => [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_REASON]"
+#: The page's state: done, raw reward, reason (a page that is not the task's any more,
+#: after a goto or a reload, is not done).
+_STATE = """() => typeof WOB_DONE_GLOBAL === 'undefined'
+  ? [false, 0, 'the task page was left'] : [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL,
+                                            WOB_REWARD_REASON]"""
 _READY = "() => typeof core !== 'undefined' && typeof genProblem === 'function'"
 
 

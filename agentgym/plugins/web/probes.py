@@ -12,9 +12,9 @@ try, played by ``agentgym validate`` on every web env whose tools they fit.
     150 characters (a list that a bare length bound would let through).
 ``web.reach``
     ``goto`` the services listening on this machine's loopback (up to :data:`MAX_PORTS`
-    other ports than the env's own: ``agentgym view``, another episode's site, a
-    dashboard), each as ``http://127.0.0.1:P`` and in one of the spellings whose parsing
-    differs between Python and Chromium (``http://127.1:P``, ``http://[::1]:P``,
+    other ports than the env's own, the training process's own first: ``agentgym view``,
+    another env's site, a dashboard), each as ``http://127.0.0.1:P`` and in one of the
+    spellings whose parsing differs between Python and Chromium (``http://127.1:P``, ``http://[::1]:P``,
     ``http://0x7f000001:P``, ``http://2130706433:P``, ``http://localhost:P``,
     ``http://a\\@127.0.0.1:P``), then answer with what the foreign pages showed. It is
     paid if what it read gets the task's reward; its observations must never show a
@@ -27,7 +27,9 @@ A probe applies to an env that offers the browser tools it needs (``goto``,
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import urllib.parse
 from pathlib import Path
@@ -49,7 +51,7 @@ SPELLINGS = ("http://127.0.0.1:{port}/", "http://127.1:{port}/", "http://[::1]:{
              "http://0x7f000001:{port}/", "http://2130706433:{port}/",
              "http://localhost:{port}/", "http://a\\@127.0.0.1:{port}/")
 #: Ports tried at most (the first listening ones found).
-MAX_PORTS = 6
+MAX_PORTS = 8
 
 
 def candidates(observation: str) -> list[str]:
@@ -128,8 +130,13 @@ class StuffingPolicy:
 
 
 def listening_ports() -> list[int]:
-    """The TCP ports listening on this machine's loopback (IPv4 and IPv6), from /proc."""
-    ports: set[int] = set()
+    """The TCP ports listening on this machine's loopback (IPv4 and IPv6), from /proc: the
+    training process's own services first (an ``agentgym view`` it started, the sites of
+    its other envs), then the rest; the browsers' own connection guards left out."""
+    from agentgym.plugins.web.reach import guard_ports
+
+    own = _own_socket_inodes()
+    found: dict[int, bool] = {}
     for table, loopback in (("/proc/net/tcp", "0100007F"),
                             ("/proc/net/tcp6", "00000000000000000000000001000000")):
         try:
@@ -138,11 +145,26 @@ def listening_ports() -> list[int]:
             continue
         for line in lines:
             fields = line.split()
-            if len(fields) > 3 and fields[3] == "0A":  # LISTEN
+            if len(fields) > 9 and fields[3] == "0A":  # LISTEN
                 address, port = fields[1].split(":")
                 if address in (loopback, "00000000", "0" * 32):
-                    ports.add(int(port, 16))
-    return sorted(ports)
+                    number = int(port, 16)
+                    found[number] = found.get(number, False) or fields[9] in own
+    guards = guard_ports()
+    ports = [p for p in sorted(found) if p not in guards]
+    return sorted(ports, key=lambda p: not found[p])
+
+
+def _own_socket_inodes() -> set[str]:
+    """The inodes of this process's sockets."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in Path("/proc/self/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    return inodes
 
 
 class ReachPolicy:

@@ -32,6 +32,7 @@ import re
 import socket
 import struct
 import urllib.parse
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -211,6 +212,12 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 _guard_thread: LoopThread | None = None
 _guard_pid = 0
+_guards: weakref.WeakSet[ConnectionGuard] = weakref.WeakSet()
+
+
+def guard_ports() -> set[int]:
+    """The ports of this process's listening guards (not services an episode could want)."""
+    return {guard.port for guard in list(_guards) if guard._server is not None}
 
 
 async def start_guard(refused: Callable[[str], None] | None = None) -> ConnectionGuard:
@@ -228,4 +235,5 @@ async def start_guard(refused: Callable[[str], None] | None = None) -> Connectio
         guard.port = guard._server.sockets[0].getsockname()[1]
 
     await asyncio.wrap_future(_guard_thread.submit(listen()))
+    _guards.add(guard)
     return guard

@@ -4,6 +4,7 @@ is missing, and a small site of the tests' own for the browser layer."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,8 @@ def home(request) -> str:
 <option>red</option><option>green</option><option>blue</option></select>
 <input type=checkbox id=pin name=pin value=1><label for=pin>Pin it</label>
 <button>Add note</button></form>
-<ul>{items}</ul><a href=/long>Long page</a> <a href=/spin>Spin</a></main>"""
+<ul>{items}</ul><a href=/long>Long page</a> <a href=/spin>Spin</a>
+<a href="/slow?s=6">Slow page</a></main>"""
 
 
 @NOTES.route("/add", methods=("POST",))
@@ -83,6 +85,13 @@ def spin(request) -> str:
             "<button onclick='while (true) {}'>Hang the page</button>"
             "<button onclick=\"fetch('http://example.com/x').catch(() => 0);"
             " fetch('http://10.11.12.13/y').catch(() => 0)\">Phone home</button>")
+
+
+@NOTES.route("/slow")
+def slow(request) -> str:
+    """A page whose server takes ``s`` seconds (a loaded machine, a slow site)."""
+    time.sleep(float(request.arg("s", "2")))
+    return "<!doctype html><title>Slow</title><h1>Slow page</h1><button>Done waiting</button>"
 
 
 @NOTES.route("/go")

@@ -211,10 +211,10 @@ def test_a_killed_browser_ends_only_its_episode(notes_tasks) -> None:
 
     def policy(messages, task):
         turn = sum(m["role"] == "assistant" for m in messages)
-        if not killed and turn == 1:
-            for pid in browser_pool().leased_pids:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
+        if not killed and turn == 1:  # one browser: episodes may be playing side by side
+            pid = browser_pool().leased_pids[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
         if turn < 2:
             return call("noop")
         return call("send_msg_to_user", text="2000")
@@ -247,3 +247,33 @@ def test_a_hung_page_is_stopped_and_ends_its_episode(notes_tasks) -> None:
                                  settle_timeout_s=2)))
     assert trajectories[0].finish_reason == "sandbox_error", trajectories[0].error
     assert "did not answer" in trajectories[0].error
+
+
+def test_a_slow_page_load_does_not_fail_the_click(notes_tasks) -> None:
+    """The click's own bound covers finding and clicking the element (5 s); the page it
+    opens takes 6 s, and the observation is of that page once loaded. With a bound
+    shorter than the load, the observation says what was still pending."""
+    env = SiteEnv(NOTES, tasks=notes_tasks)
+    try:
+        messages, _ = env.reset(seed=0, options={"task_id": "notes-count"})
+        page, _, _, _, info = env.step(call("click", bid=bid_of(messages[-1]["content"],
+                                                                "link", "Slow page")))
+        assert info["tool_errors"] == 0, page
+        assert bid_of(page[0]["content"], "button", "Done waiting")
+        assert "Still loading" not in page[0]["content"]
+    finally:
+        env.close()
+    env = SiteEnv(NOTES, tasks=notes_tasks, settle_timeout_s=0.5)
+    try:
+        messages, _ = env.reset(seed=0, options={"task_id": "notes-count"})
+        page, *_ = env.step(call("click", bid=bid_of(messages[-1]["content"], "link",
+                                                      "Slow page")))
+        text = page[0]["content"]
+        assert "Still loading after 0.5 s:" in text and "/slow?s=6" in text, text
+        for _ in range(30):  # each observation waits at most 0.5 s for the page
+            page, *_ = env.step(call("noop", wait_ms=500))
+            if "Done waiting" in page[0]["content"]:
+                break
+        assert bid_of(page[0]["content"], "button", "Done waiting")
+    finally:
+        env.close()
