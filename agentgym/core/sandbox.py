@@ -422,9 +422,9 @@ class Sandbox(ABC):
         trapped in the old one is gone). Files are untouched. Raises :class:`SandboxError`
         when the sandbox is gone.
 
-        Backends must implement it: graders rely on it (see
-        :func:`agentgym.plugins.terminal.grading.grade_task`). The default raises
-        ``NotImplementedError`` naming the backend.
+        Backends must implement it: graders rely on it (the terminal plugin's grader calls
+        it first; docs/reward-integrity.md). The default raises ``NotImplementedError``
+        naming the backend.
         """
         raise NotImplementedError(
             f"the {type(self).__name__} sandbox cannot stop its commands' processes and give a"
