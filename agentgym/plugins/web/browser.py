@@ -21,8 +21,8 @@ browser (:meth:`BrowserPool.lease`): every other request is refused where reques
 routed, and the context's only proxy is a connection guard that opens connections to
 those origins' ``host:port`` only, loopback included (:mod:`agentgym.plugins.web.reach`).
 :attr:`BrowserSession.blocked` lists what tried. A browser's own default proxy is an
-address on 127.0.0.1 where nothing listens, so a context made without the guard reaches
-nothing off this machine either.
+address on 127.0.0.1 where nothing listens, loopback not bypassed, so a context made
+without a guard reaches nothing at all.
 
 **Settling.** :class:`PageWatch` follows each page's navigations (the ones an action asked
 for, loading, the document's ready state) and its requests in flight, so that an action
