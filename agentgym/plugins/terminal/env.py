@@ -118,7 +118,11 @@ def source_tasks(env_id: str) -> Path:
         version = importlib.metadata.version(module.PACKAGE)
     except importlib.metadata.PackageNotFoundError:
         version = "missing"  # materialize() says how to install it
-    digest = hashlib.sha256(Path(module.__file__).read_bytes() + version.encode())
+    from agentgym.plugins.terminal.sources import STOP_THEN_REWARD
+
+    # The converter, the shared end of its test scripts, and the package's version.
+    digest = hashlib.sha256(Path(module.__file__).read_bytes() + STOP_THEN_REWARD.encode()
+                            + version.encode())
     target = cache_root() / "terminal" / "sources" / f"{env_id}-{digest.hexdigest()[:16]}"
     if target.is_dir():
         return target

@@ -6,3 +6,27 @@ this repository) and writes Harbor task folders: :mod:`.agentbench` (AgentBench 
 expose ``materialize(dest, split)``, which returns the folders written and the ids left
 out, each with the reason.
 """
+
+
+#: The end of a converted task's test.sh (a ``str.format`` template, braces doubled): stop
+#: every process started since the script began (its ``before`` list of pids), then write
+#: the reward into a verifier folder made anew; ``status`` is the grade's exit status.
+STOP_THEN_REWARD = """\
+# Every process started since this script began (the agent's code the grade ran, and what
+# it left running) is stopped before the reward is written, into a folder made anew.
+for ((round = 0; round < 20; round++)); do
+  left=
+  for p in /proc/[0-9]*; do
+    p=${{p#/proc/}}
+    [[ $before == *" $p "* || $p == "$$" ]] && continue
+    read -r stat 2>/dev/null < "/proc/$p/stat" || continue
+    [[ ${{stat##*) }} == Z* ]] || left+=" $p"
+  done
+  [[ -z $left ]] && break
+  kill -STOP $left 2>/dev/null; kill -KILL $left 2>/dev/null
+done
+chmod -R u+rwX /logs 2>/dev/null; rm -rf /logs/verifier; mkdir -p /logs/verifier
+if [ $status -eq 0 ]; then reward=1; else reward=0; fi
+echo $reward > /logs/verifier/reward.txt
+echo "reward: $reward"
+"""

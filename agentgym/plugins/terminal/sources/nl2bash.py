@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import InvalidArgumentError, MissingResourceError
+from agentgym.plugins.terminal.sources import STOP_THEN_REWARD
 
 #: The package and version the task files come from.
 PACKAGE = "icalfa"
@@ -514,24 +515,7 @@ before=" $(cd /proc && echo [0-9]*) "
 cd {workdir} 2>/dev/null || true
 python3 /tests/grade.py
 status=$?
-# Every process started since this script began (the agent's code the grade ran, and what
-# it left running) is stopped before the reward is written, into a folder made anew.
-for ((round = 0; round < 20; round++)); do
-  left=
-  for p in /proc/[0-9]*; do
-    p=${{p#/proc/}}
-    [[ $before == *" $p "* || $p == "$$" ]] && continue
-    read -r stat 2>/dev/null < "/proc/$p/stat" || continue
-    [[ ${{stat##*) }} == Z* ]] || left+=" $p"
-  done
-  [[ -z $left ]] && break
-  kill -STOP $left 2>/dev/null; kill -KILL $left 2>/dev/null
-done
-chmod -R u+rwX /logs 2>/dev/null; rm -rf /logs/verifier; mkdir -p /logs/verifier
-if [ $status -eq 0 ]; then reward=1; else reward=0; fi
-echo $reward > /logs/verifier/reward.txt
-echo "reward: $reward"
-"""
+""" + STOP_THEN_REWARD
 
 GRADE_PY = '''\
 """NL2Bash grading after InterCode's BashEnv.get_reward (a command scores only when all
