@@ -9,7 +9,8 @@ are those of the whole document, however loaded the machine is. Finding and acti
 element has its own bound (``action_timeout_s``), so a click on an element that is not
 there fails fast while a slow page load does not fail the click. A bound that runs out
 says what was still pending (in the error, or as a ``Still loading`` line of the
-observation).
+observation); a page whose navigation its server has not answered yet has no tree to show
+(:data:`NOT_ANSWERED` stands in for it).
 
 The observation (:func:`PageEpisode.observe`) is the goal, the tabs, the URL, blocked
 requests, and the accessibility tree with bids. An unknown bid or an action the page
@@ -34,6 +35,10 @@ from agentgym.core.episode import Submitted
 from agentgym.core.tools import ToolError, Toolset, tool
 from agentgym.plugins.web.browser import BrowserSession
 from agentgym.plugins.web.observation import accessibility_tree
+
+#: The tree of a page whose navigation has not been answered yet.
+NOT_ANSWERED = ("(the page has not answered yet: call noop to wait for it, or go_back /"
+                " goto to leave it)")
 
 #: Keys ``press`` names in its description (any Playwright key name works).
 KEY_EXAMPLES = "Enter, Tab, Escape, Backspace, ArrowDown, PageDown, Control+a"
@@ -91,9 +96,16 @@ class PageEpisode:
         watch = await session.watch(page)
         if pending is None:
             pending = await watch.settle(self.settle_timeout_s, since)
-        tree, titles = await asyncio.gather(
-            accessibility_tree(page, watch.cdp, self.max_chars),
-            asyncio.gather(*(_title(tab) for tab in session.pages)))
+        if pending and watch.held:
+            # Its navigation is still waiting for the server: nothing is asked of the
+            # document until it commits.
+            tree = NOT_ANSWERED
+            titles = await asyncio.gather(*(_title(tab) if tab is not page else _loading()
+                                            for tab in session.pages))
+        else:
+            tree, titles = await asyncio.gather(
+                accessibility_tree(page, watch.cdp, self.max_chars),
+                asyncio.gather(*(_title(tab) for tab in session.pages)))
         tabs = [f"[{i}] {title or '(untitled)'}" + (" (active)" if i == session.active else "")
                 for i, title in enumerate(titles)]
         lines = [f"Goal: {self.goal}", f"Tabs: {' | '.join(tabs)}", f"URL: {page.url}"]
@@ -146,6 +158,10 @@ class PageEpisode:
         if error is not None:
             raise ToolError(f"{error}\n\n{observation}")
         return observation
+
+
+async def _loading() -> str:
+    return "(loading)"
 
 
 async def _title(page: Any) -> str:

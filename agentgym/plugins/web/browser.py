@@ -139,6 +139,8 @@ class PageWatch:
         self.requested = False  # a navigation of this tab was asked for, not yet begun
         self.loading = False  # the main frame is loading a document
         self.main_frame = ""
+        #: The document answered the last look of :meth:`settle`.
+        self.answered = True
         self._changed = asyncio.Event()
         page.on("request", self._on_request)
         page.on("requestfinished", self._on_done)
@@ -204,17 +206,30 @@ class PageWatch:
 
     # ---- waiting ------------------------------------------------------------------------
 
-    async def ready_state(self) -> str:
-        """The document's ``readyState`` (``navigating`` while none answers). One round
-        trip on the watch's CDP session, so the events sent before it have arrived."""
+    async def ready_state(self, timeout_s: float = 1.0) -> str:
+        """The document's ``readyState``: ``navigating`` while none answers, ``unanswered``
+        when the document did not answer within ``timeout_s`` (Chromium holds commands to
+        a frame whose navigation is waiting for its server until the new document
+        commits). One round trip on the watch's CDP session, so the events sent before it
+        have arrived."""
         if self.cdp is None:
             return "complete"
         try:
-            answer = await self.cdp.send("Runtime.evaluate", {
-                "expression": "document.readyState", "returnByValue": True})
+            answer = await asyncio.wait_for(self.cdp.send("Runtime.evaluate", {
+                "expression": "document.readyState", "returnByValue": True}), timeout_s)
             return str(answer.get("result", {}).get("value", "navigating"))
+        except asyncio.TimeoutError:
+            return "unanswered"
         except Exception:  # the document was replaced mid-call
             return "navigating"
+
+    @property
+    def held(self) -> bool:
+        """A navigation is under way and the document did not answer: Chromium holds the
+        commands sent to it until the new document commits, so asking it anything waits
+        for the server. (A document that does not answer with no navigation under way is
+        hung, and asking it runs into the caller's bound.)"""
+        return not self.answered and (self.requested or self.loading)
 
     def pending(self, state: str, since: float = 0.0) -> list[str]:
         """What the page is still busy with, in words (empty: settled). Requests count
@@ -243,8 +258,10 @@ class PageWatch:
         calm = 0
         while True:
             self._changed.clear()
-            busy = [] if self.page.is_closed() else self.pending(await self.ready_state(),
-                                                                 since)
+            state = "complete" if self.page.is_closed() else await self.ready_state(
+                max(0.05, min(end - loop.time(), 1.0)))
+            self.answered = state != "unanswered"
+            busy = [] if self.page.is_closed() else self.pending(state, since)
             if not busy:
                 calm += 1
                 if calm >= 2:

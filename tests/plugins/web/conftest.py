@@ -4,6 +4,7 @@ is missing, and a small site of the tests' own for the browser layer."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def home(request) -> str:
 <input type=checkbox id=pin name=pin value=1><label for=pin>Pin it</label>
 <button>Add note</button></form>
 <ul>{items}</ul><a href=/long>Long page</a> <a href=/spin>Spin</a>
-<a href="/slow?s=6">Slow page</a></main>"""
+<a href="/slow?s=6">Slow page</a> <a href=/held>Held page</a></main>"""
 
 
 @NOTES.route("/add", methods=("POST",))
@@ -92,6 +93,18 @@ def slow(request) -> str:
     """A page whose server takes ``s`` seconds (a loaded machine, a slow site)."""
     time.sleep(float(request.arg("s", "2")))
     return "<!doctype html><title>Slow</title><h1>Slow page</h1><button>Done waiting</button>"
+
+
+#: Released by a test: /held answers only then (a load that outlasts any bound, whatever
+#: the machine's load).
+HELD = threading.Event()
+
+
+@NOTES.route("/held")
+def held(request) -> str:
+    """A page whose server answers once :data:`HELD` is set (at most 60 s)."""
+    HELD.wait(60)
+    return "<!doctype html><title>Held</title><h1>Held page</h1><button>Done waiting</button>"
 
 
 @NOTES.route("/go")
