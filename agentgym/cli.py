@@ -401,6 +401,8 @@ def rollout_command(out: Path, resume: bool, **options: Any) -> None:
 @click.option("-n", "tasks", type=click.IntRange(min=1), default=None,
               help="Check the first N of the env's tasks, in order [default: 10].")
 @click.option("--all", "all_tasks", is_flag=True, help="Check every task of the env.")
+@click.option("--task", "task_ids", multiple=True, metavar="ID",
+              help="Check only this task (repeatable; ids as `agentgym eval` shows them).")
 @click.option("--backend", default=None,
               help="The sandbox backend to run and grade in (`agentgym list sandboxes`),"
                    " passed as the env's backend argument; only for envs that take one.")
@@ -419,7 +421,8 @@ def rollout_command(out: Path, resume: bool, **options: Any) -> None:
               help="Episodes playing at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None,
-                     all_tasks: bool, backend: str | None, require_solutions: bool,
+                     all_tasks: bool, task_ids: tuple[str, ...], backend: str | None,
+                     require_solutions: bool,
                      probes: bool, probe_ids: tuple[str, ...], repeat: int,
                      concurrency: int, as_json: bool) -> None:
     """Check that ENV_ID's grader scores each task's reference solution 1.0 (oracle),
@@ -435,8 +438,8 @@ def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None
     from agentgym.core.errors import InvalidArgumentError, UnknownIdError
     from agentgym.rollout.validate import DEFAULT_TASKS, avalidate, env_kwargs_with_backend
 
-    if tasks is not None and all_tasks:
-        raise click.UsageError("give -n N or --all, not both")
+    if sum((tasks is not None, all_tasks, bool(task_ids))) > 1:
+        raise click.UsageError("give one of -n N, --all and --task ID")
     if probe_ids and not probes:
         raise click.UsageError("give --probe ID or --no-probes, not both")
     selection: bool | list[str] = list(probe_ids) if probe_ids else probes
@@ -462,7 +465,8 @@ def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None
 
     with EpisodeProgress(f"validate {env_id}", quiet=as_json, figure="0 failed") as progress:
         report = asyncio.run(avalidate(
-            env_id, kwargs, n=None if all_tasks else tasks or DEFAULT_TASKS,
+            env_id, kwargs, list(task_ids) or None,
+            n=None if all_tasks else tasks or DEFAULT_TASKS,
             require_solutions=require_solutions, probes=selection, repeat=repeat,
             concurrency=concurrency, on_result=checked, on_stage=progress.stages,
             on_planned=progress.plan))

@@ -265,6 +265,16 @@ def test_validate_names_the_failing_tasks_and_checks(tmp_path):
     assert "4 tasks checked (9 checks), 2 failed (2 checks)" in result.stdout
 
 
+def test_validate_checks_the_tasks_named(tmp_path):
+    tasks = calculator_task_file(tmp_path / "t.jsonl", broken_rows)
+    result = validate("calculator", "-e", f"tasks={tasks}", "--task", "calculator-train-2",
+                      "--task", "calculator-train-0", "--no-probes")
+    assert result.exit_code == 1, result.output
+    assert "2 tasks checked (5 checks), 1 failed (1 check)" in result.stdout
+    result = validate("calculator", "-e", f"tasks={tasks}", "--task", "calculator-train-9")
+    assert result.exit_code != 0 and "Unknown task 'calculator-train-9'" in result.output
+
+
 def test_validate_json_is_one_object_and_names_the_failures(tmp_path, agentgym_cli):
     tasks = calculator_task_file(tmp_path / "t.jsonl", broken_rows)
     out = subprocess.run([agentgym_cli, "validate", "calculator", "-e", f"tasks={tasks}",
@@ -280,7 +290,8 @@ def test_validate_json_is_one_object_and_names_the_failures(tmp_path, agentgym_c
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--backend", "local"], "the env 'calculator' takes no backend"),
-    (["-n", "3", "--all"], "give -n N or --all, not both"),
+    (["-n", "3", "--all"], "give one of -n N, --all and --task ID"),
+    (["--task", "calculator-train-0", "--all"], "give one of -n N, --all and --task ID"),
     (["-n", "0"], "0 is not in the range x>=1"),
 ])
 def test_validate_usage_errors(args, message):

@@ -44,9 +44,9 @@ INPUTS_LABEL = "agentgym.inputs"
 
 def build_image(*, base: str | None = None,
                 files: Mapping[str, str | os.PathLike[str]] | None = None,
-                context: str | os.PathLike[str] | None = None, repository: str = REPOSITORY,
-                network: bool = False, log: Callable[[str], None] | None = None,
-                client: Any = None) -> str:
+                context: str | os.PathLike[str] | None = None, dockerfile: str | None = None,
+                repository: str = REPOSITORY, network: bool = False,
+                log: Callable[[str], None] | None = None, client: Any = None) -> str:
     """Build (or find already built) an image from ``base`` plus ``files``, or from the
     Dockerfile folder ``context``; returns its name, ``REPOSITORY:<digest>``.
 
@@ -55,6 +55,8 @@ def build_image(*, base: str | None = None,
         files: absolute path in the image -> host file or folder, copied there (owned by
             root, permissions kept).
         context: a folder with a ``Dockerfile``, instead of ``base`` and ``files``.
+        dockerfile: with ``context``, the Dockerfile's text to build instead of the
+            folder's own (the folder's other files are the build context).
         repository: the name's part before ``:``, e.g. ``agentgym/terminal``.
         network: let the build's ``RUN`` steps reach the network.
         log: called with a line when a build starts.
@@ -66,13 +68,18 @@ def build_image(*, base: str | None = None,
         raise SandboxError(f"repository {repository!r} is not a docker repository name"
                            " (lowercase letters, digits and . _ - /); e.g. agentgym/terminal")
     client = client or docker_client()
+    if dockerfile is not None and context is None:
+        raise SandboxError("build_image's dockerfile needs context (the folder it builds"
+                           " from); pass both")
+    replaced = dockerfile is not None
     if context is not None:
         folder = Path(context)
         dockerfile_path = folder / "Dockerfile"
-        if not dockerfile_path.is_file():
+        if not dockerfile_path.is_file() and not replaced:
             raise SandboxError(f"context {str(folder)!r} holds no Dockerfile; pass the folder"
                                " that has one (a task's environment/)")
-        dockerfile = dockerfile_path.read_text()
+        if dockerfile is None:
+            dockerfile = dockerfile_path.read_text()
         bases = _from_images(dockerfile, str(dockerfile_path))
         inputs: dict[str, Path] = {".": folder}
     else:
@@ -106,11 +113,13 @@ def build_image(*, base: str | None = None,
                        network_mode=None if network else "none",
                        labels={INPUTS_LABEL: full})
         try:
-            if context is not None:
+            if context is not None and not replaced:
                 client.images.build(path=str(context), **options)
             else:
                 with tempfile.TemporaryFile() as archive:
-                    _write_context(archive, dockerfile, inputs)
+                    _write_context(archive, dockerfile, inputs if context is None else {
+                        child.name: child for child in sorted(Path(context).iterdir())
+                        if child.name != "Dockerfile"})
                     archive.seek(0)
                     client.images.build(fileobj=archive, custom_context=True, **options)
         except Exception as error:

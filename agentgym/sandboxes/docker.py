@@ -633,19 +633,21 @@ class DockerBackend(SandboxBackend):
     def build_image(self, *, base: str | None = None,
                     files: Mapping[str, str | os.PathLike[str]] | None = None,
                     context: str | os.PathLike[str] | None = None,
+                    dockerfile: str | None = None,
                     repository: str = builds.REPOSITORY, network: bool = False,
                     log: Callable[[str], None] | None = None) -> str:
         """Build an image locally, or find it built, and return its name for
         ``SandboxSpec(image=...)``: ``base`` (default :data:`DEFAULT_IMAGE`) with ``files``
         (path in the image -> host file or folder) copied in, or the Dockerfile folder
-        ``context`` as it is. Cached by a content hash of its inputs (base image ids
+        ``context`` as it is (or with ``dockerfile``, a Dockerfile's text, in place of its
+        own). Cached by a content hash of its inputs (base image ids
         included); nothing is pulled: a base image missing from the engine raises
         :class:`SandboxError` naming it and how to provide it. Blocking (run it on a
         thread from async code). See :mod:`agentgym.sandboxes.builds`.
         """
         return builds.build_image(base=base, files=files, context=context,
-                                  repository=repository, network=network, log=log,
-                                  client=_client())
+                                  dockerfile=dockerfile, repository=repository,
+                                  network=network, log=log, client=_client())
 
 
 def gc(everything: bool = False) -> int:

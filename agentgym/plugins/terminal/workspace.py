@@ -6,9 +6,11 @@
   local sandbox over them (as the sandbox user, with the Dockerfile's ``ENV``), the result
   read back as a tar. It is built once and cached under ``~/.cache/agentgym/terminal/``,
   named by a digest of everything it is built from, so a reset only opens a sandbox on it.
-* **docker** (:func:`task_image`): any other Dockerfile is built as it is by the docker
-  backend (its ``build_image``, cached by content; base images
-  are never pulled, and a missing one is an error naming it).
+* **docker** (:func:`task_image`): the docker backend builds an image (its
+  ``build_image``, cached by content; base images are never pulled, and a missing one is
+  an error naming it). A Dockerfile the local backend can rebuild is built as
+  :func:`plan_dockerfile` writes it, so that its workspace is the same on both backends;
+  any other is built as it is.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
+import json
 import os
 import shlex
 import shutil
@@ -25,7 +28,8 @@ from pathlib import Path
 from agentgym.core.cache import cache_root, file_lock, hash_tree
 from agentgym.core.registry import open_sandbox, sandbox_backend
 from agentgym.core.sandbox import SandboxError, SandboxLimits, SandboxSpec
-from agentgym.plugins.terminal.formats import TerminalTask
+from agentgym.plugins.terminal.formats import LOCAL_BASE_IMAGES, TerminalTask
+from agentgym.sandboxes.image import SANDBOX_USER
 
 #: Bump when the way templates are built changes: old ones are then rebuilt.
 TEMPLATE_VERSION = "1"
@@ -138,4 +142,32 @@ def task_image(task: TerminalTask, backend: str = "docker", log=None) -> str | N
     if not hasattr(builder, "build_image"):
         raise SandboxError(f"task {task.id!r} needs its Dockerfile built, and the {backend}"
                            " backend builds no images; use backend='docker'")
-    return builder.build_image(context=task.context, repository="agentgym/terminal", log=log)
+    dockerfile = plan_dockerfile(task) if task.plan is not None else None
+    return builder.build_image(context=task.context, dockerfile=dockerfile,
+                               repository="agentgym/terminal", log=log)
+
+
+def plan_dockerfile(task: TerminalTask) -> str:
+    """The Dockerfile the docker backend builds for a task the local backend can rebuild:
+    the workspace it describes, made as :func:`local_template` makes it (its files copied
+    first, owned by the sandbox user; then each ``RUN`` step run by bash, as that user, in
+    its folder, with every ``ENV``). Built as written, a Dockerfile ``FROM`` the default
+    image would run its ``RUN`` steps as the sandbox user over folders ``WORKDIR`` and
+    ``COPY`` made for root, and fail to write them."""
+    plan, context = task.plan, task.context
+    assert plan is not None and context is not None
+    workdir = plan.workdir
+    lines = [f"FROM {LOCAL_BASE_IMAGES[0]}", "USER root",
+             f"RUN mkdir -p {shlex.quote(workdir)} && chown {SANDBOX_USER}"
+             f" {shlex.quote(workdir)}", "USER agent", f"WORKDIR {workdir}"]
+    for host, rel in plan.copies:
+        source = host.relative_to(Path(context).resolve()).as_posix()
+        target = workdir if rel == "." else f"{workdir.rstrip('/')}/{rel}"
+        lines.append(f"COPY --chown={SANDBOX_USER} {json.dumps([source, target])}")
+    for name, value in plan.env:  # literal values, as the local backend sets them
+        quoted = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+        lines.append(f'ENV {name}="{quoted}"')
+    for cwd, command in plan.runs:
+        script = f"cd {shlex.quote(cwd)} && {{\n{command}\n}}"
+        lines.append(f"RUN {json.dumps(['bash', '-c', script])}")
+    return "\n".join(lines) + "\n"

@@ -193,3 +193,45 @@ def test_the_verifier_env_reaches_the_tests(local, tmp_path) -> None:
     assert play(env, "with-env", {"input": "echo 43 > /app/answer.txt"})[0] == 1.0
     assert play(env, "with-env", {"input": "echo 42 > /app/answer.txt"})[0] == 0.0
     env.close()
+
+
+def test_a_rebuildable_dockerfile_makes_the_same_workspace_on_both_backends(local, docker,
+                                                                          tmp_path) -> None:
+    """A Dockerfile FROM the default image with COPY, ENV and RUN: the docker build makes
+    the workspace the local backend makes (files, owners, modes, what RUN wrote), where
+    built as written its RUN steps could not write the root-owned copies."""
+    import asyncio
+    import shutil
+
+    from agentgym.core.registry import open_sandbox
+
+    task = tmp_path / "tasks" / "rebuilt"
+    shutil.copytree(DATA / "local-task", task)
+    context = task / "environment"
+    (context / "app" / "sub").mkdir(parents=True)
+    (context / "app" / "sub" / "data.txt").write_text("x\n")
+    (context / "setup.sh").write_text("#!/bin/bash\nchmod 640 sub/data.txt\n")
+    (context / "Dockerfile").write_text(
+        "FROM agentgym/sandbox:default\nWORKDIR /srv/app\nCOPY app/ ./\n"
+        "COPY setup.sh /srv/app/tools/\nENV MODE=\"a $b \\\"c\\\"\" PLAIN=1\n"
+        "RUN bash tools/setup.sh && mkdir -p made && echo \"$MODE\" > made/mode.txt\n"
+        "WORKDIR /srv/app/sub\nRUN id -un > who.txt && echo $PLAIN >> who.txt\n"
+        "WORKDIR /srv/app\n")
+    listing = ("{ find . -type f -printf '%P %u %m %s\\n'; find . -type d -printf '%P/ %u %m\\n'"
+               "; } | sort && cat made/mode.txt sub/who.txt && echo \"$MODE\"")
+
+    async def workspace(backend: str) -> str:
+        env = TerminalEnv(task.parent, backend=backend)
+        try:
+            spec = await env.workspace_spec(env.terminal_tasks["rebuilt"])
+        finally:
+            env.close()
+        async with await open_sandbox(backend, spec) as box:
+            result = await box.exec(listing)
+            assert result.ok, result.output
+            return result.output
+
+    local_view, docker_view = asyncio.run(workspace("local")), asyncio.run(workspace("docker"))
+    assert docker_view == local_view
+    assert "sub/data.txt agent 640 2" in local_view and 'a $b "c"' in local_view
+    assert "agent\n1" in local_view
