@@ -177,6 +177,13 @@ __ag_kill() {
 """
 
 
+#: Hands a workdir of the image to the sandbox user (run as root, the workdir as $1):
+#: everything under it not owned by the user yet is, then nothing is left that is not.
+HAND_OVER = ('mkdir -p -- "$1" || exit 1; find "$1" ! -user 1000 -exec chown -h 1000:1000'
+             ' {} + 2>/dev/null; left=$(find "$1" ! -user 1000 2>/dev/null | head -5);'
+             ' [ -z "$left" ] || { echo "not handed over: $left"; exit 1; }')
+
+
 class DockerSandbox(Sandbox):
     """A :class:`Sandbox` in a Docker container. Build one with :meth:`create`."""
 
@@ -298,9 +305,11 @@ class DockerSandbox(Sandbox):
         try:
             container.start()
             if in_image:
+                # Only what is not the user's yet: a folder the image already gave the
+                # user may be closed even to root here (no CAP_DAC_READ_SEARCH).
                 code, out, err = _run_in(client.api, container.id,
-                                         ["sh", "-c", 'mkdir -p -- "$1" && chown -R 1000:1000'
-                                          ' -- "$1"', "sh", workdir], None, "/", user="0:0")
+                                         ["sh", "-c", HAND_OVER, "sh", workdir], None, "/",
+                                         user="0:0")
                 if code != 0:
                     raise SandboxError(f"workdir {workdir!r} of image {image!r} could not be"
                                        f" handed to the sandbox user (exit {code}):"

@@ -1,9 +1,10 @@
 """The default image of the ``docker`` sandbox, built locally.
 
-:data:`DEFAULT_IMAGE` holds a minimal Debian (bookworm) with bash, coreutils, git, python3
-with pip and pytest, procps and patch; an unprivileged user ``agent`` (uid 1000, home
-``/home/agent``) and an empty ``/workspace``. It is never pulled: no registry needs to be
-reachable. :func:`build_default_image` makes it in two steps:
+:data:`DEFAULT_IMAGE` holds a minimal Debian (bookworm) with bash, coreutils, git,
+python3 with pip and pytest, procps, patch, sqlite3, curl, make, zip, unzip and a C
+compiler (gcc); an unprivileged user ``agent`` (uid 1000, home ``/home/agent``) and an
+empty ``/workspace``. It is never pulled: no registry needs to be reachable.
+:func:`build_default_image` makes it in two steps:
 
 1. ``debootstrap --variant=minbase`` a root filesystem from a Debian mirror (the host's
    apt sources, ``$AGENTGYM_DEBIAN_MIRROR``, or deb.debian.org) and cache it as a tarball
@@ -46,9 +47,11 @@ DEFAULT_IMAGE = "agentgym/sandbox:default"
 #: Debian release and packages of the default image's root filesystem.
 SUITE = "bookworm"
 PACKAGES = ("python3", "python3-pip", "python3-pytest", "python3-venv", "git",
-            "ca-certificates", "procps", "patch", "sqlite3", "curl", "make", "less")
+            "ca-certificates", "procps", "patch", "sqlite3", "curl", "make", "gcc",
+            "libc6-dev", "zip", "unzip", "less")
 #: Programs on the default image's PATH (besides bash, coreutils and util-linux's).
-PROGRAMS = ("python3", "pip3", "git", "sqlite3", "curl", "make", "tar", "gzip", "less")
+PROGRAMS = ("python3", "pip3", "git", "sqlite3", "curl", "make", "gcc", "tar", "gzip",
+            "zip", "unzip", "less")
 
 #: The unprivileged user commands run as (uid:gid), and its home.
 SANDBOX_USER = "1000:1000"

@@ -4,11 +4,14 @@ things, and these runs are scaled far down)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.bench.helpers import run_bench
 
 ROW_KEYS = {"makespan_s", "bound_s", "peak_live", "sandbox_s", "idle_sandbox_s"}
 
 
+@pytest.mark.slow
 def test_pipeline_bench_json_keeps_its_keys_and_adds_the_sweep() -> None:
     result = run_bench("pipeline.py", "--episodes", "8", "--concurrency", "4", "--remote-latency",
                        "0.1", "--latencies", "0.5,heavy", "--sweep-modes",

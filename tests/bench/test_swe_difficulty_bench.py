@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "swe_difficulty.py"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bwrap") is None or os.geteuid() != 0,
                     reason="synthesis runs mutants in the local sandbox: bubblewrap and root")
 def test_swe_difficulty_bench_json() -> None:

@@ -31,6 +31,7 @@ def local_sandbox_missing() -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(local_sandbox_missing() is not None,
                     reason=f"bench env needs the local sandbox: {local_sandbox_missing()}")
 def test_train_step_bench_json(tmp_path: Path) -> None:

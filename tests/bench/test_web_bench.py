@@ -9,6 +9,7 @@ from tests.bench.helpers import run_bench
 from tests.plugins.web.conftest import chromium_missing
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bool(chromium_missing()), reason=f"bench needs {chromium_missing()}")
 def test_web_bench_json() -> None:
     result = run_bench("web.py", "--episodes", "4", "--concurrency", "2", "--oracle-episodes",

@@ -71,6 +71,7 @@ def agentgym_envs():
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["local", "docker"])
 def test_a_weak_third_party_grader_fails_validation_with_the_probe_named(
         backend, fake_plugin, agentgym_cli):

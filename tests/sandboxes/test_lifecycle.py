@@ -149,6 +149,7 @@ def test_exec_after_close_raises(make_sandbox, run):
 SOAK_EPISODES = 500
 
 
+@pytest.mark.slow
 def test_soak_leaves_nothing_behind(backend):
     """500 episodes, 8 at a time, with faults injected at random; then count leftovers."""
     before = settled(backend, os.getpid())

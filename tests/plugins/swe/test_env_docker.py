@@ -164,12 +164,14 @@ def test_swe_verified_runs_a_local_task_file_on_its_image(swe_image):
         env.close()
 
 
+@pytest.mark.slow
 def test_check_env_passes_for_the_docker_ids(swe_image):
     tasks, _ = swe_image
     for env_id in ("swe-verified", "swe-lite", "swe-gym"):
         check_env(gym.make(env_id, tasks=str(tasks)))
 
 
+@pytest.mark.slow
 def test_swe_synth_runs_on_docker_with_the_project_env_mounted(swe_image, toolz_tasks):
     # swe_image: only for its engine check and the default image it builds
     env = gym.make("swe-synth", tasks=str(toolz_tasks), backend="docker")

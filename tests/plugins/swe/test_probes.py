@@ -308,6 +308,7 @@ def calc_image(calc) -> tuple[str, Path]:
     return image, tasks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("env_id", "turn"), [("swe-verified", 1), ("swe-lite", 2),
                                               ("swe-gym", 3)])
 def test_validate_holds_with_the_probes_on_five_swe_bench_tasks(calc_image, env_id, turn):

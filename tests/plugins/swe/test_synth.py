@@ -189,6 +189,7 @@ def test_the_same_arguments_give_the_same_tasks(tasks, fresh_task_cache) -> None
     assert synthesize(PACKAGE, VERSION, 1, seed=0, progress=False, cache=other) == made[:1]
 
 
+@pytest.mark.slow
 def test_rows_are_byte_identical_whatever_the_cache_folder_working_dir_and_runner(
         tasks, fresh_task_cache, tmp_path, agentgym_cli) -> None:
     outputs = []
@@ -327,6 +328,7 @@ def test_medium_tasks_hold_two_mutations_that_both_matter(scales_standin, fresh_
         (work / mutation["file"]).write_text(mutant)
 
 
+@pytest.mark.slow
 def test_medium_rows_are_the_same_whatever_the_jobs(scales_standin, fresh_task_cache) -> None:
     package, version = scales_standin
     rows = [json.dumps(synthesize(package, version, 2, progress=False, jobs=jobs,
@@ -349,19 +351,20 @@ def with_function_of(source: str, other: str, function: str) -> str:
     return "".join(lines[:start] + theirs[their_start:their_end] + lines[end:])
 
 
+@pytest.mark.slow
 def test_hard_tasks_touch_several_functions_and_are_valid(tmp_path, fresh_task_cache,
                                                           agentgym_cli, require_project) -> None:
-    """Acceptance: `agentgym swe synth toolz==1.2.0 -n 4 --difficulty hard` (-n 20 in the
-    issue; 4 for the runtime)."""
+    """Acceptance: `agentgym swe synth toolz==1.2.0 -n 2 --difficulty hard` (-n 20 in the
+    issue; 2 for CI's time)."""
     require_project("toolz", "1.2.0")
     out = tmp_path / "hard.jsonl"
     env = {**os.environ, "AGENTGYM_SWE_CACHE": str(fresh_task_cache())}
-    done = subprocess.run([agentgym_cli, "swe", "synth", "toolz==1.2.0", "-n", "4",
+    done = subprocess.run([agentgym_cli, "swe", "synth", "toolz==1.2.0", "-n", "2",
                            "--difficulty", "hard", "--jobs", "2", "--out", str(out),
                            "--quiet"], env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 4
+    assert len(rows) == 2
     for row in rows:
         assert row["difficulty"] == "hard" and len(row["mutations"]) == 3
         assert any(m["kind"] in MULTI_LINE_KINDS for m in row["mutations"])
@@ -374,4 +377,4 @@ def test_hard_tasks_touch_several_functions_and_are_valid(tmp_path, fresh_task_c
     # The env's own grader: oracle 1.0, doing nothing 0.0, the known-wrong solution < 1.0
     # (the exploit probes are played on sampled tasks in test_probes.py).
     report = assert_valid("swe-synth", n=None, tasks=str(out), concurrency=2, probes=False)
-    assert report.ok and len(report.results) >= 8
+    assert report.ok and len(report.results) >= 4

@@ -97,6 +97,7 @@ def backend(request) -> str:
     return request.param
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", sorted(PROJECTS))
 def test_every_task_written_scores_gold_one_and_no_change_zero(spec, backend, fresh_task_cache,
                                                                tmp_path, require_project) -> None:
@@ -182,6 +183,9 @@ def test_9_clear():
     clear()
     assert lookup_or_none("k") is None
 '''
+
+
+@pytest.mark.slow
 def test_order_dependent_candidates_are_rejected_or_graded_correctly(fresh_task_cache,
                                                                      tmp_path,
                                                                      make_standin) -> None:

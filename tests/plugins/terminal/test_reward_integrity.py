@@ -21,8 +21,7 @@ from tests.conftest import backend_missing
 
 DATA = Path(__file__).parent / "data"
 # A checker as many are: it runs git and sqlite3 (in a scratch repository and database of
-# its own) before writing the reward; a built-in task of the kind needs a RUN step, which
-# the docker backend cannot build for them (their COPY'd files are root's).
+# its own) before writing the reward, whatever the task's workspace holds.
 GIT_CHECKER = """#!/bin/bash
 d=$(mktemp -d) && cd "$d" && git init -q && git commit -q --allow-empty -m check
 git log --oneline | head -1
@@ -105,13 +104,13 @@ def test_a_verifier_link_is_removed_not_followed(backend) -> None:
 SAMPLES = {
     "terminal": ["archive-clean-repack", "git-remove-secret", "http-word-api",
                  "sqlite-top-customers", "tcp-kv-store"],
-    # Tasks whose Dockerfile has no RUN step: the docker backend builds those.
-    # (and that need no compiler, which the default image lacks).
-    "terminal-docker": ["csv-dedupe-latest", "http-serve-stats", "log-top-ips",
-                        "python-package-module", "tcp-kv-store"],
+    # Built by RUN steps (git, sqlite), a compiler's task, a service, a plain one.
+    "terminal-docker": ["git-merge-conflict", "sqlite-repair-inventory", "c-static-library",
+                        "http-serve-stats", "log-top-ips"],
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["terminal", "terminal-agentbench-os", "terminal-nl2bash"])
 def test_no_probe_is_paid_on_a_sample_of_each_env_id_local(env_id) -> None:
     if backend_missing("local"):
@@ -126,6 +125,7 @@ def test_no_probe_is_paid_on_a_sample_of_each_env_id_local(env_id) -> None:
     assert len(report.probe_counts()) == len(PROBES)
 
 
+@pytest.mark.slow
 def test_no_probe_is_paid_on_a_sample_of_terminal_docker() -> None:
     if backend_missing("docker"):
         pytest.skip(f"docker backend unavailable: {backend_missing('docker')}")

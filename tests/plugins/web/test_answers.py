@@ -1,6 +1,6 @@
-"""Answer checks that listing every candidate cannot pass: the rules one by one, every
-shipped answer task's kinds, and the stuffing probes played on sampled tasks of both sites
-through ``agentgym validate`` (paid 1.0 on the must-include checks they replace)."""
+"""Answer checks that listing every candidate cannot pass: the rules one by one and every
+shipped answer task's kinds. (The stuffing probes, paid 1.0 on the must-include checks
+these replace, are played on sampled tasks of both sites in test_load.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from agentgym.plugins.web.answers import AnswerSpec, Candidates, check_answer, o
 from agentgym.plugins.web.probes import candidates
 from agentgym.plugins.web.sites_env import TASKS_DIR, read_task_file, server_of
 from agentgym.plugins.web.webarena import _string_match
-from agentgym.testing import assert_valid
 
 ROWS = {row["id"]: row for site in ("shop", "forum")
         for row in read_task_file(TASKS_DIR / f"{site}.json")}
@@ -111,20 +110,3 @@ def test_candidates_are_what_the_tree_names() -> None:
     tree = ("RootWebArea 'Shop', focused\n  [12] link 'Electric Kettle'\n"
             "  StaticText 'Price: $34.99'\n  [13] button 'Add to cart'\n  cell '7'")
     assert candidates(tree) == ["Electric Kettle", "Price: $34.99", "$34.99", "7"]
-
-
-@pytest.mark.usefixtures("chromium")
-@pytest.mark.parametrize("env_id", ["web-shop", "web-forum"])
-def test_answer_stuffing_is_never_paid(env_id: str) -> None:
-    """The stuffing probes (the reference solution's way to the answer, then every name and
-    number seen, or a short list of them) on the site's must-include answer tasks."""
-    site = env_id.removeprefix("web-")
-    tasks = [i for i in ANSWERED if ROWS[i]["site"] == site
-             and "must_include" in ROWS[i]["grade"]["answer"]][:6]
-    report = assert_valid(env_id, task_ids=tasks, probes=[
-        "web.answer-stuffing", "web.answer-stuffing-short"])
-    played = [r for r in report.results if r.probe]
-    assert played and not [r for r in played if r.reason.startswith("crashed")], played
-    counts = report.probe_counts()
-    assert counts["web.answer-stuffing"]["played"] == len(tasks), counts
-    assert counts["web.answer-stuffing-short"]["played"] == len(tasks), counts

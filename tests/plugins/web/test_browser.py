@@ -232,6 +232,7 @@ def test_a_killed_browser_ends_only_its_episode(notes_tasks) -> None:
     assert all(pid not in browser_pool().pids for pid in killed)
 
 
+@pytest.mark.slow
 def test_a_hung_page_is_stopped_and_ends_its_episode(notes_tasks) -> None:
     from agentgym.rollout.evaluate import rollout
 

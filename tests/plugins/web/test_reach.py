@@ -119,6 +119,7 @@ def test_the_origin_of_a_url_is_chromiums() -> None:
     assert origin_of("http://[::1]:9/") == "http://[::1]:9"
 
 
+@pytest.mark.slow
 def test_the_reach_probe_is_never_paid_and_never_reads_the_secret(secret) -> None:
     """``agentgym validate``'s reach probe, on sampled tasks of both sites, with the secret
     server listening beside them: every address it finds on the loopback is refused."""

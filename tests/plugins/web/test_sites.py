@@ -31,6 +31,7 @@ def test_the_sites_ship_enough_tasks_of_every_kind() -> None:
     assert sum(bool(row["grade"].get("answer")) for row in rows) >= 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["web-shop", "web-forum"])
 def test_every_task_is_valid_under_its_grader(env_id) -> None:
     """oracle 1.0 and noop 0.0 for every task, in Chromium, graded by the site's database
