@@ -95,24 +95,57 @@ INIT_PYTHON = "/usr/bin/python3"
 #: The shell starts with every signal at its default and none blocked: ignored and
 #: blocked signals survive exec, and Python ignores SIGPIPE and SIGXFSZ, the host process
 #: may ignore or block others (nohup ignores SIGHUP).
+#: The init (pid 1 of a sandbox's pid namespace) runs the shell and reaps orphans. When
+#: the shell ends it exits, ending the namespace (the launcher then starts a new one). On
+#: SIGUSR1 from outside the namespace (a kill(), ``SI_USER``, whose sender has no pid
+#: here: the host, never a process of the sandbox, which cannot forge ``si_pid`` with
+#: ``SI_USER``) it kills every other process of the namespace (``kill(-1)`` from its init
+#: reaches all of them), reaps them until none is left, and starts a new shell: a fresh
+#: session without a new namespace's set-up.
 INIT_CODE = """\
 import ctypes, os, signal, sys
 if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:
     sys.exit("agentgym init: cannot make itself non-dumpable")
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-shell = os.fork()
-if shell == 0:
-    for number in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
-        try:
-            signal.signal(number, signal.SIG_DFL)
-        except (OSError, ValueError):
-            pass
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    os.execvp(sys.argv[1], sys.argv[1:])
+WAKE = {signal.SIGCHLD, signal.SIGUSR1}
+signal.pthread_sigmask(signal.SIG_BLOCK, WAKE)
+def start():
+    pid = os.fork()
+    if pid == 0:
+        for number in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
+            try:
+                signal.signal(number, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        os.execvp(sys.argv[1], sys.argv[1:])
+    return pid
+shell = start()
 while True:
-    pid, status = os.wait()
-    if pid == shell:
-        sys.exit(os.waitstatus_to_exitcode(status) & 255)
+    info = signal.sigwaitinfo(WAKE)
+    if info.si_signo == signal.SIGUSR1:
+        if info.si_code != 0 or info.si_pid != 0:
+            continue
+        while True:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+        shell = start()
+        continue
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        if pid == shell:
+            sys.exit(os.waitstatus_to_exitcode(status) & 255)
 """
 #: The DNS server slirp4netns provides inside a sandbox with the network on.
 SLIRP_DNS = "10.0.2.3"
@@ -407,14 +440,23 @@ class LocalSandbox(Sandbox):
     # ---- the session ----------------------------------------------------------------------
 
     async def fresh_session(self) -> None:
-        """Kill the sandbox's pid namespace (its init first: the kernel then ends every
-        process inside, whatever it detached or forked, frozen so that none escapes) and
-        set up the shell the launcher starts in its place, in the workdir, with the spec's
-        environment (bwrap sets it anew). The launcher and slirp4netns, outside the
-        namespace, stay."""
+        """End every process of the sandbox and set up a new shell in the workdir, with
+        the spec's environment. The init does it (:data:`INIT_CODE`: every other process
+        of the namespace killed, a new shell started), or, if it cannot, the pid namespace
+        is killed (its init first: the kernel then ends every process inside, frozen so
+        that none escapes) and the launcher starts a new one. The launcher and
+        slirp4netns, outside the namespace, stay."""
         async with self._lock:
             if self.closed:
                 raise SandboxError("the sandbox is closed")
+            self._stale_marker = None
+            self.cwd = self.workdir
+            if await asyncio.to_thread(self._renew_shell):
+                try:  # the init started a new shell in the same namespace
+                    await self._start_shell()
+                    return
+                except SandboxError:
+                    pass  # not answering: end the namespace, as below
             deadline = time.monotonic() + START_TIMEOUT_S
             got: shell.Reply | str = "timeout"
             while not (isinstance(got, shell.Reply) and got.ended):
@@ -424,9 +466,28 @@ class LocalSandbox(Sandbox):
                 # Replies to a cancelled call's script are dropped: only the launcher's
                 # report that the shell ended counts.
                 got = await self._read("", None, min(deadline, time.monotonic() + 1.0))
-            self._stale_marker = None
-            self.cwd = self.workdir
             await self._start_shell()
+
+    def _renew_shell(self, deadline_s: float = 2.0) -> bool:
+        """Ask the init for a fresh shell (SIGUSR1, see :data:`INIT_CODE`) and wait until
+        every other process of the namespace is gone, so that what is sent next reaches
+        the new shell. False when there is no single init to ask, or when they are not
+        gone in time."""
+        pids = self._namespace_pids()
+        inits = [pid for pid, inner in pids.items() if inner == 1]
+        if len(inits) != 1:
+            return False
+        try:
+            os.kill(inits[0], signal.SIGUSR1)
+        except ProcessLookupError:
+            return False
+        old = {pid for pid, inner in pids.items() if inner != 1}
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            if not old & set(self.cgroup.pids()):
+                return True
+            time.sleep(0.001)
+        return False
 
     async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         return await self._run(command, timeout or self.limits.timeout_s,

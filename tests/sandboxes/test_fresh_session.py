@@ -63,3 +63,14 @@ def test_a_timeout_ends_only_its_command(make_sandbox, run):
     left = processes(run, box)
     assert "sleep 7781" in left, left
     assert "sleep 5000" not in left and "sleep 1000" not in left and "yes" not in left, left
+
+
+def test_the_sandbox_cannot_ask_for_a_fresh_session(make_sandbox, run):
+    """The local init renews the session only on the host's SIGUSR1: the sandbox's own, to
+    its pid 1, ends nothing."""
+    box = make_sandbox(limits=SandboxLimits(timeout_s=10))
+    run(box.exec("export KEPT=yes; (setsid sleep 7791 >/dev/null 2>&1 < /dev/null &)"))
+    sent = run(box.exec("kill -USR1 1; sleep 0.3; echo sent"))
+    assert sent.output.strip().endswith("sent"), sent.output
+    assert run(box.exec("echo $KEPT")).output == "yes\n"
+    assert "sleep 7791" in processes(run, box)

@@ -87,11 +87,12 @@ _RESULT = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S+)", re.M
 _PASSING = {"PASSED", "XFAIL"}
 
 # Run in the fresh session shell (as a function: `exit` would end that shell), with the
-# agent's processes gone and the tests' archive already written into the grader's home (a
-# folder of a random name, made just now). Empties /tests and /logs without following links
+# agent's processes gone. Makes the grader's home (a folder of a random name, made just
+# now: one already there is refused). Empties /tests and /logs without following links
 # (find -delete never does; chmod first, since the agent may have taken its own write
 # permission away), makes the folders anew and refuses any that is still not a real,
-# empty folder; unpacks the tests; orders PATH: a folder that the sandbox user owns or may
+# empty folder; unpacks the tests (their tar, in base64, is part of the script: one round
+# trip for the whole preparation); orders PATH: a folder that the sandbox user owns or may
 # write, or one under such a folder (it could be swapped), goes after the others.
 # Builtins where they do (each program started costs time on a loaded machine). Replies:
 # "path PATH", or "refuse WHY".
@@ -100,7 +101,9 @@ __ag_prepare() {{
   local d x agent first= last= entries
   chmod -R u+rwX {tests} {logs} 2>/dev/null
   find {tests} {logs} -mindepth 1 -delete 2>/dev/null
-  mkdir -p {logs}/verifier {logs}/agent 2>/dev/null
+  if ! mkdir -m 700 {home} {logs}/verifier {logs}/agent 2>/dev/null; then
+    echo "{mark} refuse the grader's home and log folders could not be made anew"; return
+  fi
   for d in {tests} {logs} {logs}/verifier {home}; do
     if [ -L "$d" ] || [ ! -d "$d" ] || [ ! -O "$d" ]; then
       echo "{mark} refuse $d is not a folder of the grader's (a link?)"; return
@@ -113,12 +116,10 @@ __ag_prepare() {{
   if (( ${{#entries[@]}} )); then
     echo "{mark} refuse ${{entries[0]}} could not be removed"; return
   fi
-  chmod 700 {home}
   printf %s {gitconfig} > {home}/.gitconfig
-  if ! tar -xf {archive} -C {tests}; then
+  if ! printf %s {archive} | base64 -d | tar -xf - -C {tests}; then
     echo "{mark} refuse the tests could not be copied in"; return
   fi
-  rm -f {archive}
   IFS=: read -r -a dirs <<< {path}
   for d in "${{dirs[@]}}"; do
     x=$d agent=
@@ -207,10 +208,9 @@ async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str]
     if env is None:
         env = await _session_environment(box)
     # The grader's home: a new folder of a name no one could know before (the agent's
-    # processes are gone now), holding the tests' archive until they are unpacked.
+    # processes are gone now).
     home = f"/tmp/.agentgym-grader-{secrets.token_hex(8)}"
-    archive = f"{home}/tests.tar"
-    await box.write_file(archive, tests_archive(task))
+    archive = base64.b64encode(tests_archive(task)).decode()
     prepared = await box.exec(_PREPARE.format(
         tests=TESTS_DIR, logs=LOGS_DIR, mark=_MARK, home=home, archive=archive,
         gitconfig=shlex.quote(GITCONFIG),
