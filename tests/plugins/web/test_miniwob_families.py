@@ -5,8 +5,6 @@ their page, which this test loads one by one.)"""
 
 from __future__ import annotations
 
-import concurrent.futures
-
 import pytest
 
 import agentgym
@@ -18,20 +16,10 @@ pytestmark = pytest.mark.usefixtures("chromium")
 @pytest.mark.slow
 def test_every_family_starts_a_seeded_problem() -> None:
     assert len(families()) >= 100
-    # Two envs side by side (each waits on its browser most of the time), half the
-    # families each.
-    halves = [families()[0::2], families()[1::2]]
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        problems = [p for found in pool.map(_start_each, halves) for p in found]
-    assert not problems, "\n".join(problems)
-
-
-def _start_each(names: list[str]) -> list[str]:
-    """Open each family's seeded problem and take a noop step: what went wrong."""
     problems = []
     env = agentgym.make("miniwob")
     try:
-        for family in names:
+        for family in families():
             messages, _ = env.reset(seed=0, options={"task_id": f"{family}/3"})
             text = messages[-1]["content"]
             goal = text.split("\n")[0].removeprefix("Goal: ").strip()
@@ -46,4 +34,4 @@ def _start_each(names: list[str]) -> list[str]:
                 problems.append(f"{family}: noop gave {new[0]['content'][:200]!r}")
     finally:
         env.close()
-    return problems
+    assert not problems, "\n".join(problems)
