@@ -29,7 +29,6 @@ from agentgym.core.cache import cache_root, file_lock, hash_tree
 from agentgym.core.registry import open_sandbox, sandbox_backend
 from agentgym.core.sandbox import SandboxError, SandboxLimits, SandboxSpec
 from agentgym.plugins.terminal.formats import LOCAL_BASE_IMAGES, TerminalTask
-from agentgym.sandboxes.image import SANDBOX_USER
 
 #: Bump when the way templates are built changes: old ones are then rebuilt.
 TEMPLATE_VERSION = "1"
@@ -154,6 +153,8 @@ def plan_dockerfile(task: TerminalTask) -> str:
     its folder, with every ``ENV``). Built as written, a Dockerfile ``FROM`` the default
     image would run its ``RUN`` steps as the sandbox user over folders ``WORKDIR`` and
     ``COPY`` made for root, and fail to write them."""
+    from agentgym.sandboxes.image import SANDBOX_USER  # the docker backend's user
+
     plan, context = task.plan, task.context
     assert plan is not None and context is not None
     workdir = plan.workdir
