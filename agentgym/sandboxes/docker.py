@@ -11,7 +11,9 @@ How each promise is kept:
 * **Limits.** ``memory_mb`` is the container's memory with no swap; ``pids`` the processes
   commands may have alive (plus the few the sandbox itself uses); ``cpus`` a CPU quota.
   ``/workspace``, ``/tmp`` and ``/home/agent`` are tmpfs mounts of ``disk_mb`` each (the
-  workspace also fits the template); tmpfs pages count against the memory limit too.
+  workspace also fits the template); tmpfs pages count against the memory limit too. A
+  ``workdir`` of the image is the workspace instead of ``/workspace``; it may be the home
+  itself, which then is that directory and no tmpfs.
 * **Workspace.** ``template`` is copied into the ``/workspace`` tmpfs when the sandbox
   starts: edits stay in the container and vanish with it.
 * **Session.** One ``bash`` per sandbox, attached through the engine's API socket, speaks
@@ -228,7 +230,9 @@ class DockerSandbox(Sandbox):
         DockerBackend().check(spec)
         workdir = spec.workdir
         reserved = ("/proc", "/dev", "/sys", "/tmp", SANDBOX_HOME)
-        check_workdir(workdir, reserved, "docker")
+        # The home itself may be the workspace (tasks written for an agent working in its
+        # home, as AgentBench's are); a path inside or above it may not.
+        check_workdir(workdir, tuple(r for r in reserved if r != workdir), "docker")
         checked = check_mounts(spec.mounts, (*reserved, workdir))
         scratch = check_scratch_dirs(spec.scratch_dirs, (*reserved, workdir, *checked))
         template = None
@@ -284,7 +288,7 @@ class DockerSandbox(Sandbox):
                 tmpfs={
                     **({} if in_image else {workdir: tmpfs(workspace_size, "755")}),
                     "/tmp": tmpfs(disk, "1777"),
-                    SANDBOX_HOME: tmpfs(disk, "755"),
+                    **({} if workdir == SANDBOX_HOME else {SANDBOX_HOME: tmpfs(disk, "755")}),
                     **{path: tmpfs(disk, "755") for path in scratch_dirs},
                 },
                 volumes={str(host): {"bind": inside, "mode": "ro"}

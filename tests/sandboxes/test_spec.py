@@ -39,6 +39,17 @@ def test_the_workspace_may_live_elsewhere(make_sandbox, run, tmp_path):
     assert not (tmp_path / "b.txt").exists()  # the template never changes
 
 
+def test_the_workspace_may_be_the_agent_home(make_sandbox, run, tmp_path):
+    """Tasks written for an agent working in its home (AgentBench's) put the workspace at
+    /home/agent: both backends take it, with the template's files there."""
+    (tmp_path / "notes.txt").write_text("seed\n")
+    box = make_sandbox(template=str(tmp_path), workdir="/home/agent")
+    result = run(box.exec("pwd; cat notes.txt; echo more >> notes.txt; id -u"))
+    assert result.output.splitlines()[:2] == ["/home/agent", "seed"], result.output
+    assert run(box.read_file("/home/agent/notes.txt")) == b"seed\nmore\n"
+    assert (tmp_path / "notes.txt").read_text() == "seed\n"
+
+
 @pytest.mark.parametrize("workdir", ["/tmp", "/proc/x", "/dev"])
 def test_a_workspace_over_the_sandbox_own_directories_is_refused(backend, run, workdir):
     with pytest.raises(SandboxSpecError, match=f"workdir {workdir!r} would hide or overlap"):
