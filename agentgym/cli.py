@@ -317,19 +317,55 @@ class EpisodeProgress:
         self.progress.update(self.bar, stages=text)
 
 
-def _writer(out: Path, resume: bool | None = None) -> Any:
+def _writer(out: Path, resume: bool | None = None, force: bool = False) -> Any:
     """The :class:`~agentgym.rollout.trajectory.TrajectoryWriter` of ``--out``; a file that
-    already holds trajectories is a usage error. ``resume`` None: the command has no
-    ``--resume``."""
+    already holds trajectories is a usage error unless ``force`` (it is then replaced).
+    ``resume`` None: the command has no ``--resume``."""
     from agentgym.rollout.trajectory import TrajectoryWriter
 
+    if force:
+        out.unlink(missing_ok=True)
     try:
         return TrajectoryWriter(out, resume=bool(resume))
     except FileExistsError as e:
         message = str(e) if resume is not None else (
-            f"{str(out)!r} already holds trajectories; choose another --out or remove it"
-            " (`agentgym rollout --resume` continues a run)")
+            f"{str(out)!r} already holds trajectories; choose another --out, remove it, or"
+            " pass --force to overwrite it")
         raise click.BadParameter(message, param_hint="'--out'") from None
+
+
+def _check_report_dir(report_dir: Path, force: bool) -> None:
+    """Refuse a ``--report`` folder that already holds a report before any episode runs
+    (the report is written after all of them)."""
+    from agentgym.viewer.report import check_report_folder
+
+    try:
+        check_report_folder(report_dir, overwrite=force)
+    except FileExistsError as e:
+        raise InvalidOption("--report", str(e)) from None
+
+
+def _save_episodes(trajectories: list[Any], env_id: str) -> Path:
+    """Write ``trajectories`` to a new JSONL file (in the working directory, else the
+    temporary one) when they have nowhere else to go; its path."""
+    import os
+    import tempfile
+    import time
+
+    from agentgym.rollout.trajectory import TrajectoryWriter
+
+    name = f"agentgym-eval-{env_id.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}-"
+    for folder in (Path.cwd(), Path(tempfile.gettempdir())):
+        try:
+            handle, path = tempfile.mkstemp(prefix=name, suffix=".jsonl", dir=folder)
+        except OSError:
+            continue
+        os.close(handle)
+        with TrajectoryWriter(path) as writer:
+            for trajectory in trajectories:
+                writer.write(trajectory)
+        return Path(path)
+    raise OSError("neither the working directory nor the temporary one is writable")
 
 
 @main.command("eval")
@@ -340,12 +376,18 @@ def _writer(out: Path, resume: bool | None = None) -> Any:
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Also write an HTML report (results per env and task, plots) with the"
                    " summary and trajectories to this folder (`agentgym compare` reads it).")
-def eval_command(as_json: bool, out: Path | None, report_dir: Path | None,
+@click.option("--force", is_flag=True,
+              help="Overwrite the --out file and the --report folder if they hold a run.")
+def eval_command(as_json: bool, out: Path | None, report_dir: Path | None, force: bool,
                  **options: Any) -> None:
     """Evaluate a policy on ENV_ID: mean reward, pass@1, pass@k, turns, stage times."""
     from agentgym.rollout.evaluate import EvalReport
 
-    writer = _writer(out) if out else None
+    # Both destinations are checked before any episode runs: an hour of episodes must not
+    # end in a refusal to write them.
+    if report_dir:
+        _check_report_dir(report_dir, force)
+    writer = _writer(out, force=force) if out else None
     try:
         trajectories = _run(quiet=as_json, on_done=writer.write if writer else None, **options)
     finally:
@@ -355,15 +397,33 @@ def eval_command(as_json: bool, out: Path | None, report_dir: Path | None,
     report = EvalReport(options["env_id"], options["policy"], trajectories,
                         k=options["attempts"])
     summary = report.summary()
+    report_failed = False
     if report_dir:
         from agentgym.viewer.report import write_report
 
-        written = write_report(report_dir, options["env_id"], options["policy"], trajectories,
-                               k=options["attempts"])
-        (stderr.print if as_json else click.echo)(f"wrote {written}")
+        try:
+            written = write_report(report_dir, options["env_id"], options["policy"],
+                                   trajectories, k=options["attempts"], overwrite=force)
+            stderr.print(f"wrote {written}", highlight=False)
+        except Exception as e:  # whatever broke the report, the episodes are kept
+            report_failed = True
+            kept = out or _save_episodes(trajectories, options["env_id"])
+            stderr.print(f"[red]error:[/] could not write the report to {escape(str(report_dir))}"
+                         f" ({escape(type(e).__name__)}: {escape(str(e))}); the"
+                         f" {len(trajectories)} episodes are in {escape(str(kept))}: `agentgym"
+                         f" view {escape(str(kept))}` shows them, `agentgym compare` reads"
+                         " them", highlight=False, soft_wrap=True)  # paths stay whole
     if as_json:
         click.echo(json.dumps(summary))
-        return
+    else:
+        _print_summary(summary, options, trajectories)
+    if report_failed:
+        sys.exit(1)
+
+
+def _print_summary(summary: dict[str, Any], options: dict[str, Any],
+                   trajectories: list[Any]) -> None:
+    """eval's summary as a table on stdout, and the first failed episodes on stderr."""
     table = Table(title=f"eval {options['env_id']} --policy {options['policy']}",
                   title_justify="left", show_header=False)
     for key, value in summary.items():

@@ -298,3 +298,55 @@ def test_validate_usage_errors(args, message):
     result = validate("calculator", *args)
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+# ---- eval's destinations ------------------------------------------------------------------
+
+
+def eval_calculator(*args):
+    return CliRunner().invoke(main, ["eval", "calculator", "--policy", "oracle", "-n", "2",
+                                     *args])
+
+
+def test_a_report_folder_that_holds_a_report_is_refused_before_any_episode(tmp_path):
+    folder, out = tmp_path / "report", tmp_path / "episodes.jsonl"
+    folder.mkdir()
+    (folder / "summary.json").write_text('{"n": 7}')
+    result = eval_calculator("--report", str(folder), "--out", str(out))
+    assert result.exit_code == 2, result.output
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert f"Invalid value for '--report': {str(folder)!r} already holds a report" in line
+    assert "--force" in line and "--resume" not in line
+    assert not out.exists()  # refused before the run opened --out
+    assert (folder / "summary.json").read_text() == '{"n": 7}'
+
+
+def test_force_overwrites_the_out_file_and_the_report_folder(tmp_path):
+    folder, out = tmp_path / "report", tmp_path / "episodes.jsonl"
+    assert eval_calculator("--report", str(folder), "--out", str(out)).exit_code == 0
+    result = eval_calculator("--out", str(out))
+    assert result.exit_code == 2 and "pass --force to overwrite it" in result.output
+    result = eval_calculator("-n", "3", "--report", str(folder), "--out", str(out), "--force",
+                             "--json")
+    assert result.exit_code == 0, result.output
+    assert len(out.read_text().splitlines()) == 3
+    assert json.loads((folder / "summary.json").read_text())["n"] == 3
+    assert len((folder / "trajectories.jsonl").read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("with_out", [True, False])
+def test_episodes_survive_a_report_that_cannot_be_written(tmp_path, monkeypatch, with_out):
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("agentgym.viewer.report.write_report", broken)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "episodes.jsonl"
+    result = eval_calculator("--report", str(tmp_path / "report"),
+                             *(["--out", str(out)] if with_out else []))
+    assert result.exit_code == 1
+    assert "could not write the report" in result.stderr and "No space left" in result.stderr
+    [kept] = [out] if with_out else list(tmp_path.glob("agentgym-eval-calculator-*.jsonl"))
+    assert f"the 2 episodes are in {kept}:" in result.stderr
+    assert [json.loads(line)["reward"] for line in kept.read_text().splitlines()] == [1.0, 1.0]
+    assert "mean_reward" in result.stdout  # the summary is still printed

@@ -125,12 +125,29 @@ def plots(trajectories: Sequence[Trajectory]) -> dict[str, str]:
 # ---- the report --------------------------------------------------------------------------
 
 
-def write_report(folder: str | Path, env: str, policy: str,
-                 trajectories: Sequence[Trajectory], k: int = 1) -> Path:
-    """Write ``report.html``, ``summary.json`` and ``trajectories.jsonl`` into ``folder``;
-    return the report's path."""
+def check_report_folder(folder: str | Path, overwrite: bool = False) -> None:
+    """Refuse ``folder`` when it already holds a report's files, unless ``overwrite``
+    (FileExistsError naming the folder, the files and the fix); call it before the work
+    the report is for."""
     folder = Path(folder)
+    held = [name for name in (REPORT_FILE, SUMMARY_FILE, TRAJECTORIES_FILE)
+            if (folder / name).exists()]
+    if held and not overwrite:
+        raise FileExistsError(
+            f"{str(folder)!r} already holds a report ({', '.join(held)}); choose another"
+            " folder, remove it, or pass --force to overwrite it")
+
+
+def write_report(folder: str | Path, env: str, policy: str,
+                 trajectories: Sequence[Trajectory], k: int = 1,
+                 overwrite: bool = False) -> Path:
+    """Write ``report.html``, ``summary.json`` and ``trajectories.jsonl`` into ``folder``;
+    return the report's path. A folder that already holds a report is refused
+    (:func:`check_report_folder`) unless ``overwrite``."""
+    folder = Path(folder)
+    check_report_folder(folder, overwrite)
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / TRAJECTORIES_FILE).unlink(missing_ok=True)  # the writer refuses a full one
     summary = EvalReport(env, policy, list(trajectories), k=k).summary()
     (folder / SUMMARY_FILE).write_text(json.dumps({**summary, "k": k}, indent=2))
     with TrajectoryWriter(folder / TRAJECTORIES_FILE) as writer:
