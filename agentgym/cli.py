@@ -581,14 +581,21 @@ def train_command(config_file: Path, resume: bool, output_dir: Path | None,
     fields."""
 
     from agentgym.trainers.config import ConfigError, load_config
-    from agentgym.trainers.run import RunExistsError, train
+    from agentgym.trainers.rundir import RunExistsError, check_output_dir, output_dir_of
 
     # With --json, stdout carries the summary alone: progress and the trainers' prints go
     # to stderr.
     console = stderr if as_json else Console()
     quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
     try:
+        # A reused folder is refused before the config's checks and the trainers import
+        # TRL and torch (seconds).
+        early = output_dir or output_dir_of(config_file)
+        if early is not None:
+            check_output_dir(early, resume)
         config = load_config(config_file, output_dir=output_dir)
+        from agentgym.trainers.run import train
+
         with quiet, _training_warnings():
             summary = train(config, resume=resume, console=console)
     except (ConfigError, RunExistsError) as e:
