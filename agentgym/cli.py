@@ -2,14 +2,18 @@
 
 ::
 
-    agentgym list [envs|tools|rewards|plugins|sandboxes|policies|parsers|task_sources|
-                   statement_writers] [--json]
-    agentgym eval ENV_ID --policy POLICY [-e KEY=VALUE ...] [-n N] [--k K] [--json] [--out F]
+    agentgym list [KIND] [TEXT] [--plugin NAME] [--all] [--json]
+    agentgym eval ENV_ID --policy POLICY [-e KEY=VALUE ...] [-n N] [--k K] [--json]
+                  [--out FILE.jsonl] [--report DIR] [--force]
     agentgym rollout ENV_ID --policy POLICY -n N --out FILE.jsonl [--mode pipeline] [--resume]
+    agentgym validate ENV_ID [-e KEY=VALUE ...] [-n N | --all] [--backend B] [--json]
     agentgym train CONFIG.yaml [--resume] [--output-dir DIR] [--json]
     agentgym plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
-    agentgym validate ENV_ID [-e KEY=VALUE ...] [-n N | --all] [--backend B] [--json]
+    agentgym view FILE.jsonl|RUN_DIR ... [--port P]
+    agentgym compare RUN_A RUN_B [--out FILE.html] [--json]
     agentgym plugin new NAME [--dir DIR]
+
+The README's "The command line" has every command, plugins' included.
 
 Plugins add subcommands through the ``agentgym_cli_commands`` hook. ``--json`` prints one
 JSON object on stdout and nothing else; progress and diagnostics go to stderr.
@@ -32,6 +36,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import agentgym
+from agentgym import listing
 from agentgym.core.conversion import from_text
 from agentgym.core.env_kwargs import EnvKwargsError, check_env_kwargs
 from agentgym.core.errors import AgentGymError, PicklableException
@@ -39,18 +44,6 @@ from agentgym.core.plugins import plugin_host
 from agentgym.core.policies import build_policy
 from agentgym.rollout.pipeline import MODES
 
-LIST_KINDS = [
-    "envs",
-    "tools",
-    "rewards",
-    "plugins",
-    "sandboxes",
-    "policies",
-    "parsers",
-    "task_sources",
-    "statement_writers",
-    "probes",
-]
 stderr = Console(stderr=True)
 
 
@@ -118,33 +111,14 @@ def main() -> None:
 # ---- list ---------------------------------------------------------------------------------
 
 
-def _rows(kind: str) -> list[dict[str, Any]]:
-    host = plugin_host()
-    if kind == "plugins":
-        return [
-            {
-                "id": i.name,
-                "module": i.module,
-                "distribution": i.distribution,
-                "version": i.version,
-                "status": i.status,
-                "error": i.error,
-                "skipped": [s.to_dict() for s in i.skipped],
-            }
-            for i in host.plugin_infos()
-        ]
-    return [
-        {"id": e.id, "plugin": e.plugin, "description": e.description}
-        for e in sorted(host.entries(kind).values(), key=lambda e: e.id)
-    ]
-
-
 def _cell(value: Any) -> str:
     """A table cell, as plain text: rich would read ``agentgym[vllm]`` as markup."""
     if value is None:
         return ""
-    if isinstance(value, list):  # skipped contributions
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):  # skipped
         return escape("\n".join(f"{v['kind']} {v['id']!r}: {v['reason']}" for v in value))
+    if isinstance(value, list):  # the envs that offer a tool
+        return escape(", ".join(map(str, value)))
     return escape(str(value))
 
 
@@ -160,29 +134,89 @@ def _summary_cell(value: Any) -> str:
     return str(value)
 
 
+#: Columns whose values are names to copy: never wrapped (the others wrap).
+_NAME_COLUMNS = ("id", "plugin", "module", "distribution", "version", "status", "toolset")
+
+
 @main.command("list")
-@click.argument("kind", required=False, type=click.Choice(LIST_KINDS))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def list_command(kind: str | None, as_json: bool) -> None:
-    """List what the loaded plugins provide (every kind when KIND is omitted)."""
-    kinds = [kind] if kind else LIST_KINDS
-    data = {k: _rows(k) for k in kinds}
+@click.argument("kind", required=False, type=click.Choice(listing.KINDS))
+@click.argument("text", required=False)
+@click.option("--plugin", metavar="NAME",
+              help="Only what the plugin NAME provides (`agentgym list plugins`).")
+@click.option("--all", "show_all", is_flag=True,
+              help="One row per id: do not sum up a family of many ids (miniwob-*) in one.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object on stdout (every row; TEXT and --plugin apply).")
+def list_command(kind: str | None, text: str | None, plugin: str | None, show_all: bool,
+                 as_json: bool) -> None:
+    """List what the loaded plugins provide: KIND (every kind when omitted); with TEXT,
+    only the rows holding it (case-insensitive: anywhere in a name such as the id, plugin
+    or module, or at the start of a word of the description), e.g. `agentgym list envs
+    swe`.
+
+    A family of more than 12 ids with one prefix (MiniWoB's 130 task families) is one
+    row, `miniwob-*`, unless TEXT, --plugin or --all is given; `agentgym list envs
+    miniwob-` lists its ids. Tools are listed by toolset, with the envs that offer them.
+    """
+    if plugin is not None:
+        try:
+            listing.check_plugin(plugin)
+        except AgentGymError as e:
+            raise InvalidOption("--plugin", str(e)) from None
+    data = {k: listing.select(k, listing.rows(k), text, plugin)
+            for k in ([kind] if kind else listing.KINDS)}
     if as_json:
         click.echo(json.dumps(data))
         return
     console = Console()
-    for k, rows in data.items():
-        if not rows:
-            console.print(f"[bold]{k}[/]: none loaded\n")
+    narrowed = text is not None or plugin is not None
+    for k, found in data.items():
+        if not found:
+            why = " match" if narrowed else " loaded"
+            console.print(f"[bold]{k}[/]: none{why}\n", highlight=False)
             continue
-        table = Table(title=k, title_justify="left", show_edge=False)
-        columns = list(rows[0])
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(*(_cell(row[c]) for c in columns))
-        console.print(table)
+        if not (narrowed or show_all):
+            found = listing.summarise(k, found)
+        if k == "tools":
+            _print_tools(console, found)
+        else:
+            console.print(_list_table(k, found))
         console.print()
+
+
+def _list_table(kind: str, found: list[dict[str, Any]]) -> Table:
+    """The rows of ``kind`` as a table that fits the terminal: names whole on one line,
+    the other columns wrapped; columns empty in every row left out."""
+    columns = [c for c in found[0] if any(row.get(c) not in (None, "", []) for row in found)]
+    table = Table(title=kind, title_justify="left", show_edge=False)
+    for column in columns:
+        if column in _NAME_COLUMNS:
+            table.add_column(column, no_wrap=True)
+        else:
+            table.add_column(column, ratio=1)
+    for row in found:
+        table.add_row(*(_cell(row.get(c)) for c in columns))
+    return table
+
+
+def _print_tools(console: Console, found: list[dict[str, Any]]) -> None:
+    """Tools by toolset: a line naming the toolset and the envs that offer it, then its
+    tools (too many columns for one table at 80 characters)."""
+    console.print("[bold]tools[/] (by toolset)", highlight=False)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in found:
+        groups.setdefault(row["toolset"], []).append(row)
+    for toolset, tools in groups.items():
+        envs = ", ".join(dict.fromkeys(e for row in tools for e in row["envs"]))
+        where = (f"offered by {envs}" if envs else
+                 f"from {tools[0]['plugin']}, for any env to use (agentgym_tools)")
+        console.print(f"\n[bold]{escape(toolset)}[/]: {escape(where)}", highlight=False)
+        table = Table(show_header=False, box=None, padding=(0, 1, 0, 2))
+        table.add_column("tool", no_wrap=True)
+        table.add_column("description", ratio=1)
+        for row in tools:
+            table.add_row(escape(row["id"]), escape(row["description"]))
+        console.print(table)
 
 
 # ---- eval and rollout ---------------------------------------------------------------

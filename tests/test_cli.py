@@ -1,6 +1,7 @@
 """The command line, as users and scripts call it."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,63 @@ def test_list_everything_as_tables(run):
     result = run("list")
     assert result.exit_code == 0
     assert "calculator" in result.stdout and "oracle" in result.stdout
+
+
+def list_at(columns, *args):
+    return CliRunner().invoke(main, ["list", *args], env={"COLUMNS": str(columns)})
+
+
+def shown_whole(name, text):
+    """Whether ``name`` is on a line of ``text`` in one piece (not folded, not cut)."""
+    return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text) is not None
+
+
+def test_list_fits_80_columns_and_shows_every_id_whole():
+    result = list_at(80)
+    assert result.exit_code == 0, result.output
+    assert max(map(len, result.stdout.splitlines())) <= 80
+    data = json.loads(list_at(80, "--json").stdout)
+    assert len(data["envs"]) > 140  # --json keeps every id, MiniWoB's too
+    families = ("miniwob-",)
+    for kind, rows in data.items():
+        for row in rows:
+            family = row["id"].startswith(families) and kind == "envs"
+            assert shown_whole("miniwob-*" if family else row["id"], result.stdout), (
+                kind, row["id"])
+    for row in data["plugins"]:
+        assert shown_whole(row["module"], result.stdout), row["module"]
+    envs = list_at(80, "envs").stdout
+    assert len(envs.splitlines()) < 120  # 444 lines when MiniWoB had a row per family
+    [row] = [line for line in list_at(300, "envs").stdout.splitlines() if "miniwob-*" in line]
+    assert "MiniWoB++ task family: 130 envs (miniwob-ascending-numbers," in row
+    assert "`agentgym list envs miniwob-` lists them" in row
+
+
+def test_list_narrows_by_text_and_plugin():
+    swe = json.loads(list_at(80, "envs", "SWE", "--json").stdout)["envs"]
+    assert [r["id"] for r in swe] == ["swe-gym", "swe-lite", "swe-synth", "swe-verified"]
+    miniwob = list_at(80, "envs", "miniwob-click-b").stdout
+    assert shown_whole("miniwob-click-button", miniwob) and "miniwob-*" not in miniwob
+    web = list_at(80, "envs", "--plugin", "web").stdout
+    assert shown_whole("miniwob-click-button", web) and shown_whole("webarena", web)
+    assert not shown_whole("swe-lite", web)
+    assert "none match" in list_at(80, "envs", "no-such-thing").stdout
+    result = list_at(80, "envs", "--plugin", "wbe")
+    assert result.exit_code == 2 and "Did you mean 'web'" in result.output
+    plugins = list_at(80, "plugins").stdout
+    assert "error" not in plugins.splitlines()[1]  # a column empty in every row is left out
+
+
+def test_list_tools_shows_the_tools_of_every_env_by_toolset():
+    rows = json.loads(list_at(80, "tools", "--json").stdout)["tools"]
+    offered = {(r["toolset"], r["id"]): r["envs"] for r in rows}
+    assert {"swe-verified", "terminal"} <= set(offered["BashTools", "bash"])
+    assert "swe-verified" in offered["RepoEditorTools", "str_replace_editor"]
+    assert "terminal" in offered["TerminalTools", "terminal"]
+    assert "swe-verified" in offered["SWEEnv", "submit"]
+    text = " ".join(list_at(80, "tools").stdout.split())
+    assert "BashTools: offered by swe-gym, swe-lite, swe-synth, swe-verified, terminal," in text
+    assert "WebTools: offered by miniwob, miniwob-* (130), web-forum" in text
 
 
 def test_eval_oracle_and_noop_json(agentgym_cli):
@@ -350,3 +408,20 @@ def test_episodes_survive_a_report_that_cannot_be_written(tmp_path, monkeypatch,
     assert f"the 2 episodes are in {kept}:" in result.stderr
     assert [json.loads(line)["reward"] for line in kept.read_text().splitlines()] == [1.0, 1.0]
     assert "mean_reward" in result.stdout  # the summary is still printed
+
+
+def test_the_oracle_on_tasks_without_solutions_is_refused_before_any_episode(tmp_path):
+    def unsolved(index, row):
+        if index:
+            del row["solution"]
+
+    tasks = calculator_task_file(tmp_path / "t.jsonl", unsolved)
+    out = tmp_path / "episodes.jsonl"
+    result = eval_calculator("-n", "4", "-e", f"tasks={tasks}", "--out", str(out))
+    assert result.exit_code == 1, result.output
+    assert ("the oracle policy replays each task's reference solution, but 3 of the 4 tasks"
+            " of 'calculator' to play have none (calculator-train-1, calculator-train-2,"
+            " calculator-train-3)") in result.output
+    assert "choose another policy (noop," in result.output
+    assert out.read_text() == ""  # no episode ran
+    assert eval_calculator("-n", "1", "-e", f"tasks={tasks}").exit_code == 0  # task 0 has one

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from math import comb
 from typing import Any
 
+from agentgym.core.errors import InvalidArgumentError
+from agentgym.core.policies import OraclePolicy
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig, RolloutPipeline
 from agentgym.rollout.trajectory import Trajectory
@@ -175,9 +177,27 @@ async def rollout(env_id: str | None, policy: Any, n: int, *, k: int = 1,
     try:
         task_ids = await runner.task_ids()
         jobs = [job for job in plan_jobs(task_ids, n, k) if job not in (skip or set())]
+        if isinstance(policy, OraclePolicy):  # before any sandbox or browser starts
+            await _check_solutions(runner, env_id, list(dict.fromkeys(t for t, _ in jobs)))
         return await runner.run(jobs)
     finally:
         await runner.close()
+
+
+async def _check_solutions(runner: RolloutPipeline, env_id: str | None,
+                           task_ids: list[str]) -> None:
+    """Refuse to play the oracle on tasks without a reference solution: each of its
+    episodes would set up its sandbox or browser only to fail."""
+    tasks = await runner.tasks(task_ids)
+    unsolved = [task.id for task in tasks or () if not task.solution]
+    if unsolved:
+        shown = ", ".join(unsolved[:3]) + (", ..." if len(unsolved) > 3 else "")
+        raise InvalidArgumentError(
+            f"the oracle policy replays each task's reference solution, but"
+            f" {len(unsolved)} of the {len(task_ids)} tasks of {env_id or 'the env'!r} to play"
+            f" have none ({shown}); choose another policy (noop, scripted:FILE.json,"
+            " hf:PATH, openai:URL, vllm:MODEL: `agentgym list policies`), or tasks that"
+            " carry a 'solution' (-e tasks=FILE)")
 
 
 async def evaluate(env_id: str | None, policy: Any, n: int, *, k: int = 1,

@@ -202,6 +202,8 @@ class SWEEnv(AgentEnv):
     """
 
     system_prompt = SYSTEM_PROMPT
+    #: The toolsets every episode offers (each instance sets them with its command timeout).
+    toolsets = (BashTools, RepoEditorTools, SearchTools)
 
     def __init__(
         self,
@@ -234,7 +236,7 @@ class SWEEnv(AgentEnv):
                                               disk_mb=2048, pids=512)
         # Bound to each episode's sandbox in setup_episode; before that, described.
         self.toolsets = tuple(functools.partial(toolset, command_timeout_s=command_timeout_s)
-                              for toolset in (BashTools, RepoEditorTools, SearchTools))
+                              for toolset in SWEEnv.toolsets)
         self._check_backend(instances)
         self._envs_checked: set[Path] = set()
         self.box: Sandbox | None = None
