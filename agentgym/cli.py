@@ -227,13 +227,30 @@ env_kwargs_option = click.option(
     help="Keyword argument for the env, as in make(ENV_ID, KEY=VALUE).")
 
 
+#: How the built-in policies are written on the command line, in the order help shows them.
+POLICY_FORMS = {"oracle": "oracle", "noop": "noop", "wrong": "wrong[:K]",
+                "scripted": "scripted:FILE.json", "hf": "hf:PATH", "openai": "openai:URL",
+                "vllm": "vllm:MODEL"}
+
+
+class PolicyOption(click.Option):
+    """``--policy``, whose help names every policy of the loaded plugins (read when the
+    help is shown: plugins add policies)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        ids = plugin_host().entries("policies")
+        forms = [form for name, form in POLICY_FORMS.items() if name in ids]
+        forms += sorted(name for name in ids if name not in POLICY_FORMS)
+        self.help = (f"The policy that plays: {', '.join(forms)} (`agentgym list policies`"
+                     " says what each does).")
+        return super().get_help_record(ctx)
+
+
 def rollout_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options ``eval`` and ``rollout`` share."""
     options = [
         click.argument("env_id"),
-        click.option("--policy", "-p", required=True,
-                     help="A policy from `agentgym list policies`: oracle, noop,"
-                          " scripted:FILE, hf:PATH, openai:URL, vllm:MODEL."),
+        click.option("--policy", "-p", required=True, cls=PolicyOption),
         env_kwargs_option,
         click.option("-n", "episodes", default=10, show_default=True,
                      type=click.IntRange(min=1),
