@@ -253,7 +253,7 @@ class SWEEnv(AgentEnv):
             if env_id == "swe-synth":
                 return load_instances(default_synth_tasks(backend or "local"))
             source, split = DATASETS[env_id]
-            return load_instances(source, split=split)
+            return load_instances(source, split=split, env_id=env_id)
         if isinstance(tasks, (str, os.PathLike)):
             return load_instances(tasks, split=split)
         return [t if isinstance(t, SWEInstance) else SWEInstance.from_dict(t) for t in tasks]
