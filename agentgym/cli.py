@@ -136,6 +136,8 @@ def _summary_cell(value: Any) -> str:
 
 #: Columns whose values are names to copy: never wrapped (the others wrap).
 _NAME_COLUMNS = ("id", "plugin", "module", "distribution", "version", "status", "toolset")
+#: Narrower than this, a prose column is one line per row, cut, rather than a tall one.
+_PROSE_MIN_WIDTH = 30
 
 
 @main.command("list")
@@ -180,20 +182,26 @@ def list_command(kind: str | None, text: str | None, plugin: str | None, show_al
         if k == "tools":
             _print_tools(console, found)
         else:
-            console.print(_list_table(k, found))
+            console.print(_list_table(k, found, console.width))
         console.print()
 
 
-def _list_table(kind: str, found: list[dict[str, Any]]) -> Table:
-    """The rows of ``kind`` as a table that fits the terminal: names whole on one line,
-    the other columns wrapped; columns empty in every row left out."""
+def _list_table(kind: str, found: list[dict[str, Any]], width: int) -> Table:
+    """The rows of ``kind`` as a table that fits ``width`` characters: names whole on one
+    line; the other columns wrapped, or cut to one line (with an ellipsis) when too
+    narrow to read wrapped; columns empty in every row left out."""
     columns = [c for c in found[0] if any(row.get(c) not in (None, "", []) for row in found)]
+    longest = {c: max(len(c), *(len(_cell(row.get(c))) for row in found))
+               for c in columns if c in _NAME_COLUMNS}
+    left = width - sum(n + 3 for n in longest.values())  # 3: a column's padding and rule
+    cut = left < _PROSE_MIN_WIDTH
     table = Table(title=kind, title_justify="left", show_edge=False)
     for column in columns:
-        if column in _NAME_COLUMNS:
-            table.add_column(column, no_wrap=True)
+        if column in _NAME_COLUMNS:  # its width held, or rich would cut the names first
+            table.add_column(column, no_wrap=True, min_width=longest[column])
         else:
-            table.add_column(column, ratio=1)
+            table.add_column(column, ratio=1, no_wrap=cut, overflow="ellipsis" if cut else "fold",
+                             max_width=max(left - 3, 8) if cut else None)
     for row in found:
         table.add_row(*(_cell(row.get(c)) for c in columns))
     return table

@@ -79,6 +79,11 @@ def test_list_fits_80_columns_and_shows_every_id_whole():
         assert shown_whole(row["module"], result.stdout), row["module"]
     envs = list_at(80, "envs").stdout
     assert len(envs.splitlines()) < 120  # 444 lines when MiniWoB had a row per family
+    narrow = list_at(60, "envs").stdout  # prose cut to a line per env, names whole
+    assert max(map(len, narrow.splitlines())) <= 60 and "…" in narrow
+    ids = [r["id"] for r in data["envs"] if not r["id"].startswith(families)]
+    assert [line.split()[0] for line in narrow.splitlines()[3:] if line.strip()] == sorted(
+        [*ids, "miniwob-*"])
     [row] = [line for line in list_at(300, "envs").stdout.splitlines() if "miniwob-*" in line]
     assert "MiniWoB++ task family: 130 envs (miniwob-ascending-numbers," in row
     assert "`agentgym list envs miniwob-` lists them" in row
