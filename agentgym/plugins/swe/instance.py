@@ -335,26 +335,34 @@ def _load_hub(name: str, split: str, env_id: str) -> list[tuple[str, dict[str, A
             "Install it with `pip install 'agentgym[swe]'`, or " + fix[0].lower() + fix[1:],
         ) from None
     offline = _hub_unreachable()
-    if offline:
-        # The Hub client would retry for half a minute, logging each try: read the
-        # cached download instead, or say at once that there is none.
+    if offline and not _offline_mode():
+        # No connection: the Hub client would retry for half a minute, logging each try.
+        # Read the Hub cache's download instead, or say at once that there is none.
         cached = _cached_snapshot(name)
-        if cached is None:
-            raise MissingResourceError(
-                f"The Hugging Face dataset {name!r} (split {split!r}) could not be loaded: it"
-                f" is not a local file, the Hub cannot be reached ({offline}) and it is not"
-                " in the local cache", fix)
-        return _load_dir(cached, split)
-    try:
-        dataset = datasets.load_dataset(name, split=split)
-    except Exception as e:  # not cached, no such dataset or split: same remedy
+        if cached is not None:
+            return _load_dir(cached, split)
         raise MissingResourceError(
             f"The Hugging Face dataset {name!r} (split {split!r}) could not be loaded: it is"
-            " not a local file, the Hub did not answer and it is not in the local cache"
+            f" not a local file, the Hub cannot be reached ({offline}) and it is not in the"
+            " Hub's cache (if `datasets` loaded it before, HF_HUB_OFFLINE=1 reads it from"
+            " its own cache)", fix)
+    try:
+        dataset = datasets.load_dataset(name, split=split)  # offline mode: no retries
+    except Exception as e:  # not cached, no such dataset or split: same remedy
+        why = f"the Hub cannot be reached ({offline})" if offline else "the Hub did not answer"
+        raise MissingResourceError(
+            f"The Hugging Face dataset {name!r} (split {split!r}) could not be loaded: it is"
+            f" not a local file, {why} and it is not in the local cache"
             f" ({type(e).__name__}: {e})",
             fix,
         ) from e
     return [(f"{name}[{split}] row {i}", dict(row)) for i, row in enumerate(dataset)]
+
+
+def _offline_mode() -> str | None:
+    """The variable that puts the Hugging Face clients in offline mode, if one does."""
+    return next((variable for variable in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+                 if os.environ.get(variable, "").strip().lower() in _TRUE), None)
 
 
 def _hub_unreachable() -> str | None:
@@ -365,9 +373,9 @@ def _hub_unreachable() -> str | None:
     import urllib.request
     from urllib.parse import urlsplit
 
-    for variable in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
-        if os.environ.get(variable, "").strip().lower() in _TRUE:
-            return f"{variable} is set"
+    variable = _offline_mode()
+    if variable:
+        return f"{variable} is set"
     if urllib.request.getproxies().get("https"):
         return None
     endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")

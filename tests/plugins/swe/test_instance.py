@@ -184,23 +184,28 @@ def no_hub_client(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
 
 
-def test_an_unreachable_hub_is_found_at_once_without_the_client(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    no_hub_client(monkeypatch)
+def no_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No offline mode, no proxy, and a Hub endpoint nothing listens on (refused)."""
     for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "HTTPS_PROXY", "https_proxy",
                  "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens: refused
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+
+
+def test_an_unreachable_hub_is_found_at_once_without_the_client(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    no_hub_client(monkeypatch)
+    no_connection(monkeypatch)
     with pytest.raises(MissingResourceError, match=r"no connection to 127\.0\.0\.1:9"):
         load_instances("agentgym-tests/SWE-bench_Nowhere")
 
 
-def test_offline_a_cached_hub_dataset_is_read_from_the_cache(
+def test_without_a_connection_a_hub_dataset_is_read_from_the_hub_cache(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import huggingface_hub.constants
 
     no_hub_client(monkeypatch)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    no_connection(monkeypatch)
     # The Hub cache's layout: refs/main names the snapshot the files are in.
     repo = tmp_path / "datasets--agentgym-tests--SWE-bench_Cached"
     (repo / "refs").mkdir(parents=True)
