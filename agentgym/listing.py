@@ -3,9 +3,11 @@ narrow them, and the summary rows that keep a long family of ids from burying th
 
 Every kind gives rows ``{"id", "plugin", "description"}`` (``--json`` prints them as they
 are); ``plugins`` gives one row per plugin found (its module, distribution, version, status,
-error and skipped contributions), and ``tools`` one row per tool and the toolset it comes
-from, with the envs that offer it: the reusable tools of the ``agentgym_tools`` hook, and
-every tool an env's episodes offer (:meth:`~agentgym.core.env.AgentEnv.offered_tools`).
+error and skipped contributions), and ``tools`` one row per tool and the ``toolset`` it
+comes from, with the ``envs`` that offer it: the reusable tools of the ``agentgym_tools``
+hook, and every tool an env's episodes offer
+(:meth:`~agentgym.core.env.AgentEnv.offered_tools`); an env tool's ``plugin`` names the
+plugins of those envs (``"swe, terminal"``).
 """
 
 from __future__ import annotations
