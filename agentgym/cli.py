@@ -2,14 +2,18 @@
 
 ::
 
-    agentgym list [envs|tools|rewards|plugins|sandboxes|policies|parsers|task_sources|
-                   statement_writers] [--json]
-    agentgym eval ENV_ID --policy POLICY [-e KEY=VALUE ...] [-n N] [--k K] [--json] [--out F]
+    agentgym list [KIND] [TEXT] [--plugin NAME] [--all] [--json]
+    agentgym eval ENV_ID --policy POLICY [-e KEY=VALUE ...] [-n N] [--k K] [--json]
+                  [--out FILE.jsonl] [--report DIR] [--force]
     agentgym rollout ENV_ID --policy POLICY -n N --out FILE.jsonl [--mode pipeline] [--resume]
+    agentgym validate ENV_ID [-e KEY=VALUE ...] [-n N | --all] [--backend B] [--json]
     agentgym train CONFIG.yaml [--resume] [--output-dir DIR] [--json]
     agentgym plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
-    agentgym validate ENV_ID [-e KEY=VALUE ...] [-n N | --all] [--backend B] [--json]
+    agentgym view FILE.jsonl|RUN_DIR ... [--port P]
+    agentgym compare RUN_A RUN_B [--out FILE.html] [--json]
     agentgym plugin new NAME [--dir DIR]
+
+The README's "The command line" has every command, plugins' included.
 
 Plugins add subcommands through the ``agentgym_cli_commands`` hook. ``--json`` prints one
 JSON object on stdout and nothing else; progress and diagnostics go to stderr.
@@ -32,6 +36,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import agentgym
+from agentgym import listing
 from agentgym.core.conversion import from_text
 from agentgym.core.env_kwargs import EnvKwargsError, check_env_kwargs
 from agentgym.core.errors import AgentGymError, PicklableException
@@ -39,18 +44,6 @@ from agentgym.core.plugins import plugin_host
 from agentgym.core.policies import build_policy
 from agentgym.rollout.pipeline import MODES
 
-LIST_KINDS = [
-    "envs",
-    "tools",
-    "rewards",
-    "plugins",
-    "sandboxes",
-    "policies",
-    "parsers",
-    "task_sources",
-    "statement_writers",
-    "probes",
-]
 stderr = Console(stderr=True)
 
 
@@ -118,33 +111,14 @@ def main() -> None:
 # ---- list ---------------------------------------------------------------------------------
 
 
-def _rows(kind: str) -> list[dict[str, Any]]:
-    host = plugin_host()
-    if kind == "plugins":
-        return [
-            {
-                "id": i.name,
-                "module": i.module,
-                "distribution": i.distribution,
-                "version": i.version,
-                "status": i.status,
-                "error": i.error,
-                "skipped": [s.to_dict() for s in i.skipped],
-            }
-            for i in host.plugin_infos()
-        ]
-    return [
-        {"id": e.id, "plugin": e.plugin, "description": e.description}
-        for e in sorted(host.entries(kind).values(), key=lambda e: e.id)
-    ]
-
-
 def _cell(value: Any) -> str:
     """A table cell, as plain text: rich would read ``agentgym[vllm]`` as markup."""
     if value is None:
         return ""
-    if isinstance(value, list):  # skipped contributions
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):  # skipped
         return escape("\n".join(f"{v['kind']} {v['id']!r}: {v['reason']}" for v in value))
+    if isinstance(value, list):  # the envs that offer a tool
+        return escape(", ".join(map(str, value)))
     return escape(str(value))
 
 
@@ -160,29 +134,97 @@ def _summary_cell(value: Any) -> str:
     return str(value)
 
 
+#: Columns whose values are names to copy: never wrapped (the others wrap).
+_NAME_COLUMNS = ("id", "plugin", "module", "distribution", "version", "status", "toolset")
+#: Narrower than this, a prose column is one line per row, cut, rather than a tall one.
+_PROSE_MIN_WIDTH = 30
+
+
 @main.command("list")
-@click.argument("kind", required=False, type=click.Choice(LIST_KINDS))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def list_command(kind: str | None, as_json: bool) -> None:
-    """List what the loaded plugins provide (every kind when KIND is omitted)."""
-    kinds = [kind] if kind else LIST_KINDS
-    data = {k: _rows(k) for k in kinds}
+@click.argument("kind", required=False, type=click.Choice(listing.KINDS))
+@click.argument("text", required=False)
+@click.option("--plugin", metavar="NAME",
+              help="Only what the plugin NAME provides (`agentgym list plugins`).")
+@click.option("--all", "show_all", is_flag=True,
+              help="One row per id: do not sum up a family of many ids (miniwob-*) in one.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object on stdout (every row; TEXT and --plugin apply).")
+def list_command(kind: str | None, text: str | None, plugin: str | None, show_all: bool,
+                 as_json: bool) -> None:
+    """List what the loaded plugins provide: KIND (every kind when omitted); with TEXT,
+    only the rows holding it (case-insensitive: anywhere in a name such as the id, plugin
+    or module, or at the start of a word of the description), e.g. `agentgym list envs
+    swe`.
+
+    A family of more than 12 ids with one prefix (MiniWoB's 130 task families) is one
+    row, `miniwob-*`, unless TEXT, --plugin or --all is given; `agentgym list envs
+    miniwob-` lists its ids. Tools are listed by toolset, with the envs that offer them.
+    """
+    if plugin is not None:
+        try:
+            listing.check_plugin(plugin)
+        except AgentGymError as e:
+            raise InvalidOption("--plugin", str(e)) from None
+    data = {k: listing.select(k, listing.rows(k), text, plugin)
+            for k in ([kind] if kind else listing.KINDS)}
     if as_json:
         click.echo(json.dumps(data))
         return
     console = Console()
-    for k, rows in data.items():
-        if not rows:
-            console.print(f"[bold]{k}[/]: none loaded\n")
+    narrowed = text is not None or plugin is not None
+    for k, found in data.items():
+        if not found:
+            why = " match" if narrowed else " loaded"
+            console.print(f"[bold]{k}[/]: none{why}\n", highlight=False)
             continue
-        table = Table(title=k, title_justify="left", show_edge=False)
-        columns = list(rows[0])
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(*(_cell(row[c]) for c in columns))
-        console.print(table)
+        if not (narrowed or show_all):
+            found = listing.summarise(k, found)
+        if k == "tools":
+            _print_tools(console, found)
+        else:
+            console.print(_list_table(k, found, console.width))
         console.print()
+
+
+def _list_table(kind: str, found: list[dict[str, Any]], width: int) -> Table:
+    """The rows of ``kind`` as a table that fits ``width`` characters: names whole on one
+    line; the other columns wrapped, or cut to one line (with an ellipsis) when too
+    narrow to read wrapped; columns empty in every row left out."""
+    columns = [c for c in found[0] if any(row.get(c) not in (None, "", []) for row in found)]
+    longest = {c: max(len(c), *(len(_cell(row.get(c))) for row in found))
+               for c in columns if c in _NAME_COLUMNS}
+    left = width - sum(n + 3 for n in longest.values())  # 3: a column's padding and rule
+    cut = left < _PROSE_MIN_WIDTH
+    table = Table(title=kind, title_justify="left", show_edge=False)
+    for column in columns:
+        if column in _NAME_COLUMNS:  # its width held, or rich would cut the names first
+            table.add_column(column, no_wrap=True, min_width=longest[column])
+        else:
+            table.add_column(column, ratio=1, no_wrap=cut, overflow="ellipsis" if cut else "fold",
+                             max_width=max(left - 3, 8) if cut else None)
+    for row in found:
+        table.add_row(*(_cell(row.get(c)) for c in columns))
+    return table
+
+
+def _print_tools(console: Console, found: list[dict[str, Any]]) -> None:
+    """Tools by toolset: a line naming the toolset and the envs that offer it, then its
+    tools (too many columns for one table at 80 characters)."""
+    console.print("[bold]tools[/] (by toolset)", highlight=False)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in found:
+        groups.setdefault(row["toolset"], []).append(row)
+    for toolset, tools in groups.items():
+        envs = ", ".join(dict.fromkeys(e for row in tools for e in row["envs"]))
+        where = (f"offered by {envs}" if envs else
+                 f"from {tools[0]['plugin']}, for any env to use (agentgym_tools)")
+        console.print(f"\n[bold]{escape(toolset)}[/]: {escape(where)}", highlight=False)
+        table = Table(show_header=False, box=None, padding=(0, 1, 0, 2))
+        table.add_column("tool", no_wrap=True)
+        table.add_column("description", ratio=1)
+        for row in tools:
+            table.add_row(escape(row["id"]), escape(row["description"]))
+        console.print(table)
 
 
 # ---- eval and rollout ---------------------------------------------------------------
@@ -193,13 +235,30 @@ env_kwargs_option = click.option(
     help="Keyword argument for the env, as in make(ENV_ID, KEY=VALUE).")
 
 
+#: How the built-in policies are written on the command line, in the order help shows them.
+POLICY_FORMS = {"oracle": "oracle", "noop": "noop", "wrong": "wrong[:K]",
+                "scripted": "scripted:FILE.json", "hf": "hf:PATH", "openai": "openai:URL",
+                "vllm": "vllm:MODEL"}
+
+
+class PolicyOption(click.Option):
+    """``--policy``, whose help names every policy of the loaded plugins (read when the
+    help is shown: plugins add policies)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        ids = plugin_host().entries("policies")
+        forms = [form for name, form in POLICY_FORMS.items() if name in ids]
+        forms += sorted(name for name in ids if name not in POLICY_FORMS)
+        self.help = (f"The policy that plays: {', '.join(forms)} (`agentgym list policies`"
+                     " says what each does).")
+        return super().get_help_record(ctx)
+
+
 def rollout_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options ``eval`` and ``rollout`` share."""
     options = [
         click.argument("env_id"),
-        click.option("--policy", "-p", required=True,
-                     help="A policy from `agentgym list policies`: oracle, noop,"
-                          " scripted:FILE, hf:PATH, openai:URL, vllm:MODEL."),
+        click.option("--policy", "-p", required=True, cls=PolicyOption),
         env_kwargs_option,
         click.option("-n", "episodes", default=10, show_default=True,
                      type=click.IntRange(min=1),
@@ -317,19 +376,55 @@ class EpisodeProgress:
         self.progress.update(self.bar, stages=text)
 
 
-def _writer(out: Path, resume: bool | None = None) -> Any:
+def _writer(out: Path, resume: bool | None = None, force: bool = False) -> Any:
     """The :class:`~agentgym.rollout.trajectory.TrajectoryWriter` of ``--out``; a file that
-    already holds trajectories is a usage error. ``resume`` None: the command has no
-    ``--resume``."""
+    already holds trajectories is a usage error unless ``force`` (it is then replaced).
+    ``resume`` None: the command has no ``--resume``."""
     from agentgym.rollout.trajectory import TrajectoryWriter
 
+    if force:
+        out.unlink(missing_ok=True)
     try:
         return TrajectoryWriter(out, resume=bool(resume))
     except FileExistsError as e:
         message = str(e) if resume is not None else (
-            f"{str(out)!r} already holds trajectories; choose another --out or remove it"
-            " (`agentgym rollout --resume` continues a run)")
+            f"{str(out)!r} already holds trajectories; choose another --out, remove it, or"
+            " pass --force to overwrite it")
         raise click.BadParameter(message, param_hint="'--out'") from None
+
+
+def _check_report_dir(report_dir: Path, force: bool) -> None:
+    """Refuse a ``--report`` folder that already holds a report before any episode runs
+    (the report is written after all of them)."""
+    from agentgym.viewer.report import check_report_folder
+
+    try:
+        check_report_folder(report_dir, overwrite=force)
+    except FileExistsError as e:
+        raise InvalidOption("--report", str(e)) from None
+
+
+def _save_episodes(trajectories: list[Any], env_id: str) -> Path:
+    """Write ``trajectories`` to a new JSONL file (in the working directory, else the
+    temporary one) when they have nowhere else to go; its path."""
+    import os
+    import tempfile
+    import time
+
+    from agentgym.rollout.trajectory import TrajectoryWriter
+
+    name = f"agentgym-eval-{env_id.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}-"
+    for folder in (Path.cwd(), Path(tempfile.gettempdir())):
+        try:
+            handle, path = tempfile.mkstemp(prefix=name, suffix=".jsonl", dir=folder)
+        except OSError:
+            continue
+        os.close(handle)
+        with TrajectoryWriter(path) as writer:
+            for trajectory in trajectories:
+                writer.write(trajectory)
+        return Path(path)
+    raise OSError("neither the working directory nor the temporary one is writable")
 
 
 @main.command("eval")
@@ -340,12 +435,18 @@ def _writer(out: Path, resume: bool | None = None) -> Any:
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Also write an HTML report (results per env and task, plots) with the"
                    " summary and trajectories to this folder (`agentgym compare` reads it).")
-def eval_command(as_json: bool, out: Path | None, report_dir: Path | None,
+@click.option("--force", is_flag=True,
+              help="Overwrite the --out file and the --report folder if they hold a run.")
+def eval_command(as_json: bool, out: Path | None, report_dir: Path | None, force: bool,
                  **options: Any) -> None:
     """Evaluate a policy on ENV_ID: mean reward, pass@1, pass@k, turns, stage times."""
     from agentgym.rollout.evaluate import EvalReport
 
-    writer = _writer(out) if out else None
+    # Both destinations are checked before any episode runs: an hour of episodes must not
+    # end in a refusal to write them.
+    if report_dir:
+        _check_report_dir(report_dir, force)
+    writer = _writer(out, force=force) if out else None
     try:
         trajectories = _run(quiet=as_json, on_done=writer.write if writer else None, **options)
     finally:
@@ -355,15 +456,33 @@ def eval_command(as_json: bool, out: Path | None, report_dir: Path | None,
     report = EvalReport(options["env_id"], options["policy"], trajectories,
                         k=options["attempts"])
     summary = report.summary()
+    report_failed = False
     if report_dir:
         from agentgym.viewer.report import write_report
 
-        written = write_report(report_dir, options["env_id"], options["policy"], trajectories,
-                               k=options["attempts"])
-        (stderr.print if as_json else click.echo)(f"wrote {written}")
+        try:
+            written = write_report(report_dir, options["env_id"], options["policy"],
+                                   trajectories, k=options["attempts"], overwrite=force)
+            stderr.print(f"wrote {written}", highlight=False)
+        except Exception as e:  # whatever broke the report, the episodes are kept
+            report_failed = True
+            kept = out or _save_episodes(trajectories, options["env_id"])
+            stderr.print(f"[red]error:[/] could not write the report to {escape(str(report_dir))}"
+                         f" ({escape(type(e).__name__)}: {escape(str(e))}); the"
+                         f" {len(trajectories)} episodes are in {escape(str(kept))}: `agentgym"
+                         f" view {escape(str(kept))}` shows them, `agentgym compare` reads"
+                         " them", highlight=False, soft_wrap=True)  # paths stay whole
     if as_json:
         click.echo(json.dumps(summary))
-        return
+    else:
+        _print_summary(summary, options, trajectories)
+    if report_failed:
+        sys.exit(1)
+
+
+def _print_summary(summary: dict[str, Any], options: dict[str, Any],
+                   trajectories: list[Any]) -> None:
+    """eval's summary as a table on stdout, and the first failed episodes on stderr."""
     table = Table(title=f"eval {options['env_id']} --policy {options['policy']}",
                   title_justify="left", show_header=False)
     for key, value in summary.items():
@@ -521,14 +640,21 @@ def train_command(config_file: Path, resume: bool, output_dir: Path | None,
     fields."""
 
     from agentgym.trainers.config import ConfigError, load_config
-    from agentgym.trainers.run import RunExistsError, train
+    from agentgym.trainers.rundir import RunExistsError, check_output_dir, output_dir_of
 
     # With --json, stdout carries the summary alone: progress and the trainers' prints go
     # to stderr.
     console = stderr if as_json else Console()
     quiet = contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext()
     try:
+        # A reused folder is refused before the config's checks and the trainers import
+        # TRL and torch (seconds).
+        early = output_dir or output_dir_of(config_file)
+        if early is not None:
+            check_output_dir(early, resume)
         config = load_config(config_file, output_dir=output_dir)
+        from agentgym.trainers.run import train
+
         with quiet, _training_warnings():
             summary = train(config, resume=resume, console=console)
     except (ConfigError, RunExistsError) as e:

@@ -162,14 +162,12 @@ def _env_section(spec: Any, factory: Any) -> list[str]:
 
 
 def _tool_names(factory: Any) -> list[str]:
-    from agentgym.core.tools import Tool, describe
+    """Every tool the env offers: its toolsets' and its own (``agentgym list tools``)."""
+    from agentgym.core.env import AgentEnv
 
-    if not inspect.isclass(factory):
+    if not (inspect.isclass(factory) and issubclass(factory, AgentEnv)):
         return []
-    names = [t.name for toolset in getattr(factory, "toolsets", ()) for t in describe(toolset)]
-    for klass in reversed(factory.__mro__):
-        names += [value.name for value in vars(klass).values() if isinstance(value, Tool)]
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(tool.name for _, tool in factory.offered_tools()))
 
 
 # ---- the training config --------------------------------------------------------------------

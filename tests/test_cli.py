@@ -1,6 +1,7 @@
 """The command line, as users and scripts call it."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,68 @@ def test_list_everything_as_tables(run):
     result = run("list")
     assert result.exit_code == 0
     assert "calculator" in result.stdout and "oracle" in result.stdout
+
+
+def list_at(columns, *args):
+    return CliRunner().invoke(main, ["list", *args], env={"COLUMNS": str(columns)})
+
+
+def shown_whole(name, text):
+    """Whether ``name`` is on a line of ``text`` in one piece (not folded, not cut)."""
+    return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text) is not None
+
+
+def test_list_fits_80_columns_and_shows_every_id_whole():
+    result = list_at(80)
+    assert result.exit_code == 0, result.output
+    assert max(map(len, result.stdout.splitlines())) <= 80
+    data = json.loads(list_at(80, "--json").stdout)
+    assert len(data["envs"]) > 140  # --json keeps every id, MiniWoB's too
+    families = ("miniwob-",)
+    for kind, rows in data.items():
+        for row in rows:
+            family = row["id"].startswith(families) and kind == "envs"
+            assert shown_whole("miniwob-*" if family else row["id"], result.stdout), (
+                kind, row["id"])
+    for row in data["plugins"]:
+        assert shown_whole(row["module"], result.stdout), row["module"]
+    envs = list_at(80, "envs").stdout
+    assert len(envs.splitlines()) < 120  # 444 lines when MiniWoB had a row per family
+    narrow = list_at(60, "envs").stdout  # prose cut to a line per env, names whole
+    assert max(map(len, narrow.splitlines())) <= 60 and "…" in narrow
+    ids = [r["id"] for r in data["envs"] if not r["id"].startswith(families)]
+    assert [line.split()[0] for line in narrow.splitlines()[3:] if line.strip()] == sorted(
+        [*ids, "miniwob-*"])
+    [row] = [line for line in list_at(300, "envs").stdout.splitlines() if "miniwob-*" in line]
+    assert "MiniWoB++ task family: 130 envs (miniwob-ascending-numbers," in row
+    assert "`agentgym list envs miniwob-` lists them" in row
+
+
+def test_list_narrows_by_text_and_plugin():
+    swe = json.loads(list_at(80, "envs", "SWE", "--json").stdout)["envs"]
+    assert [r["id"] for r in swe] == ["swe-gym", "swe-lite", "swe-synth", "swe-verified"]
+    miniwob = list_at(80, "envs", "miniwob-click-b").stdout
+    assert shown_whole("miniwob-click-button", miniwob) and "miniwob-*" not in miniwob
+    web = list_at(80, "envs", "--plugin", "web").stdout
+    assert shown_whole("miniwob-click-button", web) and shown_whole("webarena", web)
+    assert not shown_whole("swe-lite", web)
+    assert "none match" in list_at(80, "envs", "no-such-thing").stdout
+    result = list_at(80, "envs", "--plugin", "wbe")
+    assert result.exit_code == 2 and "Did you mean 'web'" in result.output
+    plugins = list_at(80, "plugins").stdout
+    assert "error" not in plugins.splitlines()[1]  # a column empty in every row is left out
+
+
+def test_list_tools_shows_the_tools_of_every_env_by_toolset():
+    rows = json.loads(list_at(80, "tools", "--json").stdout)["tools"]
+    offered = {(r["toolset"], r["id"]): r["envs"] for r in rows}
+    assert {"swe-verified", "terminal"} <= set(offered["BashTools", "bash"])
+    assert "swe-verified" in offered["RepoEditorTools", "str_replace_editor"]
+    assert "terminal" in offered["TerminalTools", "terminal"]
+    assert "swe-verified" in offered["SWEEnv", "submit"]
+    text = " ".join(list_at(80, "tools").stdout.split())
+    assert "BashTools: offered by swe-gym, swe-lite, swe-synth, swe-verified, terminal," in text
+    assert "WebTools: offered by miniwob, miniwob-* (130), web-forum" in text
 
 
 def test_eval_oracle_and_noop_json(agentgym_cli):
@@ -298,3 +361,72 @@ def test_validate_usage_errors(args, message):
     result = validate("calculator", *args)
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+# ---- eval's destinations ------------------------------------------------------------------
+
+
+def eval_calculator(*args):
+    return CliRunner().invoke(main, ["eval", "calculator", "--policy", "oracle", "-n", "2",
+                                     *args])
+
+
+def test_a_report_folder_that_holds_a_report_is_refused_before_any_episode(tmp_path):
+    folder, out = tmp_path / "report", tmp_path / "episodes.jsonl"
+    folder.mkdir()
+    (folder / "summary.json").write_text('{"n": 7}')
+    result = eval_calculator("--report", str(folder), "--out", str(out))
+    assert result.exit_code == 2, result.output
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert f"Invalid value for '--report': {str(folder)!r} already holds a report" in line
+    assert "--force" in line and "--resume" not in line
+    assert not out.exists()  # refused before the run opened --out
+    assert (folder / "summary.json").read_text() == '{"n": 7}'
+
+
+def test_force_overwrites_the_out_file_and_the_report_folder(tmp_path):
+    folder, out = tmp_path / "report", tmp_path / "episodes.jsonl"
+    assert eval_calculator("--report", str(folder), "--out", str(out)).exit_code == 0
+    result = eval_calculator("--out", str(out))
+    assert result.exit_code == 2 and "pass --force to overwrite it" in result.output
+    result = eval_calculator("-n", "3", "--report", str(folder), "--out", str(out), "--force",
+                             "--json")
+    assert result.exit_code == 0, result.output
+    assert len(out.read_text().splitlines()) == 3
+    assert json.loads((folder / "summary.json").read_text())["n"] == 3
+    assert len((folder / "trajectories.jsonl").read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("with_out", [True, False])
+def test_episodes_survive_a_report_that_cannot_be_written(tmp_path, monkeypatch, with_out):
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("agentgym.viewer.report.write_report", broken)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "episodes.jsonl"
+    result = eval_calculator("--report", str(tmp_path / "report"),
+                             *(["--out", str(out)] if with_out else []))
+    assert result.exit_code == 1
+    assert "could not write the report" in result.stderr and "No space left" in result.stderr
+    [kept] = [out] if with_out else list(tmp_path.glob("agentgym-eval-calculator-*.jsonl"))
+    assert f"the 2 episodes are in {kept}:" in result.stderr
+    assert [json.loads(line)["reward"] for line in kept.read_text().splitlines()] == [1.0, 1.0]
+    assert "mean_reward" in result.stdout  # the summary is still printed
+
+
+def test_the_oracle_on_tasks_without_solutions_is_refused_before_any_episode(tmp_path):
+    def unsolved(index, row):
+        if index:
+            del row["solution"]
+
+    tasks = calculator_task_file(tmp_path / "t.jsonl", unsolved)
+    out = tmp_path / "episodes.jsonl"
+    result = eval_calculator("-n", "4", "-e", f"tasks={tasks}", "--out", str(out))
+    assert result.exit_code == 1, result.output
+    assert ("the oracle policy replays each task's reference solution, but 3 of the 4 tasks"
+            " of 'calculator' to play have none (calculator-train-1, calculator-train-2,"
+            " calculator-train-3)") in result.output
+    assert "choose another policy (noop," in result.output
+    assert out.read_text() == ""  # no episode ran
+    assert eval_calculator("-n", "1", "-e", f"tasks={tasks}").exit_code == 0  # task 0 has one

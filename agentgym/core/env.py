@@ -95,7 +95,15 @@ from agentgym.core.reward import Reward, RewardResult
 from agentgym.core.sandbox import SandboxError
 from agentgym.core.spaces import MessagesSpace, TextActionSpace
 from agentgym.core.task import Task, TaskSource, load_tasks
-from agentgym.core.tools import BoundTool, Tool, ToolError, Toolset, ToolsetFactory, describe
+from agentgym.core.tools import (
+    BoundTool,
+    Tool,
+    ToolError,
+    Toolset,
+    ToolsetFactory,
+    describe,
+    toolset_class,
+)
 
 AnyTool = Tool | BoundTool
 T = TypeVar("T")
@@ -235,6 +243,21 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
                 if isinstance(value, Tool):
                     found[name] = getattr(self, name)
         return [*shared, *found.values()]
+
+    @classmethod
+    def offered_tools(cls) -> list[tuple[str, Tool]]:
+        """Every tool an episode of this env class offers with its default options,
+        unbound, and where each comes from: the name of its toolset's class, or this
+        class's name for its own ``@tool`` methods. For listings (``agentgym list tools``,
+        the reference pages): it reads the class attribute :attr:`toolsets`, so a class
+        that sets them per instance declares its defaults there too."""
+        shared = [(toolset_class(factory).__name__, t) for factory in cls.toolsets
+                  for t in describe(factory)]
+        own: dict[str, Tool] = {}
+        for klass in reversed(cls.__mro__):
+            own.update({name: value for name, value in vars(klass).items()
+                        if isinstance(value, Tool)})
+        return [*shared, *((cls.__name__, t) for t in own.values())]
 
     def bind_toolsets(self, resource: Any) -> list[Toolset]:
         """Build this episode's :attr:`toolsets`, each given ``resource`` (the episode's

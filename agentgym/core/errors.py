@@ -39,6 +39,10 @@ class AgentGymError(PicklableException, Exception):
     """Base class of every error agentgym raises on purpose."""
 
 
+#: An unknown id's error lists the known ids when there are at most this many.
+SHOWN_IDS = 12
+
+
 class UnknownIdError(AgentGymError, KeyError):
     """An id (env, policy, parser, ...) that no loaded plugin provides; ``note`` is
     appended to the message (e.g. which plugins were not loaded)."""
@@ -46,13 +50,14 @@ class UnknownIdError(AgentGymError, KeyError):
     def __init__(self, kind: str, value: str, known: Iterable[str], list_command: str,
                  note: str = ""):
         self.kind, self.value, self.known = kind, value, sorted(known)
-        close = difflib.get_close_matches(value, self.known, n=3, cutoff=0.5)
+        close = difflib.get_close_matches(value, self.known, n=3, cutoff=0.5) or [
+            k for k in self.known if value and value.casefold() in k.casefold()][:3]
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        shown = ", ".join(self.known[:20]) + (" ..." if len(self.known) > 20 else "")
-        message = (
-            f"Unknown {kind} {value!r}.{hint} Run `{list_command}` to see them all"
-            f" (known: {shown or 'none'}).{note}"
-        )
+        # A few are worth listing; a long list (130 MiniWoB envs) buries the suggestion.
+        shown = (f"known: {', '.join(self.known) or 'none'}" if len(self.known) <= SHOWN_IDS
+                 else f"{len(self.known)} known")
+        message = (f"Unknown {kind} {value!r}.{hint} Run `{list_command}` to see them all"
+                   f" ({shown}).{note}")
         super().__init__(message)
 
     def __str__(self) -> str:  # KeyError would otherwise quote the message

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from math import comb
 from typing import Any
 
+from agentgym.core.errors import InvalidArgumentError
+from agentgym.core.policies import OraclePolicy
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig, RolloutPipeline
 from agentgym.rollout.trajectory import Trajectory
@@ -98,15 +100,23 @@ class EvalReport:
             sandbox_s=sum(t.timings.get("sandbox", 0.0) for t in self.trajectories),
             idle_sandbox_s=sum(t.idle_sandbox_s for t in self.trajectories),
         )
-        metrics = mean_metrics([t.metrics for t in self.trajectories if t.error is None])
+        graded = [t.metrics for t in self.trajectories if t.error is None]
+        metrics, counts = mean_metrics(graded), count_metrics(graded)
         if metrics:
             data["reward_metrics"] = metrics
+        if counts:
+            data["reward_counts"] = counts
         data.update(self.extra)
         return data
 
 
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def mean_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The mean of each numeric reward metric over the episodes that report it, and of
+    """The mean of each score-like reward metric over the episodes that report it: numbers
+    that are not always whole (counts are :func:`count_metrics`'), booleans (a share), and
     each number inside a metric that is a dict of numbers (per-type scores, such as the
     memory envs' ``by_type``); other metrics (text, lists) are left out."""
     numbers: dict[str, list[float]] = {}
@@ -119,11 +129,27 @@ def mean_metrics(rows: list[dict[str, Any]]) -> dict[str, Any]:
                     isinstance(v, int | float) for v in value.values()):
                 for name, number in value.items():
                     groups.setdefault(key, {}).setdefault(name, []).append(float(number))
-    means: dict[str, Any] = {key: sum(v) / len(v) for key, v in numbers.items()}
+    counts = count_metrics(rows)
+    means: dict[str, Any] = {key: sum(v) / len(v) for key, v in numbers.items()
+                             if key not in counts}
     for key, group in groups.items():
-        if key not in means:  # a key that is a number in some rows stays a number
+        if key not in means and key not in counts:  # a number in some rows stays a number
             means[key] = {name: sum(v) / len(v) for name, v in group.items()}
     return dict(sorted(means.items()))
+
+
+def count_metrics(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The reward metrics that are counts (whole numbers, not booleans, in every episode
+    that reports them: checks run, tests passed, questions answered): their ``total`` and
+    their mean ``per_episode`` (over the episodes that report them). Averaging a count
+    with the scores would read as a score: ``checks 1.000`` beside ``mean_reward 0.000``."""
+    values: dict[str, list[Any]] = {}
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, int | float):
+                values.setdefault(key, []).append(value)
+    return {key: {"total": sum(v), "per_episode": sum(v) / len(v)}
+            for key, v in sorted(values.items()) if all(map(_is_count, v))}
 
 
 async def rollout(env_id: str | None, policy: Any, n: int, *, k: int = 1,
@@ -151,9 +177,27 @@ async def rollout(env_id: str | None, policy: Any, n: int, *, k: int = 1,
     try:
         task_ids = await runner.task_ids()
         jobs = [job for job in plan_jobs(task_ids, n, k) if job not in (skip or set())]
+        if isinstance(policy, OraclePolicy):  # before any sandbox or browser starts
+            await _check_solutions(runner, env_id, list(dict.fromkeys(t for t, _ in jobs)))
         return await runner.run(jobs)
     finally:
         await runner.close()
+
+
+async def _check_solutions(runner: RolloutPipeline, env_id: str | None,
+                           task_ids: list[str]) -> None:
+    """Refuse to play the oracle on tasks without a reference solution: each of its
+    episodes would set up its sandbox or browser only to fail."""
+    tasks = await runner.tasks(task_ids)
+    unsolved = [task.id for task in tasks or () if not task.solution]
+    if unsolved:
+        shown = ", ".join(unsolved[:3]) + (", ..." if len(unsolved) > 3 else "")
+        raise InvalidArgumentError(
+            f"the oracle policy replays each task's reference solution, but"
+            f" {len(unsolved)} of the {len(task_ids)} tasks of {env_id or 'the env'!r} to play"
+            f" have none ({shown}); choose another policy (noop, scripted:FILE.json,"
+            " hf:PATH, openai:URL, vllm:MODEL: `agentgym list policies`), or tasks that"
+            " carry a 'solution' (-e tasks=FILE)")
 
 
 async def evaluate(env_id: str | None, policy: Any, n: int, *, k: int = 1,

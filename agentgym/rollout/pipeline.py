@@ -48,7 +48,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentgym.core.env import AgentEnv
 from agentgym.core.errors import AgentGymError
+from agentgym.core.task import Task
 from agentgym.rollout.loop import EpisodeRunner, RolloutConfig
 from agentgym.rollout.scheduler import (
     Admission,
@@ -210,6 +212,16 @@ class RolloutPipeline:
         env = getattr(env, "unwrapped", env)
         self._made.append(env)
         return env
+
+    async def tasks(self, task_ids: Iterable[str]) -> list[Task] | None:
+        """The env's tasks of ``task_ids`` (from a pooled env), to check what a run will
+        play before it starts; None when the env is not an :class:`AgentEnv` (a remote
+        one: its tasks stay where it runs)."""
+        env = await self._take_env()
+        try:
+            return [env.tasks.get(t) for t in task_ids] if isinstance(env, AgentEnv) else None
+        finally:
+            self._pool.append(env)
 
     async def task_ids(self) -> list[str]:
         """The env's task ids (from a pooled env, made now if the pool is empty)."""

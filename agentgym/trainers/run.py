@@ -70,21 +70,17 @@ from agentgym.trainers.config import (
 )
 from agentgym.trainers.metrics import MetricsCallback, MetricsLog, json_safe
 from agentgym.trainers.plots import plot_curves
+from agentgym.trainers.rundir import RUN_FILE, RunExistsError, check_output_dir
 from agentgym.trainers.sft import FINAL_DIR
 
 __all__ = ["RunExistsError", "check_runtime", "train"]
 
-RUN_FILE = "run.json"
 STAGE_FILE = "stage.json"
 METRICS_FILE = "metrics.jsonl"
 CURVE_FILE = "reward_curve.png"
 EVAL_FILE = "eval.json"
 BASE_MODEL_DIR = "base-model"
 DEMONSTRATIONS_FILE = "demonstrations.jsonl"
-
-
-class RunExistsError(AgentGymError):
-    """``output_dir`` already holds a run and ``resume`` was not asked for."""
 
 
 # ---- up-front checks -------------------------------------------------------------------------
@@ -147,19 +143,8 @@ def _prepare_output(config: TrainConfig, resume: bool, console: Console) -> dict
     """Refuse to overwrite a run; record this one in run.json."""
     out = config.output_dir
     run_file = out / RUN_FILE
-    record: dict[str, Any] = {}
+    record = check_output_dir(out, resume, [s.kind for s in config.stages])
     if run_file.exists():
-        if not resume:
-            raise RunExistsError(
-                f"{str(out)!r} already holds a run ({RUN_FILE}); pass --resume to continue it,"
-                " or choose another --output-dir")
-        record = json.loads(run_file.read_text(encoding="utf-8"))
-        old = [next(iter(s)) for s in record.get("config", {}).get("stages", [])]
-        new = [s.kind for s in config.stages]
-        if old != new:
-            raise RunExistsError(
-                f"cannot resume {str(out)!r}: its stages were {old}, the config now has {new};"
-                " restore the stages or start a new run in another --output-dir")
         console.print(f"[bold]resuming[/] the run in {out}")
     elif resume:
         console.print(f"no run in {out} to resume: starting one")
@@ -300,11 +285,13 @@ def _collect_demonstrations(config: TrainConfig, demo: Demonstrations, path: Pat
     trajectories = read_trajectories(path)
     kept = [t for t in trajectories if t.error is None
             and (demo.threshold is None or t.reward >= demo.threshold)]
+    kept_by = ("every one that ended without an error" if demo.threshold is None
+               else f"reward >= {demo.threshold}")
     console.print(f"demonstrations: kept {len(kept)} of {len(trajectories)} episodes of"
-                  f" {demo.policy} (reward >= {demo.threshold}) from {path}")
+                  f" {demo.policy} ({kept_by}) from {path}")
     if not kept:
         raise AgentGymError(
-            f"no demonstration of {demo.policy!r} reached reward {demo.threshold} in {path}:"
+            f"no demonstration of {demo.policy!r} was kept ({kept_by}) in {path}:"
             " check the policy with `agentgym eval`, or lower demonstrations.threshold")
     return kept
 

@@ -27,6 +27,7 @@ body { font: 14px system-ui, sans-serif; margin: 24px; color: #1d2330; }
 table { border-collapse: collapse; margin: 12px 0 24px; }
 th, td { padding: 4px 10px; border-bottom: 1px solid #e3e6eb; text-align: left; }
 th { background: #eef0f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td { vertical-align: top; overflow-wrap: anywhere; } td.num { white-space: nowrap; }
 .plots { display: flex; gap: 24px; flex-wrap: wrap; }
 figure { margin: 0; } figcaption { font-weight: 600; margin-bottom: 4px; }
 .only-a { background: #e8f1ff; } .only-b { background: #fff4e0; }
@@ -125,12 +126,29 @@ def plots(trajectories: Sequence[Trajectory]) -> dict[str, str]:
 # ---- the report --------------------------------------------------------------------------
 
 
-def write_report(folder: str | Path, env: str, policy: str,
-                 trajectories: Sequence[Trajectory], k: int = 1) -> Path:
-    """Write ``report.html``, ``summary.json`` and ``trajectories.jsonl`` into ``folder``;
-    return the report's path."""
+def check_report_folder(folder: str | Path, overwrite: bool = False) -> None:
+    """Refuse ``folder`` when it already holds a report's files, unless ``overwrite``
+    (FileExistsError naming the folder, the files and the fix); call it before the work
+    the report is for."""
     folder = Path(folder)
+    held = [name for name in (REPORT_FILE, SUMMARY_FILE, TRAJECTORIES_FILE)
+            if (folder / name).exists()]
+    if held and not overwrite:
+        raise FileExistsError(
+            f"{str(folder)!r} already holds a report ({', '.join(held)}); choose another"
+            " folder, remove it, or pass --force to overwrite it")
+
+
+def write_report(folder: str | Path, env: str, policy: str,
+                 trajectories: Sequence[Trajectory], k: int = 1,
+                 overwrite: bool = False) -> Path:
+    """Write ``report.html``, ``summary.json`` and ``trajectories.jsonl`` into ``folder``;
+    return the report's path. A folder that already holds a report is refused
+    (:func:`check_report_folder`) unless ``overwrite``."""
+    folder = Path(folder)
+    check_report_folder(folder, overwrite)
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / TRAJECTORIES_FILE).unlink(missing_ok=True)  # the writer refuses a full one
     summary = EvalReport(env, policy, list(trajectories), k=k).summary()
     (folder / SUMMARY_FILE).write_text(json.dumps({**summary, "k": k}, indent=2))
     with TrajectoryWriter(folder / TRAJECTORIES_FILE) as writer:
@@ -138,7 +156,7 @@ def write_report(folder: str | Path, env: str, policy: str,
             writer.write(trajectory)
     tasks = task_rows(trajectories, k)
     body = [f"<h1>eval {html.escape(env)} --policy {html.escape(policy)}</h1>",
-            "<h2>Results</h2>", _table(env_rows(trajectories, policy, k)),
+            "<h2>Results</h2>", _table(_columns(env_rows(trajectories, policy, k), "env")),
             '<h2>Plots</h2><div class="plots">',
             *(f"<figure><figcaption>{html.escape(title)}</figcaption>{svg}</figure>"
               for title, svg in plots(trajectories).items()),
@@ -234,15 +252,38 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def number(value: float) -> str:
+    """A number as a person reads it in a table: whole numbers as they are, others to
+    three places (``0.500``, ``12.340``), thousands grouped; a magnitude that three places
+    would show as zero is ``<0.001``, never ``2.53e-05``."""
+    if isinstance(value, int) or (value.is_integer() and abs(value) >= 1000):
+        return f"{value:,.0f}"
+    if value and abs(value) < 0.0005:
+        return "<0.001" if value > 0 else ">-0.001"
+    return f"{value:,.3f}"
+
+
 def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return f'<td class="num">{value:.3f}</td>'
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f'<td class="num">{value}</td>'
-    if isinstance(value, dict):
-        value = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
-                          for k, v in value.items() if not isinstance(v, dict))
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f'<td class="num">{number(value)}</td>'
+    if isinstance(value, dict):  # one "key value" a line: a stage-time dict stays narrow
+        return "<td>" + "<br>".join(html.escape(_pair(k, v)) for k, v in value.items()) + "</td>"
     return f"<td>{html.escape('' if value is None else str(value))}</td>"
+
+
+def _pair(key: str, value: Any) -> str:
+    if isinstance(value, dict):  # per-type scores, a count's total and mean
+        return f"{key}: " + ", ".join(_pair(k, v) for k, v in value.items())
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{key} {number(value)}"
+    return f"{key} {value}"
+
+
+def _columns(rows: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """``rows`` turned on their side, one row per field and a column per row (named by
+    its ``key`` field): a summary of many fields reads down a page, not off its edge."""
+    return [{"": field, **{str(row.get(key)): row.get(field) for row in rows}}
+            for field in dict.fromkeys(f for row in rows for f in row) if field != key]
 
 
 def _table(rows: Sequence[dict[str, Any]], row_class=None) -> str:

@@ -118,3 +118,15 @@ def test_duplicate_id_names_both_plugins_and_the_fix():
     custom = DuplicateIdError("env", "x", "a", "b", fix="Rename it")
     assert str(custom).endswith("Rename it.")
     assert pickle.loads(pickle.dumps(custom)).plugins == ("a", "b")
+
+
+def test_an_unknown_id_among_many_suggests_the_close_ones_and_lists_none():
+    many = ["calculator", *(f"miniwob-task-{i}" for i in range(130))]
+    message = str(UnknownIdError("env", "calculater", many, "agentgym list envs"))
+    assert "Did you mean 'calculator'?" in message
+    assert "(131 known)" in message and "miniwob-task-0" not in message
+    # No spelling is close: ids holding the text are the suggestions.
+    message = str(UnknownIdError("env", "task-12", many, "agentgym list envs"))
+    assert "Did you mean 'miniwob-task-12'" in message
+    few = str(UnknownIdError("env", "x", ["a", "b"], "agentgym list envs"))
+    assert few.endswith("(known: a, b).")

@@ -82,3 +82,14 @@ def test_every_code_block_of_the_quick_start_runs(tmp_path, page):
                               text=True, timeout=300)
         assert done.returncode == 0, (number, code, done.stderr[-2000:])
         assert done.stdout.strip(), (number, "printed nothing")
+
+
+def test_the_plugin_pages_name_the_tools_of_the_envs_toolsets():
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        from gen_reference import plugin_pages
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    pages = plugin_pages()
+    assert "Tools: `bash`, `str_replace_editor`, `search`, `submit`." in pages["swe"]
+    assert "Tools: `terminal`, `bash`, `submit`." in pages["terminal"]

@@ -74,11 +74,26 @@ def test_trajectories_keep_the_conversation_and_timings():
     assert trajectory.prompt_ids == [] and trajectory.loss_mask == []
 
 
-def test_reward_metrics_are_averaged_in_the_summary():
-    from agentgym.rollout.evaluate import mean_metrics
+def test_reward_metrics_are_averaged_in_the_summary_and_counts_kept_apart():
+    from agentgym.rollout.evaluate import count_metrics, mean_metrics
 
-    rows = [{"by_type": {"a": 1.0, "b": 0.0}, "answered": 2, "reason": "x", "scores": [1]},
-            {"by_type": {"a": 0.0}, "answered": 4, "ok": True}]
-    assert mean_metrics(rows) == {"answered": 3.0, "by_type": {"a": 0.5, "b": 0.0},
-                                  "ok": 1.0}
-    assert mean_metrics([]) == {}
+    rows = [{"by_type": {"a": 1.0, "b": 0.0}, "answered": 2, "reason": "x", "scores": [1],
+             "score": 1},
+            {"by_type": {"a": 0.0}, "answered": 4, "ok": True, "score": 0.5}]
+    assert mean_metrics(rows) == {"by_type": {"a": 0.5, "b": 0.0}, "ok": 1.0,
+                                  "score": 0.75}
+    assert count_metrics(rows) == {"answered": {"total": 6, "per_episode": 3.0}}
+    assert mean_metrics([]) == {} and count_metrics([]) == {}
+
+
+def test_a_count_in_the_eval_summary_is_not_a_score():
+    from agentgym.rollout.evaluate import EvalReport
+    from agentgym.rollout.trajectory import Trajectory
+
+    # Two failed episodes of a site task with three checks each (web-shop's metrics).
+    runs = [Trajectory(env="web-shop", task_id=f"t{i}", episode=i, reward=0.0,
+                       metrics={"checks": 3, "failed": ["price"], "reason": "price"})
+            for i in range(2)]
+    summary = EvalReport("web-shop", "noop", runs).summary()
+    assert summary["mean_reward"] == 0.0 and "reward_metrics" not in summary
+    assert summary["reward_counts"] == {"checks": {"total": 6, "per_episode": 3.0}}

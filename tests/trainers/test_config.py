@@ -8,6 +8,7 @@ import dataclasses
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +315,22 @@ def test_an_output_dir_holding_a_run_is_refused_without_resume(tmp_path: Path):
     (tmp_path / "run.json").write_text(json.dumps({"config": data}))
     with pytest.raises(RunExistsError, match=r"its stages were \['grpo'\]"):
         train(config, resume=True)
+
+
+def test_the_command_refuses_a_reused_output_dir_before_loading_the_trainers(tmp_path: Path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run.json").write_text("{}")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({**BASE, "output_dir": str(tmp_path / "run")}))
+    # In a fresh interpreter: whether the trainers were imported shows in sys.modules.
+    script = ("import sys\nfrom agentgym.cli import main\ntry:\n"
+              f"    main(['train', {str(config)!r}])\n"
+              "except SystemExit as e:\n"
+              "    print(e.code, 'agentgym.trainers.run' in sys.modules, 'trl' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert out.stdout.split() == ["2", "False", "False"], out.stderr
+    assert "already holds a run (run.json); pass --resume to continue it" in out.stderr
 
 
 def test_every_config_field_is_documented():

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -64,6 +66,8 @@ def render_in_chromium(pages):
                     errors.append(m.text))
             page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
             page.goto(path.as_uri())
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 1280, f"{path.name} is {width} px wide: wider than the window"
             figures = page.locator("figure svg")
             assert figures.count() >= 1, path
             for i in range(figures.count()):  # every plot has drawn bars
@@ -72,3 +76,22 @@ def render_in_chromium(pages):
                 assert heights and max(heights) > 0, (path, i, heights)
             page.screenshot(path=ARTIFACTS / f"{path.stem}.png", full_page=True)
             assert not errors, (path, errors)
+
+
+def test_the_report_tables_read_as_numbers_and_fit_a_page(tmp_path):
+    from agentgym.viewer.report import number, write_report
+
+    runs = [trajectory(i) for i in range(3)]
+    for t in runs:
+        t.env = "calculator"
+        t.timings = {"init": 2.53e-05, "generate": 1234.5, "tool": 0.0, "grade": 0.25}
+        t.metrics = {"checks": 3, "score": 0.5}
+    page = write_report(tmp_path / "r", runs[0].env, "oracle", runs).read_text()
+    tables = "".join(re.findall(r"<table>.*?</table>", page))
+    assert "e-05" not in tables and "<0.001" in html.unescape(tables)
+    assert "init &lt;0.001<br>generate 1,234.500" in page  # a stage per line, not a row
+    assert "checks: total 9, per_episode 3.000" in page  # counts apart from scores
+    results = page.split("<h2>Results</h2>")[1].split("</table>")[0]
+    assert results.count("<th>") == 2  # the summary reads down: a field per row
+    assert [number(v) for v in (0, 0.5, 12, 2.53e-05, 1e6, 3.0)] == [
+        "0", "0.500", "12", "<0.001", "1,000,000", "3.000"]

@@ -53,6 +53,7 @@ import functools
 import os
 import shlex
 import shutil
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -91,6 +92,8 @@ DATASETS = {
 #: The projects (and tasks per project) of ``swe-synth``'s default task set.
 DEFAULT_SYNTH_PROJECTS = ("toolz==1.2.0", "inflection==0.5.1", "cachetools==8.0.0")
 DEFAULT_SYNTH_TASKS_PER_PROJECT = 5
+#: About how long synthesizing the default task set takes on 2 cores (said before it runs).
+SYNTH_MINUTES = 4
 #: Where the repository is in SWE-bench's per-instance images.
 TESTBED = "/testbed"
 #: Marks the end of a patch in the oracle's heredoc (never a line of a real patch).
@@ -202,6 +205,8 @@ class SWEEnv(AgentEnv):
     """
 
     system_prompt = SYSTEM_PROMPT
+    #: The toolsets every episode offers (each instance sets them with its command timeout).
+    toolsets = (BashTools, RepoEditorTools, SearchTools)
 
     def __init__(
         self,
@@ -234,7 +239,7 @@ class SWEEnv(AgentEnv):
                                               disk_mb=2048, pids=512)
         # Bound to each episode's sandbox in setup_episode; before that, described.
         self.toolsets = tuple(functools.partial(toolset, command_timeout_s=command_timeout_s)
-                              for toolset in (BashTools, RepoEditorTools, SearchTools))
+                              for toolset in SWEEnv.toolsets)
         self._check_backend(instances)
         self._envs_checked: set[Path] = set()
         self.box: Sandbox | None = None
@@ -248,7 +253,7 @@ class SWEEnv(AgentEnv):
             if env_id == "swe-synth":
                 return load_instances(default_synth_tasks(backend or "local"))
             source, split = DATASETS[env_id]
-            return load_instances(source, split=split)
+            return load_instances(source, split=split, env_id=env_id)
         if isinstance(tasks, (str, os.PathLike)):
             return load_instances(tasks, split=split)
         return [t if isinstance(t, SWEInstance) else SWEInstance.from_dict(t) for t in tasks]
@@ -386,19 +391,43 @@ def default_synth_tasks(backend: str = "local") -> Path:
         f"-{backend}-{version}.jsonl")
     if path.is_file():
         return path
+    count = len(DEFAULT_SYNTH_PROJECTS)
+    # Minutes of silence read as a hang: say what is built, for how long, and that it is
+    # done once.
+    _say(f"swe-synth: building its default tasks on first use: {count} x"
+         f" {DEFAULT_SYNTH_TASKS_PER_PROJECT} tasks from {', '.join(DEFAULT_SYNTH_PROJECTS)}"
+         " (downloads their sdists, builds their test envs and validates every task:"
+         f" a few minutes, about {SYNTH_MINUTES} on 2 cores). Cached in {path.parent}, so"
+         " later runs start at once; -e tasks=FILE.jsonl skips it.")
     rows = []
-    # On a thread of its own: envs are often made inside a running event loop.
+    # On a thread of its own: envs are often made inside a running event loop. No
+    # progress bar of its own: the caller's (eval's) may be on screen.
     with ThreadPoolExecutor(1) as thread:
-        for spec in DEFAULT_SYNTH_PROJECTS:
+        for index, spec in enumerate(DEFAULT_SYNTH_PROJECTS, 1):
             package, version = repo.split_spec(spec)
-            rows += thread.submit(synthesize, package, version,
-                                  DEFAULT_SYNTH_TASKS_PER_PROJECT,
-                                  backend=backend).result()
+            started = time.monotonic()
+            _say(f"swe-synth: [{index}/{count}] {spec}: synthesizing"
+                 f" {DEFAULT_SYNTH_TASKS_PER_PROJECT} tasks")
+            made = thread.submit(synthesize, package, version,
+                                 DEFAULT_SYNTH_TASKS_PER_PROJECT, progress=False,
+                                 backend=backend).result()
+            _say(f"swe-synth: [{index}/{count}] {spec}: {len(made)} tasks in"
+                 f" {time.monotonic() - started:.0f} s")
+            rows += made
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(f".{path.name}.{os.getpid()}")
     write_jsonl(rows, staging)
     staging.replace(path)  # whole or not at all
+    _say(f"swe-synth: wrote {len(rows)} tasks to {path}")
     return path
+
+
+def _say(message: str) -> None:
+    """A line on stderr, above any progress bar on screen (rich prints through it)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[dim]{escape(message)}[/]")
 
 
 async def _check_env_runs(box: Sandbox, project: Project) -> None:

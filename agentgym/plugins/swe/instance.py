@@ -213,7 +213,8 @@ def _json_list(text: str, name: str, where: str) -> list[str]:
     return value
 
 
-def load_instances(source: str | os.PathLike[str], *, split: str = "test") -> list[SWEInstance]:
+def load_instances(source: str | os.PathLike[str], *, split: str = "test",
+                   env_id: str = "swe-verified") -> list[SWEInstance]:
     """Every instance of ``source``, in order.
 
     Args:
@@ -222,12 +223,14 @@ def load_instances(source: str | os.PathLike[str], *, split: str = "test") -> li
             ``split`` when any do, as in a Hugging Face snapshot's ``data/test-*.parquet``);
             or a Hugging Face dataset name such as ``"princeton-nlp/SWE-bench_Verified"``.
         split: the dataset split to load (hub names and directories only).
+        env_id: the env the instances are for, named in the fix of an error.
 
     Raises:
         MissingFileError: (a ``FileNotFoundError``) a path that looks like a file does not
             exist.
         InvalidInstanceError: a row is invalid, or two rows share an instance_id.
-        MissingResourceError: the hub dataset is neither reachable nor cached.
+        MissingResourceError: the hub dataset is neither reachable nor cached (found at
+            once when the Hub cannot be reached: no retries).
     """
     path = Path(source)
     if path.is_dir():
@@ -235,7 +238,7 @@ def load_instances(source: str | os.PathLike[str], *, split: str = "test") -> li
     elif path.is_file():
         rows = _load_file(path)
     elif _is_hub_name(str(source)):
-        rows = _load_hub(str(source), split)
+        rows = _load_hub(str(source), split, env_id)
     else:
         raise MissingFileError(
             f"SWE task source {str(source)!r} does not exist",
@@ -309,11 +312,18 @@ def _load_dir(path: Path, split: str) -> list[tuple[str, dict[str, Any]]]:
     return [row for p in files for row in _load_file(p)]
 
 
-def _load_hub(name: str, split: str) -> list[tuple[str, dict[str, Any]]]:
+#: Values of HF_HUB_OFFLINE / HF_DATASETS_OFFLINE that turn offline mode on.
+_TRUE = ("1", "true", "yes", "on")
+#: Seconds the Hub gets to accept a connection before it counts as unreachable.
+HUB_CONNECT_TIMEOUT_S = 3.0
+
+
+def _load_hub(name: str, split: str, env_id: str) -> list[tuple[str, dict[str, Any]]]:
     fix = (
         "Download it where the Hub is reachable, e.g. `python -c \"from datasets import"
         f" load_dataset; load_dataset('{name}', split='{split}').to_json('tasks.jsonl')\"`,"
-        " and point the env at the file: gym.make(\"swe-verified\", tasks=\"tasks.jsonl\")"
+        f" and point the env at the file: `agentgym eval {env_id} -e tasks=tasks.jsonl ...`"
+        f" on the command line, gym.make(\"{env_id}\", tasks=\"tasks.jsonl\") in Python"
         " (a .jsonl, .json or .parquet file)"
     )
     try:
@@ -324,16 +334,68 @@ def _load_hub(name: str, split: str) -> list[tuple[str, dict[str, Any]]]:
             " not installed",
             "Install it with `pip install 'agentgym[swe]'`, or " + fix[0].lower() + fix[1:],
         ) from None
-    try:
-        dataset = datasets.load_dataset(name, split=split)
-    except Exception as e:  # offline, not cached, no such dataset or split: same remedy
+    offline = _hub_unreachable()
+    if offline and not _offline_mode():
+        # No connection: the Hub client would retry for half a minute, logging each try.
+        # Read the Hub cache's download instead, or say at once that there is none.
+        cached = _cached_snapshot(name)
+        if cached is not None:
+            return _load_dir(cached, split)
         raise MissingResourceError(
             f"The Hugging Face dataset {name!r} (split {split!r}) could not be loaded: it is"
-            " not a local file, the Hub did not answer and it is not in the local cache"
+            f" not a local file, the Hub cannot be reached ({offline}) and it is not in the"
+            " Hub's cache (if `datasets` loaded it before, HF_HUB_OFFLINE=1 reads it from"
+            " its own cache)", fix)
+    try:
+        dataset = datasets.load_dataset(name, split=split)  # offline mode: no retries
+    except Exception as e:  # not cached, no such dataset or split: same remedy
+        why = f"the Hub cannot be reached ({offline})" if offline else "the Hub did not answer"
+        raise MissingResourceError(
+            f"The Hugging Face dataset {name!r} (split {split!r}) could not be loaded: it is"
+            f" not a local file, {why} and it is not in the local cache"
             f" ({type(e).__name__}: {e})",
             fix,
         ) from e
     return [(f"{name}[{split}] row {i}", dict(row)) for i, row in enumerate(dataset)]
+
+
+def _offline_mode() -> str | None:
+    """The variable that puts the Hugging Face clients in offline mode, if one does."""
+    return next((variable for variable in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+                 if os.environ.get(variable, "").strip().lower() in _TRUE), None)
+
+
+def _hub_unreachable() -> str | None:
+    """Why the Hugging Face Hub cannot be reached, found at once and without retries
+    (offline mode set, or no connection to its host); None when it may be reached (a proxy
+    is configured: only the client can tell)."""
+    import socket
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    variable = _offline_mode()
+    if variable:
+        return f"{variable} is set"
+    if urllib.request.getproxies().get("https"):
+        return None
+    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = endpoint.hostname or "huggingface.co"
+    port = endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=HUB_CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        return f"no connection to {host}:{port}: {e.strerror or e}"
+    return None
+
+
+def _cached_snapshot(name: str) -> Path | None:
+    """The folder of the dataset's last download in the Hub cache, if there is one."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(name, repo_type="dataset", local_files_only=True))
+    except Exception:  # not cached (LocalEntryNotFoundError), or an unreadable cache
+        return None
 
 
 def image_name(instance_id: str, *, arch: str = "x86_64", namespace: str = "swebench",

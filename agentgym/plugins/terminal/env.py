@@ -158,6 +158,8 @@ class TerminalEnv(AgentEnv):
     """
 
     system_prompt = SYSTEM_PROMPT
+    #: The toolsets of the default ``tools`` (each instance sets those its ``tools`` name).
+    toolsets = tuple(TOOLSETS.values())
 
     def __init__(
         self,

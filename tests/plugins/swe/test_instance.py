@@ -165,11 +165,59 @@ def test_unreachable_hub_dataset_says_how_to_use_a_local_file(
         monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
         monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf", raising=False)
     with pytest.raises(MissingResourceError) as info:
-        load_instances("agentgym-tests/SWE-bench_Nowhere")
+        load_instances("agentgym-tests/SWE-bench_Nowhere", env_id="swe-lite")
     message = str(info.value)
     assert "'agentgym-tests/SWE-bench_Nowhere'" in message and "split 'test'" in message
-    assert 'gym.make("swe-verified", tasks="tasks.jsonl")' in message
+    assert "the Hub cannot be reached (HF_HUB_OFFLINE is set)" in message
+    assert "`agentgym eval swe-lite -e tasks=tasks.jsonl ...` on the command line" in message
+    assert 'gym.make("swe-lite", tasks="tasks.jsonl") in Python' in message
     assert ".to_json('tasks.jsonl')" in message
+
+
+def no_hub_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make any use of the Hub client (its retries) fail the test."""
+    import datasets
+
+    def load_dataset(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the Hub client was called: it retries for half a minute")
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+
+
+def no_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No offline mode, no proxy, and a Hub endpoint nothing listens on (refused)."""
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "HTTPS_PROXY", "https_proxy",
+                 "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+
+
+def test_an_unreachable_hub_is_found_at_once_without_the_client(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    no_hub_client(monkeypatch)
+    no_connection(monkeypatch)
+    with pytest.raises(MissingResourceError, match=r"no connection to 127\.0\.0\.1:9"):
+        load_instances("agentgym-tests/SWE-bench_Nowhere")
+
+
+def test_without_a_connection_a_hub_dataset_is_read_from_the_hub_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants
+
+    no_hub_client(monkeypatch)
+    no_connection(monkeypatch)
+    # The Hub cache's layout: refs/main names the snapshot the files are in.
+    repo = tmp_path / "datasets--agentgym-tests--SWE-bench_Cached"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    data = repo / "snapshots" / ("0" * 40) / "data"
+    data.mkdir(parents=True)
+    (data / "test-00000-of-00001.jsonl").write_text(json.dumps(row()) + "\n")
+    (data / "train-00000-of-00001.jsonl").write_text(
+        json.dumps(row(instance_id="django__django-1")) + "\n")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    [instance] = load_instances("agentgym-tests/SWE-bench_Cached")
+    assert instance.instance_id == "django__django-11099"
 
 
 # --- image_name --------------------------------------------------------------------------

@@ -378,3 +378,30 @@ def test_hard_tasks_touch_several_functions_and_are_valid(tmp_path, fresh_task_c
     # (the exploit probes are played on sampled tasks in test_probes.py).
     report = assert_valid("swe-synth", n=None, tasks=str(out), concurrency=2, probes=False)
     assert report.ok and len(report.results) >= 4
+
+
+def test_the_default_task_set_says_it_is_a_one_time_cached_build(tmp_path, monkeypatch,
+                                                                 capsys):
+    from agentgym.plugins.swe import env, synth
+
+    said_before: list[str] = []
+
+    def fake_synthesize(package, version, n, seed=0, progress=True, **options):
+        said_before.append(capsys.readouterr().err)  # what was on stderr when work began
+        return [{"instance_id": f"{package}-{i}"} for i in range(n)]
+
+    monkeypatch.setenv("AGENTGYM_SWE_CACHE", str(tmp_path))
+    monkeypatch.setattr(synth, "synthesize", fake_synthesize)
+    path = env.default_synth_tasks("local")
+    first = " ".join(said_before[0].split())
+    assert "building its default tasks on first use: 3 x 5 tasks from toolz==1.2.0" in first
+    assert f"about {env.SYNTH_MINUTES} on 2 cores" in first
+    assert f"Cached in {path.parent}, so later runs start at once" in first
+    assert "[1/3] toolz==1.2.0: synthesizing 5 tasks" in first
+    assert "[1/3] toolz==1.2.0: 5 tasks in" in said_before[1]
+    assert "[2/3] inflection==0.5.1: synthesizing 5 tasks" in said_before[1]
+    assert f"wrote 15 tasks to {path}" in " ".join(capsys.readouterr().err.split())
+    assert len(path.read_text().splitlines()) == 15
+    # Cached: the second time builds nothing and says nothing.
+    assert env.default_synth_tasks("local") == path and len(said_before) == 3
+    assert capsys.readouterr().err == ""
