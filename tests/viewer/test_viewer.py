@@ -58,12 +58,17 @@ def test_the_index_reads_rows_and_then_only_what_is_appended(tmp_path):
         handle.write(trajectory(10).to_json()[50:] + "\n" + "not json\n")
     assert index.refresh() == 1 and index.bad_lines == 1
     assert index.episode(10)["task_id"] == "task-10"
-    total, rows = index.query(finish_reason="max_turns")
-    assert total == 4 and {r.task_id for r in rows} == {"task-0", "task-3", "task-6", "task-9"}
-    total, rows = index.query(sort="time_s", descending=True, limit=2)
-    assert total == 11 and [r.task_id for r in rows] == ["task-10", "task-9"]
-    assert index.query(text="NEEDLE-in-episode")[0] == 1
-    assert index.query(env="calculator", min_reward=1.0)[0] == 4  # tasks 2, 4, 8 and 10
+    page = index.query(finish_reason="max_turns")
+    assert page.total == 4 and {r.task_id for r in page.rows} == {"task-0", "task-3",
+                                                                  "task-6", "task-9"}
+    assert (page.mean_reward, page.pass_rate) == (0.0, 0.0)
+    page = index.query(sort="time_s", descending=True, limit=2)
+    assert page.total == 11 and [r.task_id for r in page.rows] == ["task-10", "task-9"]
+    # The figures are of every matching episode, not of the page shown: 7 of 11 solved.
+    assert page.mean_reward == page.pass_rate == 7 / 11
+    assert index.query(text="NEEDLE-in-episode").total == 1
+    assert index.query(env="calculator", min_reward=1.0).total == 4  # tasks 2, 4, 8 and 10
+    assert index.query(policy="oracle").total == 11 and index.query(policy="hf").total == 0
     with pytest.raises(ValueError, match="sort='nope'"):
         index.query(sort="nope")
 
@@ -85,7 +90,10 @@ def test_bad_lines_are_skipped_and_counted_the_rest_still_shows(tmp_path):
     assert [r.task_id for r in index.rows] == ["task-0", "task-1", "task-2", "odd-timings",
                                                "task-4", "task-5"]
     assert index.bad_lines == 5 and index.rows[3].timings == {}
-    assert index.query(sort="time_s")[0] == 6
+    assert index.query(sort="time_s").total == 6
+    # A bad line takes no position: links name the episodes that show.
+    assert [r.position for r in index.rows] == list(range(6))
+    assert index.locate(0, 4) == 4 and index.rows[4].task_id == "task-4"
 
 
 @pytest.fixture
@@ -124,11 +132,30 @@ def test_the_api_pages_filters_and_names_bad_requests(served):
     status, data = get(server.url + "api/episodes?limit=nan")
     assert status == 400 and "limit='nan'" in data["error"]
     assert get(server.url + "api/episodes?min=high")[0] == 400
+    # The figures above the list are of every matching episode.
+    rewards = [trajectory(i).reward for i in range(0, 250, 2)]
+    data = get(server.url + "api/episodes?env=calculator&limit=5")[1]
+    assert data["total"] == 125 and len(data["episodes"]) == 5
+    assert data["mean_reward"] == pytest.approx(sum(rewards) / 125)
+    assert data["pass_rate"] == pytest.approx(sum(r == 1.0 for r in rewards) / 125)
+    assert get(server.url + "api/episodes?file=0")[1]["total"] == 250
+    assert get(server.url + "api/episodes?file=1")[1]["total"] == 0  # no such file
+    # A link names an episode by its file and its position there.
+    assert get(server.url + "api/locate?file=0&position=42")[1] == {"index": 42}
+    status, data = get(server.url + "api/locate?file=0&position=9999")
+    assert status == 404 and data["error"] == "no episode 9999 in run.jsonl: it holds 250"
+    assert get(server.url + "api/locate?file=7&position=0")[0] == 404
+    assert get(server.url + "api/locate?file=inf&position=-inf")[0] == 404  # clamped
+    status, data = get(server.url + "api/locate?file=a&position=1")
+    assert status == 400 and data["error"] == "file='a' is not a number"
     write(path, range(250, 260))
     assert get(server.url + "api/facets")[1]["episodes"] == 260  # appended: seen
 
 
 def test_the_page_in_chromium(served):
+    """The list, its live filters and the figures above it, an episode opened by a click
+    and by a link (back and forward move between them). Screenshots: list.png,
+    filtered.png and episode.png under build/test-artifacts/viewer/."""
     from tests.plugins.web.conftest import chromium_missing
 
     if chromium_missing():
