@@ -2,8 +2,10 @@
 demand.
 
 :class:`EpisodeIndex` reads each JSONL file once, keeping per line its byte offset and
-what the list view shows (env, task, reward, finish reason, turns, tokens, stage times),
-so a file of 100,000 episodes is indexed once and never held whole. :meth:`refresh` reads
+what the list view shows (env, task, policy, reward, finish reason, turns, tokens, stage
+times), so a file of 100,000 episodes is indexed once and never held whole. An episode is
+named by its file and its position there (:meth:`EpisodeIndex.locate`), which a link keeps
+while other files are added or grow. :meth:`refresh` reads
 only what was appended since (a file still being written shows new episodes as they come;
 a last line without its newline waits for it). Text search scans the episodes' raw bytes
 through a memory map, without parsing them.
@@ -20,16 +22,19 @@ from pathlib import Path
 from typing import Any
 
 #: The columns the list can be sorted by.
-SORT_KEYS = ("index", "env", "task_id", "reward", "finish_reason", "turns", "tokens",
-             "time_s")
+SORT_KEYS = ("index", "file", "env", "task_id", "policy", "reward", "finish_reason", "turns",
+             "tokens", "time_s")
 
 
 @dataclass
 class Row:
-    """What the list view shows of one episode, and where the episode lies."""
+    """What the list view shows of one episode, and where the episode lies: ``index`` over
+    all files, ``file`` (a number, the order of :attr:`EpisodeIndex.files`) and
+    ``position``, its number among that file's episodes (bad lines not counted)."""
 
     index: int
     file: int
+    position: int
     offset: int
     length: int
     env: str
@@ -67,12 +72,40 @@ def trajectory_files(target: str | Path) -> list[Path]:
     raise FileNotFoundError(target)
 
 
+def file_labels(files: Sequence[Path]) -> list[str]:
+    """Short names that tell ``files`` apart: each path's last parts, as few as make it
+    unique (``00-sft/demonstrations.jsonl`` beside ``02-rft/demonstrations.jsonl``)."""
+    parts = [Path(f).parts for f in files]
+    labels = []
+    for mine in parts:
+        for depth in range(1, len(mine) + 1):
+            tail = mine[-depth:]
+            if sum(other[-depth:] == tail for other in parts) == 1 or depth == len(mine):
+                break
+        labels.append("/".join(tail))
+    return labels
+
+
+@dataclass
+class Page:
+    """What :meth:`EpisodeIndex.query` returns: how many episodes match, their mean reward
+    and pass rate (share with reward 1.0), and one page of their rows."""
+
+    total: int
+    mean_reward: float
+    pass_rate: float
+    rows: list[Row]
+
+
 class EpisodeIndex:
     """The episodes of ``files`` (module docstring). Thread-safe."""
 
     def __init__(self, files: Sequence[str | Path]):
         self.files = [Path(f) for f in files]
         self.rows: list[Row] = []
+        #: Per file, the indexes of its rows in order (a row's position is its place here).
+        self.by_file: list[list[int]] = [[] for _ in self.files]
+        self.labels = file_labels(self.files)
         self.bad_lines = 0
         self._read_to = [0] * len(self.files)
         self._lock = threading.Lock()
@@ -110,6 +143,7 @@ class EpisodeIndex:
                     self.bad_lines += 1
                 else:
                     self.rows.append(row)
+                    self.by_file[number].append(row.index)
             at += length
         self._read_to[number] = start + end
 
@@ -128,7 +162,8 @@ class EpisodeIndex:
             return None
         timings = data.get("timings") if isinstance(data.get("timings"), dict) else {}
         timings = {k: v for k, v in timings.items() if isinstance(v, int | float)}
-        return Row(index=len(self.rows), file=number, offset=offset, length=length,
+        return Row(index=len(self.rows), file=number, position=len(self.by_file[number]),
+                   offset=offset, length=length,
                    env=str(data.get("env", "")), task_id=str(data.get("task_id", "")),
                    episode=int(data.get("episode") or 0), policy=str(data.get("policy", "")),
                    reward=float(data.get("reward") or 0.0),
@@ -153,18 +188,31 @@ class EpisodeIndex:
         data["index"] = index
         return data
 
+    def locate(self, file: int, position: int) -> int:
+        """The index of the episode at ``position`` in file number ``file``."""
+        if not 0 <= file < len(self.files):
+            raise IndexError(f"no file {file}: there are {len(self.files)}")
+        rows = self.by_file[file]
+        if not 0 <= position < len(rows):
+            raise IndexError(f"no episode {position} in {self.labels[file]}: it holds"
+                             f" {len(rows)}")
+        return rows[position]
+
     def query(self, *, sort: str = "index", descending: bool = False, env: str = "",
-              finish_reason: str = "", text: str = "", min_reward: float | None = None,
-              max_reward: float | None = None, offset: int = 0, limit: int = 100
-              ) -> tuple[int, list[Row]]:
-        """``(matching count, one page of rows)``, filtered and sorted."""
+              finish_reason: str = "", policy: str = "", file: int | None = None,
+              text: str = "", min_reward: float | None = None,
+              max_reward: float | None = None, offset: int = 0, limit: int = 100) -> Page:
+        """The episodes that match every filter given, sorted, one page of them."""
         if sort not in SORT_KEYS:
             raise ValueError(f"sort={sort!r}: use one of {', '.join(SORT_KEYS)}")
         rows = self.rows
-        if env:
-            rows = [r for r in rows if r.env == env]
-        if finish_reason:
-            rows = [r for r in rows if r.finish_reason == finish_reason]
+        if file is not None:
+            rows = [self.rows[i] for i in self.by_file[file]] \
+                if 0 <= file < len(self.files) else []
+        for key, value in (("env", env), ("finish_reason", finish_reason),
+                           ("policy", policy)):
+            if value:
+                rows = [r for r in rows if getattr(r, key) == value]
         if min_reward is not None:
             rows = [r for r in rows if r.reward >= min_reward]
         if max_reward is not None:
@@ -174,14 +222,20 @@ class EpisodeIndex:
             rows = [r for r in rows if r.index in found]
         if sort != "index" or descending:
             rows = sorted(rows, key=lambda r: (getattr(r, sort), r.index), reverse=descending)
-        return len(rows), rows[offset:offset + limit]
+        count = len(rows)
+        return Page(total=count,
+                    mean_reward=sum(r.reward for r in rows) / count if count else 0.0,
+                    pass_rate=sum(r.reward >= 1.0 for r in rows) / count if count else 0.0,
+                    rows=rows[offset:offset + limit])
 
     def facets(self) -> dict[str, Any]:
-        """The envs and finish reasons present, for the filters."""
+        """The envs, finish reasons, policies and files present, for the filters
+        (``files``: the short names of :func:`file_labels`, in file-number order)."""
         rows = self.rows
         return {"episodes": len(rows), "envs": sorted({r.env for r in rows}),
                 "finish_reasons": sorted({r.finish_reason for r in rows}),
-                "files": [str(f) for f in self.files], "bad_lines": self.bad_lines}
+                "policies": sorted({r.policy for r in rows}),
+                "files": self.labels, "bad_lines": self.bad_lines}
 
     def _search(self, text: str) -> list[int]:
         """Indexes of the episodes whose JSON holds ``text`` (case-insensitive)."""
@@ -191,13 +245,12 @@ class EpisodeIndex:
         needle = text.lower().encode()
         escaped = json.dumps(text.lower())[1:-1].encode()  # as it reads inside JSON strings
         found = []
-        by_file: dict[int, list[Row]] = {}
-        for row in self.rows:
-            by_file.setdefault(row.file, []).append(row)
-        for number, rows in by_file.items():
+        for number, indexes in enumerate(self.by_file):
+            if not indexes:
+                continue
             with self.files[number].open("rb") as handle, \
                     mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                for row in rows:
+                for row in (self.rows[i] for i in indexes):
                     line = data[row.offset:row.offset + row.length].lower()
                     if needle in line or escaped in line:
                         found.append(row.index)

@@ -2,13 +2,18 @@
 
 The page (``page.html``, plain HTML and JavaScript, no build step) asks this server for:
 
-* ``GET /api/facets``: episode count, envs and finish reasons (for the filters);
-* ``GET /api/episodes?sort=&desc=&env=&finish=&q=&min=&max=&offset=&limit=``: one page of
-  the list, filtered and sorted (:meth:`EpisodeIndex.query`), with the matching total;
+* ``GET /api/facets``: episode count, envs, finish reasons, policies and files (their
+  short names, by file number), for the filters;
+* ``GET /api/episodes?sort=&desc=&env=&finish=&policy=&file=&q=&min=&max=&offset=&limit=``:
+  one page of the list, filtered and sorted (:meth:`EpisodeIndex.query`), with the
+  matching ``total`` and their ``mean_reward`` and ``pass_rate``;
 * ``GET /api/episode/N``: one whole episode (messages, tokens and loss mask, metrics;
   with a tokenizer, ``completion_pieces``: each completion token as text);
-* ``GET /api/runs``: the ``metrics.jsonl`` records of each training run folder given
-  (``agentgym train`` output), which the page plots, runs overlaid.
+* ``GET /api/locate?file=F&position=P``: ``{"index"}`` of the episode at position ``P`` of
+  file number ``F`` (what a link to an episode names);
+* ``GET /api/runs``: per training run folder given (``agentgym train`` output), its
+  ``metrics.jsonl`` records and its ``eval.json`` (held-out results by stage, or null),
+  which the page plots, runs overlaid.
 
 Every list and facets request first indexes what was appended to the files, so a file
 still being written shows its new episodes. Bad parameters get a 400 with the reason.
@@ -29,8 +34,9 @@ from typing import Any
 from agentgym.viewer.index import EpisodeIndex
 
 HOST = "127.0.0.1"
-#: A training run's log (agentgym.trainers.run writes it).
+#: A training run's log and its held-out results (agentgym.trainers.run writes them).
 METRICS_FILE = "metrics.jsonl"
+EVAL_FILE = "eval.json"
 #: The most rows one list request returns.
 MAX_PAGE = 1000
 
@@ -88,6 +94,15 @@ def run_records(folder: Path) -> list[dict[str, Any]]:
     return records
 
 
+def run_evals(folder: Path) -> dict[str, Any] | None:
+    """``folder/eval.json``, or None when the run has none (or it cannot be read yet)."""
+    try:
+        data = json.loads((folder / EVAL_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: ViewerServer
 
@@ -106,10 +121,20 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._json(index.facets())
             if url.path == "/api/episodes":
                 index.refresh()
-                total, rows = index.query(**_list_options(query))
-                return self._json({"total": total, "episodes": [r.to_dict() for r in rows]})
+                page = index.query(**_list_options(query))
+                return self._json({"total": page.total, "mean_reward": page.mean_reward,
+                                   "pass_rate": page.pass_rate,
+                                   "episodes": [r.to_dict() for r in page.rows]})
+            if url.path == "/api/locate":
+                try:
+                    number = index.locate(_count(query, "file", 0, 0, 2 ** 31),
+                                          _count(query, "position", 0, 0, 2 ** 62))
+                except IndexError as missing:
+                    return self._error(HTTPStatus.NOT_FOUND, str(missing))
+                return self._json({"index": number})
             if url.path == "/api/runs":
-                return self._json({"runs": [{"name": run.name, "records": run_records(run)}
+                return self._json({"runs": [{"name": run.name, "records": run_records(run),
+                                             "evals": run_evals(run)}
                                             for run in self.server.runs]})
             if url.path.startswith("/api/episode/"):
                 number = int(url.path.rsplit("/", 1)[1])
@@ -141,25 +166,31 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+def _number(query: dict[str, str], key: str) -> float | None:
+    """``query[key]`` as a number (None when absent); what is not one is named."""
+    if not query.get(key):
+        return None
+    try:
+        value = float(query[key])
+    except ValueError:
+        value = math.nan
+    if math.isnan(value):
+        raise ValueError(f"{key}={query[key]!r} is not a number")
+    return value
+
+
+def _count(query: dict[str, str], key: str, default: int, low: int, high: int) -> int:
+    """A row count or position, clamped to [low, high] (``inf`` is the most there is)."""
+    value = _number(query, key)
+    return default if value is None else int(min(max(value, low), high))
+
+
 def _list_options(query: dict[str, str]) -> dict[str, Any]:
-    def number(key: str) -> float | None:
-        if not query.get(key):
-            return None
-        try:
-            value = float(query[key])
-        except ValueError:
-            value = math.nan
-        if math.isnan(value):
-            raise ValueError(f"{key}={query[key]!r} is not a number")
-        return value
-
-    def count(key: str, default: int, low: int, high: int) -> int:
-        """A row count or position, clamped to [low, high] (``inf`` is the most there is)."""
-        value = number(key)
-        return default if value is None else int(min(max(value, low), high))
-
     return {"sort": query.get("sort") or "index", "descending": query.get("desc") == "1",
             "env": query.get("env", ""), "finish_reason": query.get("finish", ""),
-            "text": query.get("q", "").strip(), "min_reward": number("min"),
-            "max_reward": number("max"), "offset": count("offset", 0, 0, 2 ** 62),
-            "limit": count("limit", 100, 1, MAX_PAGE)}
+            "policy": query.get("policy", ""),
+            "file": None if not query.get("file") else _count(query, "file", 0, -1, 2 ** 31),
+            "text": query.get("q", "").strip(), "min_reward": _number(query, "min"),
+            "max_reward": _number(query, "max"),
+            "offset": _count(query, "offset", 0, 0, 2 ** 62),
+            "limit": _count(query, "limit", 100, 1, MAX_PAGE)}

@@ -63,7 +63,9 @@ def test_wrong_answer_scores_zero(env):
     env.reset(seed=0)
     _, reward, terminated, _, info = env.step(call("submit", answer="-0.5"))
     assert (reward, terminated) == (0.0, True)
-    assert info["reward_metrics"] == {"submitted": True, "parsed": True}
+    # The grader names what it expected (the task's answer) beside what it got.
+    assert info["reward_metrics"] == {"submitted": True, "parsed": True, "got": "-0.5",
+                                      "expected": env.task.metadata["answer"]}
 
 
 def test_turn_limit_truncates_rather_than_terminates():
@@ -398,7 +400,8 @@ def test_deferred_grading_and_overlapped_setup_are_reset_options():
             _, reward, terminated, _, info = await env.astep(call("submit", answer="2"))
             assert started.is_set() and terminated
             assert (reward, info["grading_deferred"]) == (0.0, True)
-            assert await env.agrade() == (1.0, {"submitted": True, "parsed": True})
+            assert await env.agrade() == (1.0, {"submitted": True, "parsed": True,
+                                                "expected": "2", "got": "2"})
             await env.areset()  # options hold for one episode only
             _, reward, *_ = await env.astep(call("submit", answer="2"))
             assert reward == 1.0

@@ -1,6 +1,8 @@
 """agentgym view: the index over trajectory files, its HTTP API, and the page in real
-Chromium (the list loads, a filter narrows it, an episode shows its tool calls and its loss
-mask). Screenshots of each view are saved under build/test-artifacts/viewer/."""
+Chromium (the list loads, filters narrow it as one types, the figures above it follow, a
+link opens an episode, an episode shows its tool calls and its loss mask, training runs
+are drawn per stage). Screenshots of each view are saved under
+build/test-artifacts/viewer/."""
 
 from __future__ import annotations
 
@@ -58,12 +60,17 @@ def test_the_index_reads_rows_and_then_only_what_is_appended(tmp_path):
         handle.write(trajectory(10).to_json()[50:] + "\n" + "not json\n")
     assert index.refresh() == 1 and index.bad_lines == 1
     assert index.episode(10)["task_id"] == "task-10"
-    total, rows = index.query(finish_reason="max_turns")
-    assert total == 4 and {r.task_id for r in rows} == {"task-0", "task-3", "task-6", "task-9"}
-    total, rows = index.query(sort="time_s", descending=True, limit=2)
-    assert total == 11 and [r.task_id for r in rows] == ["task-10", "task-9"]
-    assert index.query(text="NEEDLE-in-episode")[0] == 1
-    assert index.query(env="calculator", min_reward=1.0)[0] == 4  # tasks 2, 4, 8 and 10
+    page = index.query(finish_reason="max_turns")
+    assert page.total == 4 and {r.task_id for r in page.rows} == {"task-0", "task-3",
+                                                                  "task-6", "task-9"}
+    assert (page.mean_reward, page.pass_rate) == (0.0, 0.0)
+    page = index.query(sort="time_s", descending=True, limit=2)
+    assert page.total == 11 and [r.task_id for r in page.rows] == ["task-10", "task-9"]
+    # The figures are of every matching episode, not of the page shown: 7 of 11 solved.
+    assert page.mean_reward == page.pass_rate == 7 / 11
+    assert index.query(text="NEEDLE-in-episode").total == 1
+    assert index.query(env="calculator", min_reward=1.0).total == 4  # tasks 2, 4, 8 and 10
+    assert index.query(policy="oracle").total == 11 and index.query(policy="hf").total == 0
     with pytest.raises(ValueError, match="sort='nope'"):
         index.query(sort="nope")
 
@@ -85,7 +92,10 @@ def test_bad_lines_are_skipped_and_counted_the_rest_still_shows(tmp_path):
     assert [r.task_id for r in index.rows] == ["task-0", "task-1", "task-2", "odd-timings",
                                                "task-4", "task-5"]
     assert index.bad_lines == 5 and index.rows[3].timings == {}
-    assert index.query(sort="time_s")[0] == 6
+    assert index.query(sort="time_s").total == 6
+    # A bad line takes no position: links name the episodes that show.
+    assert [r.position for r in index.rows] == list(range(6))
+    assert index.locate(0, 4) == 4 and index.rows[4].task_id == "task-4"
 
 
 @pytest.fixture
@@ -124,11 +134,30 @@ def test_the_api_pages_filters_and_names_bad_requests(served):
     status, data = get(server.url + "api/episodes?limit=nan")
     assert status == 400 and "limit='nan'" in data["error"]
     assert get(server.url + "api/episodes?min=high")[0] == 400
+    # The figures above the list are of every matching episode.
+    rewards = [trajectory(i).reward for i in range(0, 250, 2)]
+    data = get(server.url + "api/episodes?env=calculator&limit=5")[1]
+    assert data["total"] == 125 and len(data["episodes"]) == 5
+    assert data["mean_reward"] == pytest.approx(sum(rewards) / 125)
+    assert data["pass_rate"] == pytest.approx(sum(r == 1.0 for r in rewards) / 125)
+    assert get(server.url + "api/episodes?file=0")[1]["total"] == 250
+    assert get(server.url + "api/episodes?file=1")[1]["total"] == 0  # no such file
+    # A link names an episode by its file and its position there.
+    assert get(server.url + "api/locate?file=0&position=42")[1] == {"index": 42}
+    status, data = get(server.url + "api/locate?file=0&position=9999")
+    assert status == 404 and data["error"] == "no episode 9999 in run.jsonl: it holds 250"
+    assert get(server.url + "api/locate?file=7&position=0")[0] == 404
+    assert get(server.url + "api/locate?file=inf&position=-inf")[0] == 404  # clamped
+    status, data = get(server.url + "api/locate?file=a&position=1")
+    assert status == 400 and data["error"] == "file='a' is not a number"
     write(path, range(250, 260))
     assert get(server.url + "api/facets")[1]["episodes"] == 260  # appended: seen
 
 
 def test_the_page_in_chromium(served):
+    """The list, its live filters and the figures above it, an episode opened by a click
+    and by a link (back and forward move between them). Screenshots: list.png,
+    filtered.png and episode.png under build/test-artifacts/viewer/."""
     from tests.plugins.web.conftest import chromium_missing
 
     if chromium_missing():
@@ -138,6 +167,7 @@ def test_the_page_in_chromium(served):
     server, path = served
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
+    count_is = "document.querySelector('#count').textContent === '{} episodes'"
     with sync_chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.on("console", lambda m: m.type == "error" and errors.append(m.text))
@@ -146,37 +176,64 @@ def test_the_page_in_chromium(served):
         page.wait_for_selector("#rows tr")
         assert page.locator("#rows tr").count() == 100
         assert page.locator("#count").inner_text() == "250 episodes"
+        solved = [trajectory(i).reward for i in range(250)]
+        assert page.locator("#mean-reward").inner_text() == f"{sum(solved) / 250:.3f}"
+        assert page.locator("#pass-rate").inner_text() == f"{100 * sum(solved) / 250:.1f}%"
+        # One file, one policy: no column for either.
+        assert not page.locator("th.col-file").is_visible()
+        assert not page.locator("th.col-policy").is_visible()
         page.screenshot(path=ARTIFACTS / "list.png", full_page=False)
 
         page.select_option("#finish", "max_turns")
-        page.wait_for_function("document.querySelector('#count').textContent"
-                               " === '84 episodes'")
-        assert set(page.locator("#rows tr td:nth-child(5)").all_inner_texts()) == {"max_turns"}
-        page.fill("#q", "needle-in-episode")
-        page.press("#q", "Enter")
+        page.wait_for_function(count_is.format(84))
+        assert set(page.locator("#rows tr td:nth-child(7)").all_inner_texts()) == {"max_turns"}
+        assert page.locator("#mean-reward").inner_text() == "0.000"
+        # Text filters apply as one types: no Enter, no leaving the field.
+        page.locator("#q").press_sequentially("needle-in-episode", delay=20)
         page.select_option("#finish", "")
-        page.wait_for_function("document.querySelector('#count').textContent"
-                               " === '1 episodes'")
+        page.wait_for_function(count_is.format(1))
+        assert page.locator("#pass-rate").inner_text() == "100.0%"  # episode 5: solved
         page.screenshot(path=ARTIFACTS / "filtered.png")
         page.fill("#q", "")
-        page.press("#q", "Enter")
-        page.wait_for_function("document.querySelector('#count').textContent"
-                               " === '250 episodes'")
+        page.wait_for_function(count_is.format(250))
+        page.locator("#min").press_sequentially("1")
+        page.wait_for_function(count_is.format(166))
+        assert page.locator("#pass-rate").inner_text() == "100.0%"
+        page.fill("#min", "")
+        page.wait_for_function(count_is.format(250))
 
         page.click("#rows tr[data-index='7']")
         page.wait_for_selector("#messages")
+        assert page.url.endswith("#run.jsonl/7")  # the address names the episode
         assert page.locator(".call strong").first.inner_text() == "→ run"
-        assert "pytest -q" in page.locator(".call pre").first.inner_text()
+        argument = page.locator(".call .arg").first
+        assert argument.locator(".arg-name").inner_text() == "command"
+        assert argument.locator("code").inner_text() == "pytest -q"
         assert page.locator("#messages .add").first.inner_text() == "+new = 2"  # the diff
         page.click("#show-mask")
         assert page.locator("#mask .model").count() == 3
         assert page.locator("#mask .env").count() == 2
         page.screenshot(path=ARTIFACTS / "episode.png", full_page=True)
+        page.go_back()
+        page.wait_for_selector("#list:not([hidden])")
+        page.go_forward()
+        page.wait_for_selector("#episode:not([hidden]) h2")
+        assert page.locator("#episode h2").inner_text() == "#7 task-7"
+
+        # A link opens its episode in a new page; one that names none says so.
+        linked = browser.new_page()
+        linked.on("pageerror", lambda e: errors.append(str(e)))
+        linked.goto(server.url + "#run.jsonl/42")
+        linked.wait_for_selector("#episode:not([hidden]) h2")
+        assert linked.locator("#episode h2").inner_text() == "#42 task-42"
+        linked.goto(server.url + "#run.jsonl/9999")
+        linked.wait_for_function("document.querySelector('#notice').textContent"
+                                 ".includes('no episode 9999 in run.jsonl')")
+        assert linked.locator("#list").is_visible()
 
         write(path, range(250, 255))  # a file still being written: the list grows
         page.click("#back")
-        page.wait_for_function("document.querySelector('#count').textContent"
-                               " === '255 episodes'", timeout=10_000)
+        page.wait_for_function(count_is.format(255), timeout=10_000)
     assert not errors, errors
     assert all((ARTIFACTS / name).stat().st_size > 0
                for name in ("list.png", "filtered.png", "episode.png"))
@@ -201,24 +258,37 @@ def test_the_command_names_what_it_cannot_serve(tmp_path):
     assert done.exit_code != 0 and f"{port} cannot be used" in done.output
 
 
-def test_training_runs_are_plotted_overlaid_in_chromium(tmp_path):
+def training_run(folder: Path, shift: float, evals: bool) -> Path:
+    """A run folder as ``agentgym train`` leaves it: an SFT stage logged every 5 steps up
+    to 40 (with TRL's held-out loss every 20), then a 20-step GRPO stage, and eval.json."""
+    folder.mkdir()
+    lines = [{"stage": "00-sft", "kind": "sft", "step": s, "loss": 2.0 - s / 40 - shift,
+              "learning_rate": 1e-4 * (1 - s / 50)} for s in range(5, 45, 5)]
+    lines[3]["eval_loss"], lines[7]["eval_loss"] = 1.9 - shift, 1.5 - shift
+    lines += [{"stage": "01-grpo", "kind": "grpo", "step": s, "reward": 0.02 * s + shift,
+               "env/pass_rate": 0.02 * s, "env/turns": 3 + s / 10, "time/init_s": 1.0,
+               "time/generate_s": 2.0 + s / 10, "time/tool_s": 0.5, "time/grade_s": 0.2,
+               "rollout/tokens_per_s": 100.0 + s, "completions/mean_length": 50 + s}
+              for s in range(1, 21)]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines)
+                                          + '{"stage": "01-grpo", "rew')  # being written
+    if evals:
+        stages = [("base", "base", 0.1), ("00-sft", "sft", 0.3), ("01-grpo", "grpo", 0.55)]
+        (folder / "eval.json").write_text(json.dumps({"env": "calculator", "episodes": 20,
+            "stages": [{"stage": n, "kind": k, "pass_rate": r, "mean_reward": r}
+                       for n, k, r in stages]}))
+    return folder
+
+
+def test_training_runs_are_plotted_per_stage_in_chromium(tmp_path):
+    """Each stage on its own steps (GRPO's 20 steps read 1 to 20, not where its lines fall
+    in the file), y axes with a few round ticks, runs overlaid, and the held-out pass rate
+    by stage from eval.json. Screenshot: build/test-artifacts/viewer/training.png."""
     from agentgym.viewer.server import open_index, training_runs
     from tests.plugins.web.conftest import chromium_missing
 
-    folders = []
-    for r, name in enumerate(("run-a", "run-b")):
-        folder = tmp_path / name
-        folder.mkdir()
-        lines = [{"stage": "00-sft", "kind": "sft", "step": s, "loss": 2.0 - s / 10}
-                 for s in range(1, 4)]
-        lines += [{"stage": "01-grpo", "kind": "grpo", "step": s, "reward": 0.2 * s + r / 10,
-                   "env/pass_rate": 0.1 * s, "env/turns": 3 + s, "time/init_s": 1.0,
-                   "time/generate_s": 2.0 + s, "time/tool_s": 0.5, "time/grade_s": 0.2,
-                   "rollout/tokens_per_s": 100.0 + s, "completions/mean_length": 50 + s}
-                  for s in range(1, 5)]
-        (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines)
-                                              + '{"stage": "01-grpo", "rew')  # being written
-        folders.append(folder)
+    folders = [training_run(tmp_path / "run-a", 0.0, evals=True),
+               training_run(tmp_path / "run-b", 0.1, evals=False)]
     write(folders[0] / "demonstrations.jsonl", range(5))
     assert training_runs([*folders, tmp_path / "nothing"]) == folders
     server = ViewerServer(open_index(folders), runs=training_runs(folders))
@@ -226,7 +296,9 @@ def test_training_runs_are_plotted_overlaid_in_chromium(tmp_path):
     try:
         status, data = get(server.url + "api/runs")
         assert status == 200 and [r["name"] for r in data["runs"]] == ["run-a", "run-b"]
-        assert len(data["runs"][0]["records"]) == 7  # the line being written waits
+        assert len(data["runs"][0]["records"]) == 28  # the line being written waits
+        assert data["runs"][0]["evals"]["stages"][2]["pass_rate"] == 0.55
+        assert data["runs"][1]["evals"] is None
         if chromium_missing():
             pytest.skip(f"real-browser test: {chromium_missing()}")
         from agentgym.plugins.web.browser import sync_chromium
@@ -239,14 +311,42 @@ def test_training_runs_are_plotted_overlaid_in_chromium(tmp_path):
             page.wait_for_selector("#show-training:not([hidden])")
             page.click("#show-training")
             page.wait_for_selector(".chart")
-            titles = page.locator(".chart h3").all_inner_texts()
-            assert titles == ["reward", "pass rate", "turns", "episode length (tokens)",
-                              "rollout time per stage (s)", "tokens per second", "loss"]
-            reward = page.locator(".chart").first
+            assert page.url.endswith("#training")
+            assert page.locator(".stage h2").all_inner_texts() == [
+                "held-out", "00-sft (sft)", "01-grpo (grpo)"]
+
+            grpo = page.locator(".stage[data-stage='01-grpo']")
+            assert grpo.locator(".chart h3").all_inner_texts() == [
+                "reward", "pass rate", "turns", "episode length (tokens)",
+                "rollout time per stage (s)", "tokens per second"]
+            reward = grpo.locator(".chart").first
             assert reward.locator("polyline").count() == 2  # the two runs, overlaid
-            assert page.locator(".chart").nth(4).locator("polyline").count() == 8
+            steps = ",".join(str(s) for s in range(1, 21))
+            assert reward.locator("polyline").first.get_attribute("data-x") == steps
+            x_ticks = [float(t) for t in reward.locator(".x-tick").all_text_contents()]
+            assert len(x_ticks) >= 3 and all(1 <= t <= 20 and t == int(t) for t in x_ticks)
+            y_ticks = [float(t) for t in reward.locator(".y-tick").all_text_contents()]
+            assert len(y_ticks) >= 3 and y_ticks == sorted(y_ticks)
+            assert y_ticks[0] <= 0.02 and y_ticks[-1] >= 0.5  # the data lie within them
+            assert grpo.locator(".chart").nth(4).locator("polyline").count() == 8
+
+            sft = page.locator(".stage[data-stage='00-sft']")
+            assert sft.locator(".chart h3").all_inner_texts() == [
+                "loss", "learning rate", "held-out loss"]
+            assert sft.locator(".chart").first.locator("polyline").first.get_attribute(
+                "data-x") == "5,10,15,20,25,30,35,40"
+            assert sft.locator(".chart").nth(2).locator("polyline").first.get_attribute(
+                "data-x") == "20,40"
+
+            held_out = page.locator("#held-out")
+            assert held_out.locator("h3").inner_text() == "held-out pass rate by stage"
+            assert held_out.locator(".x-tick").all_text_contents() == ["base", "00-sft",
+                                                                     "01-grpo"]
+            assert held_out.locator(".value").all_text_contents() == ["0.1", "0.3", "0.55"]
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=ARTIFACTS / "training.png", full_page=True)
+            page.go_back()
+            page.wait_for_selector("#list:not([hidden])")
         assert not errors, errors
     finally:
         server.shutdown()

@@ -151,20 +151,27 @@ def make_task(index: int, split: str = "train", seed: int = 0,
 
 
 class NumericAnswer(Reward):
-    """1.0 when the submission equals ``task.metadata["answer"]`` as a number."""
+    """1.0 when the submission equals ``task.metadata["answer"]`` as a number. Its metrics
+    name the ``expected`` answer and, when there was a submission, what was submitted
+    (``got``), so a graded episode shows what it was held to."""
 
     name = "numeric_answer"
 
     def score(self, episode: Episode) -> RewardResult:
-        expected = float(episode.task.metadata["answer"])
+        answer = str(episode.task.metadata["answer"])
+        expected = float(answer)
         if not episode.submitted:
-            return RewardResult(0.0, {"submitted": False})
+            return RewardResult(0.0, {"submitted": False, "expected": answer})
+        submission = str(episode.submission).strip()
+        got = submission[:200]  # what a reader needs to see; the trajectory stays small
         try:
-            got = float(str(episode.submission).strip())
+            value = float(submission)
         except ValueError:
-            return RewardResult(0.0, {"submitted": True, "parsed": False})
-        correct = math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-9)
-        return RewardResult(float(correct), {"submitted": True, "parsed": True})
+            return RewardResult(0.0, {"submitted": True, "parsed": False,
+                                      "expected": answer, "got": got})
+        correct = math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-9)
+        return RewardResult(float(correct), {"submitted": True, "parsed": True,
+                                             "expected": answer, "got": got})
 
 
 def _check_split(split: str) -> None:
