@@ -34,7 +34,21 @@ def site(tmp_path_factory) -> Path:
 
 
 def text_of(page: Path) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page.read_text()))
+    return text_of_html(page.read_text())
+
+
+def text_of_html(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def gen_reference():
+    """docs/gen_reference.py, the site's mkdocs hook, as a module."""
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import gen_reference
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    return gen_reference
 
 
 def test_every_public_name_of_core_is_in_the_reference(site):
@@ -46,14 +60,65 @@ def test_every_public_name_of_core_is_in_the_reference(site):
     assert not missing, missing
 
 
+def generated_pages(site: Path) -> list[Path]:
+    return [*(site / "reference").glob("*/index.html"), *(site / "plugins").glob("*/index.html")]
+
+
+def test_the_reference_renders_no_sphinx_role(site):
+    # Docstrings write cross-references as Sphinx roles; the site shows links or code.
+    raw = re.compile(r":(?:class|meth|func|mod|attr|data|exc|obj|const):")
+    found = {str(page.relative_to(site)): raw.findall(text_of(page))
+             for page in generated_pages(site)}
+    assert not {page: roles for page, roles in found.items() if roles}
+
+
+def test_roles_become_links_to_the_reference(site):
+    page = (site / "reference" / "core" / "index.html").read_text()
+    episode = section(page, "Episode")
+    assert 'href="#agentgym.core.Task"' in episode  # :class:`~agentgym.core.task.Task`
+    assert 'href="#agentgym.core.EnvProtocol"' in section(page, "env")  # the module
+    # A role naming what the reference does not render is plain code, never a broken link.
+    assert "<code>turn_time_left()</code>" in page
+
+
+def section(page: str, name: str) -> str:
+    """The HTML of ``agentgym.core.NAME``'s section of the reference, its members included."""
+    start = page.index(f'id="agentgym.core.{name}"')
+    end = re.compile(r'<h[23] id="').search(page, start + 1)
+    return page[start:end.start() if end else len(page)]
+
+
+def test_every_dataclass_of_core_has_its_fields_in_the_reference(site):
+    import dataclasses
+
+    import agentgym.core
+
+    page = (site / "reference" / "core" / "index.html").read_text()
+    row = re.compile(r'<tr class="doc-section-item">\s*<td>\s*<code>(?:<span[^>]*>)?(\w+)')
+    missing = {}
+    for name in agentgym.core.__all__:
+        item = getattr(agentgym.core, name)
+        if dataclasses.is_dataclass(item):
+            # A row of the class's Attributes or Parameters table, each field.
+            rows = set(row.findall(section(page, name)))
+            missing[name] = [f.name for f in dataclasses.fields(item) if f.name not in rows]
+    assert "Episode" in missing
+    assert not {name: fields for name, fields in missing.items() if fields}
+
+
+def test_sphinx_roles_convert_to_autorefs():
+    convert_roles = gen_reference().convert_roles
+    resolve = {"Task": "agentgym.core.task.Task"}.get
+    assert convert_roles(":class:`Task`", lambda t: resolve(t) or t) == (
+        '<autoref identifier="agentgym.core.task.Task" optional>`Task`</autoref>')
+    assert convert_roles(":meth:`~a.B.run` and :attr:`toolsets <a.B.toolsets>`") == (
+        "`run()` and `toolsets`")
+    assert convert_roles("Write it so::\n\n    code\n") == "Write it so:\n\n    code\n"
+
+
 def test_every_command_is_in_the_reference(site):
-    sys.path.insert(0, str(ROOT / "docs"))
-    try:
-        from gen_reference import cli_commands
-    finally:
-        sys.path.remove(str(ROOT / "docs"))
     page = text_of(site / "reference" / "cli" / "index.html")
-    paths = [path for path, _, _ in cli_commands()]
+    paths = [path for path, _, _ in gen_reference().cli_commands()]
     assert {"agentgym view", "agentgym compare", "agentgym swe synth"} <= set(paths)
     assert [p for p in paths if p not in page] == []
 
