@@ -10,6 +10,13 @@ mkdocs runs this file as a hook (``hooks:`` in mkdocs.yml): :func:`on_files` add
 * ``reference/cli.md``: every command's ``--help`` (plugins' commands included);
 
 and :func:`pages` returns the same pages as text (the tests read it).
+
+The code's docstrings write cross-references as Sphinx roles (``:class:`Task```,
+``:meth:`~agentgym.core.env.AgentEnv.astep```), which read well in ``help()`` but which
+mkdocstrings does not understand. :class:`SphinxRoles`, a griffe extension that mkdocs.yml
+loads from this file, rewrites each role as it loads the package into an autorefs link to
+the object's section of the reference (the name resolved as Python would, from where the
+docstring is), or into plain code where that object is not in the reference.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import re
 import typing
 from typing import Any
 
+from griffe import Extension, GriffeLoader, Module, NameResolutionError, Object, load
 from mkdocs.structure.files import File, Files
 
 
@@ -69,17 +77,35 @@ def cli_page() -> str:
     return "\n".join(lines)
 
 
+#: The reference's order: the env and what it plays, then what plugins are made of.
+CORE_MODULE_ORDER = ["env", "episode", "task", "tools", "parsers", "reward", "policies",
+                     "probes", "sandbox", "registry", "contributions", "hookspecs", "errors"]
+
+
 def core_page() -> str:
     """Every public name of ``agentgym.core`` (its ``__all__``), rendered by mkdocstrings
-    from its docstring."""
+    from its docstring, under the module that defines it, whose docstring is the contract
+    they keep."""
     import agentgym.core
 
+    package = load("agentgym.core", allow_inspection=False)
+    by_module: dict[str, list[str]] = {f"agentgym.core.{m}": [] for m in CORE_MODULE_ORDER}
+    for name in agentgym.core.__all__:
+        module = package[name].canonical_path.rpartition(".")[0]
+        by_module.setdefault(module, []).append(name)
     lines = ["# `agentgym.core`", "",
              "The contracts every part shares: envs, tasks, tools, rewards, policies,"
-             " sandboxes, the registry and plugins. Every public name, from its docstring.",
-             ""]
-    for name in agentgym.core.__all__:
-        lines += [f"::: agentgym.core.{name}", "    options:", "      heading_level: 2", ""]
+             " sandboxes, the registry and plugins. Each module's docstring states its"
+             " contract; under it, the public names it defines, all importable from"
+             " `agentgym.core`.", ""]
+    for module, names in by_module.items():
+        if not names:
+            continue
+        lines += [f"::: {module}", "    options:", "      heading_level: 2",
+                  "      members: false", ""]
+        for name in names:
+            lines += [f"::: agentgym.core.{name}", "    options:", "      heading_level: 3",
+                      ""]
     return "\n".join(lines)
 
 
@@ -135,7 +161,7 @@ def _env_section(spec: Any, factory: Any) -> list[str]:
              ""]
     doc = inspect.getdoc(factory) or ""
     if doc:
-        lines += [doc.split("\n\n")[0].replace("\n", " "), ""]
+        lines += [convert_roles(doc.split("\n\n")[0].replace("\n", " ")), ""]
     signature = env_signature(spec.id)
     if signature.parameters:
         lines += ["| keyword argument | type | default |", "|---|---|---|"]
@@ -186,7 +212,7 @@ def config_page() -> str:
         lines += [f"## `{klass.__name__}`", ""]
         doc = inspect.getdoc(klass) or ""
         if doc:
-            lines += [doc, ""]
+            lines += [convert_roles(doc), ""]
         hints = typing.get_type_hints(klass)
         lines += ["| key | type | default |", "|---|---|---|"]
         for item in dataclasses.fields(klass):
@@ -213,3 +239,65 @@ def _type_name(annotation: Any) -> str:
 
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+# ---- Sphinx roles in docstrings ------------------------------------------------------------
+
+#: ``:class:`Task```, ``:meth:`~agentgym.core.env.AgentEnv.astep```,
+#: ``:attr:`toolsets <agentgym.core.env.AgentEnv.toolsets>```.
+ROLE = re.compile(r":(?:py:)?(?P<role>class|meth|func|mod|attr|data|exc|obj|const):"
+                  r"`(?P<body>[^`]+)`")
+#: A paragraph that ends in reST's ``::`` before an indented (literal) block.
+LITERAL_MARKER = re.compile(r"(?m)(\S)::$(?=\n\s*\n[ \t]+\S)")
+
+
+def convert_roles(text: str, resolve: typing.Callable[[str], str] | None = None) -> str:
+    """``text`` with each Sphinx role written as Markdown: an autorefs link to the object
+    (``resolve`` turns the role's target into the object's full path) that renders as
+    plain code where the site has no section for it; plain code without ``resolve``.
+    reST's ``::`` before a literal block becomes ``:``."""
+
+    def replace(match: re.Match[str]) -> str:
+        body = match["body"].strip()
+        explicit = re.fullmatch(r"(?P<title>.+?)\s*<(?P<target>[^<>]+)>", body)
+        if explicit:
+            title, target = explicit["title"], explicit["target"].lstrip("~.")
+        else:
+            target = body.lstrip("~.")
+            title = target.rsplit(".", 1)[-1] if body.startswith("~") else target
+            if match["role"] in ("meth", "func") and not title.endswith(")"):
+                title += "()"
+        code = f"`{title}`"
+        if resolve is None:
+            return code
+        return f'<autoref identifier="{resolve(target)}" optional>{code}</autoref>'
+
+    return LITERAL_MARKER.sub(r"\1:", ROLE.sub(replace, text))
+
+
+def _resolver(obj: Object) -> typing.Callable[[str], str]:
+    """Resolves a role's target from ``obj``'s scope, as Sphinx does: its members, then
+    its parents' (the class, the module), imports included."""
+
+    def resolve(target: str) -> str:
+        head, dot, rest = target.partition(".")
+        try:
+            found = obj.resolve(head)
+        except NameResolutionError:
+            return target
+        return found + dot + rest
+
+    return resolve
+
+
+class SphinxRoles(Extension):
+    """Rewrites the Sphinx roles of every docstring of a loaded package
+    (:func:`convert_roles`)."""
+
+    def on_package(self, *, pkg: Module, loader: GriffeLoader, **kwargs: Any) -> None:
+        pending: list[Object] = [pkg]
+        while pending:
+            obj = pending.pop()
+            if obj.docstring is not None and ":" in obj.docstring.value:
+                obj.docstring.value = convert_roles(obj.docstring.value, _resolver(obj))
+            pending += [m for m in obj.members.values() if not m.is_alias]

@@ -49,6 +49,15 @@ class EnvRegistration(Spec):
 
     Registered with Gymnasium under ``id`` when agentgym is imported (Gymnasium's own
     ``EnvRegistration`` is what ``env.spec`` holds; this is what a plugin registers).
+
+    Args:
+        id: the env id (``gym.make(id)``, ``agentgym eval id``).
+        factory: a callable returning the env (an ``AgentEnv`` subclass, usually), or
+            ``"module:attribute"`` naming one.
+        description: one line for ``agentgym list envs`` and the plugin's docs page.
+        kwargs: keyword arguments this id passes to ``factory`` (several ids may share a
+            factory: the SWE ones preset ``env_id``); ``gym.make(id, **kwargs)``'s
+            override them.
     """
 
     kwargs: dict[str, Any] = field(default_factory=dict)

@@ -59,9 +59,36 @@ class Submitted(PicklableException, Exception):  # a signal, not an error: hence
 class Episode:
     """One episode's state, owned by its env and read by rewards.
 
-    ``resources`` holds what the env set up for the episode, by name, for rewards that
-    check state: ``"sandbox"`` for an episode's :class:`~agentgym.core.sandbox.Sandbox`
-    (a convention every built-in plugin keeps), ``"page"`` for a browser page.
+    The env makes it at ``reset`` and updates it at each ``step``; a
+    :class:`~agentgym.core.reward.Reward` reads it once the episode has ended.
+
+    Attributes:
+        task: the :class:`~agentgym.core.task.Task` played; its ``metadata`` holds what
+            the grader needs (an expected answer, tests to run).
+        messages: the whole conversation, in OpenAI chat format: the prompt, then each
+            assistant turn (its tool calls with their ids) and what came back (tool
+            results, error messages).
+        turn: how many assistant turns were played.
+        submitted: whether a tool raised :class:`Submitted`: the agent said it is done.
+        submission: the ``answer`` the agent submitted (``Submitted(answer)``); None
+            until then.
+        tool_calls: how many well-formed tool calls the agent made.
+        tool_errors: how many of its calls went wrong: malformed, an unknown tool, bad
+            arguments, a tool that raised :class:`~agentgym.core.tools.ToolError` or
+            failed, a turn's time budget spent.
+        finish_reason: why the episode ended: ``"submitted"``, ``"max_turns"``, or the
+            limit the rollout loop ended it for (``"context_limit"``, ``"wall_time"``);
+            None while it runs (:attr:`done` is False).
+        reward: the episode's reward once graded; None before.
+        metrics: what the reward reported with it (per-test results, the grader's
+            reason).
+        resources: what the env set up for the episode, by name, for rewards that check
+            state: ``"sandbox"`` for the episode's :class:`~agentgym.core.sandbox.Sandbox`
+            (a convention every built-in plugin keeps), ``"page"`` for a browser page.
+        attempt: which attempt of its task this episode is (0, 1, ... for k attempts; the
+            rollout passes it as the reset option ``attempt``).
+        group: the group of attempts it belongs to (a GRPO group, the k attempts of
+            pass@k; the reset option ``group``).
     """
 
     task: Task
@@ -75,12 +102,10 @@ class Episode:
     reward: float | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
-    #: Which attempt of its task this episode is (0, 1, ... for k attempts; the rollout
-    #: passes it as the reset option ``attempt``), and the group of attempts it belongs to
-    #: (``group``: a GRPO group, the k attempts of pass@k).
     attempt: int = 0
     group: int = 0
 
     @property
     def done(self) -> bool:
+        """Whether the episode has ended (it has a ``finish_reason``)."""
         return self.finish_reason is not None

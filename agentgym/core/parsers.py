@@ -101,7 +101,14 @@ def value_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
 
 @dataclass
 class ToolCall:
-    """One call: the tool's name and its arguments (already decoded from JSON)."""
+    """One call: the tool's name and its arguments (already decoded from JSON).
+
+    Args:
+        name: the tool called.
+        arguments: its arguments by name.
+        id: the call's id (``call_<turn>_<index>`` once the env has numbered it), which the
+            tool's answer names as ``tool_call_id``.
+    """
 
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
@@ -118,7 +125,13 @@ class ToolCall:
 
 @dataclass
 class ParsedTurn:
-    """What one assistant turn said: free text, well-formed calls, format errors."""
+    """What one assistant turn said: free text, well-formed calls, format errors.
+
+    Args:
+        content: the turn's text outside its tool calls.
+        tool_calls: the well-formed calls, in order.
+        errors: one message for each malformed call, shown to the agent.
+    """
 
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)

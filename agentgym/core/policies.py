@@ -157,7 +157,8 @@ def lookup_policy(name: str) -> tuple[Spec, str | None]:
 
 
 def build_policy(name: str) -> Any:
-    """Build policy ``name``: ``ID`` or ``ID:ARG`` (see the module docstring), a
+    """Build policy ``name``: ``ID`` or ``ID:ARG`` (``oracle``, ``wrong:2``,
+    ``hf:PATH``; the names are described in :mod:`agentgym.core.policies`), a
     :class:`TextPolicy` or a :class:`TokenPolicy` as the id's plugin makes it.
 
     Raises:

@@ -117,7 +117,9 @@ class ProbeTarget:
 
 @dataclass(frozen=True)
 class ExploitProbe(Spec):
-    """One hostile solution (see the module docstring).
+    """One hostile solution: ``factory(target)`` returns the turns to play on a task, a
+    text-level policy, or None where it does not apply (the contract of
+    :mod:`agentgym.core.probes`).
 
     Args:
         id: unique among probes, ``FAMILY.NAME`` by convention (``shell.reward-symlink``).

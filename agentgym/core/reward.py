@@ -19,7 +19,13 @@ from agentgym.core.episode import Episode
 
 @dataclass
 class RewardResult:
-    """A reward value and the metrics behind it (e.g. per-test results)."""
+    """A reward value and the metrics behind it (e.g. per-test results).
+
+    Args:
+        value: the reward (1.0 for a solved task, for the built-in graders).
+        metrics: what explains it, JSON-serialisable: kept in the episode's trajectory
+            and shown by ``agentgym view``.
+    """
 
     value: float
     metrics: dict[str, Any] = field(default_factory=dict)

@@ -388,7 +388,11 @@ class BoundedOutput:
 
 
 class Sandbox(ABC):
-    """One isolated environment for one episode. See the module docstring."""
+    """One isolated environment for one episode: a persistent shell session, file access
+    and ``close``; what every backend guarantees (``exec`` never raises for what the
+    command does, timeouts kill the command's processes, ``fresh_session`` before grading)
+    is the contract of :mod:`agentgym.core.sandbox`. Open one with
+    :func:`~agentgym.core.registry.open_sandbox`; it is an async context manager."""
 
     #: The workspace directory inside the sandbox (the shell starts there): the spec's.
     workdir: str = DEFAULT_WORKDIR

@@ -41,7 +41,12 @@ WRONG_SOLUTIONS = "wrong_solutions"
 
 @dataclass
 class SolutionTurn:
-    """A format-neutral assistant turn of a reference solution."""
+    """A format-neutral assistant turn of a reference solution.
+
+    Args:
+        tool_calls: the calls the turn makes (name and arguments, no ids).
+        content: the turn's text besides its calls.
+    """
 
     tool_calls: list[ToolCall]
     content: str = ""
@@ -60,7 +65,18 @@ class SolutionTurn:
 
 @dataclass
 class Task:
-    """One task: what the agent is asked, what the grader needs, how it can be solved."""
+    """One task: what the agent is asked, what the grader needs, how it can be solved.
+
+    Args:
+        id: unique within its task set (``options={"task_id": id}`` at reset picks it).
+        prompt: what the agent is asked: a string (one user message) or chat messages.
+        metadata: what the env and its reward read (an expected answer, a repository and
+            its tests), JSON-serialisable; ``"wrong_solutions"`` lists known-wrong
+            solutions (:meth:`wrong_solutions`).
+        solution: the reference solution, a list of assistant turns (text in the env's
+            tool-call format, assistant messages or :class:`SolutionTurn`); the
+            ``oracle`` policy replays it and must score 1.0. None when the task has none.
+    """
 
     id: str
     prompt: str | list[Message]

@@ -263,7 +263,15 @@ class BoundTool:
 
 
 class Toolset:
-    """Tools bound to one episode's resource (see the module docstring).
+    """Tools bound to one episode's resource: its sandbox, browser page or memory store.
+
+    A toolset keeps the tools that work on a resource, and the state they share across
+    calls, together: one instance per episode, built from that episode's resource. An env
+    names toolset *factories* in :attr:`AgentEnv.toolsets
+    <agentgym.core.env.AgentEnv.toolsets>` and binds them in ``setup_episode``; the class
+    alone describes its tools (:meth:`definitions`), so the schemas the model sees are
+    known before any sandbox exists. ``agentgym.toolkits`` holds the shared ones
+    (``bash``, ``str_replace_editor``).
 
     Subclass it, take the resource (and options) in ``__init__``, and write the tools as
     ``@tool`` methods that use it::
