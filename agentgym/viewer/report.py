@@ -82,12 +82,12 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], *, unit: str = "",
         x, y = left + i * bar, height - bottom - h
         parts.append(f'<rect x="{x + gap / 2:.1f}" y="{y:.1f}" width="{bar - gap:.1f}"'
                      f' height="{h:.1f}" fill="#3b7ddd"><title>{html.escape(label)}:'
-                     f' {value:g}{unit}</title></rect>')
+                     f' {html.escape(number(value))}{unit}</title></rect>')
         parts.append(f'<text x="{x + bar / 2:.1f}" y="{height - bottom + 14}" font-size="10"'
                      f' text-anchor="middle">{html.escape(label)}</text>')
         if value:
             parts.append(f'<text x="{x + bar / 2:.1f}" y="{y - 3:.1f}" font-size="10"'
-                         f' text-anchor="middle">{value:.3g}</text>')
+                         f' text-anchor="middle">{html.escape(number(value))}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

@@ -89,6 +89,7 @@ def test_the_report_tables_read_as_numbers_and_fit_a_page(tmp_path):
     page = write_report(tmp_path / "r", runs[0].env, "oracle", runs).read_text()
     tables = "".join(re.findall(r"<table>.*?</table>", page))
     assert "e-05" not in tables and "<0.001" in html.unescape(tables)
+    assert "e-05" not in page  # nor in the charts' labels
     assert "init &lt;0.001<br>generate 1,234.500" in page  # a stage per line, not a row
     assert "checks: total 9, per_episode 3.000" in page  # counts apart from scores
     results = page.split("<h2>Results</h2>")[1].split("</table>")[0]
