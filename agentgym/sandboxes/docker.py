@@ -229,10 +229,11 @@ class DockerSandbox(Sandbox):
         spec = spec or SandboxSpec()
         DockerBackend().check(spec)
         workdir = spec.workdir
-        reserved = ("/proc", "/dev", "/sys", "/tmp", SANDBOX_HOME)
+        system = ("/proc", "/dev", "/sys", "/tmp")
+        reserved = (*system, SANDBOX_HOME)
         # The home itself may be the workspace (tasks written for an agent working in its
         # home, as AgentBench's are); a path inside or above it may not.
-        check_workdir(workdir, tuple(r for r in reserved if r != workdir), "docker")
+        check_workdir(workdir, system if workdir == SANDBOX_HOME else reserved, "docker")
         checked = check_mounts(spec.mounts, (*reserved, workdir))
         scratch = check_scratch_dirs(spec.scratch_dirs, (*reserved, workdir, *checked))
         template = None

@@ -57,7 +57,9 @@ def test_a_broken_task_fails_its_oracle_check_and_the_others_still_run(tmp_path)
     assert (failure.task_id, failure.check, failure.reward) == ("calculator-train-1",
                                                                 "oracle", 0.0)
     assert failure.finish_reason == "submitted"
-    assert failure.reason == "submitted=true parsed=true"  # the grader's metrics, in brief
+    # the grader's metrics, in brief: what it was held to, and what it got
+    assert failure.reason.startswith("submitted=true parsed=true expected=-1 got="), \
+        failure.reason
 
 
 def test_a_failed_check_names_the_solution_s_tool_errors(tmp_path):
@@ -71,7 +73,7 @@ def test_a_failed_check_names_the_solution_s_tool_errors(tmp_path):
                                                                edit=broken_step)}, n=None)
     [failure] = report.failed
     assert failure.reason.startswith("1 tool error (first: calculator: "), failure.reason
-    assert failure.reason.endswith("; submitted=true parsed=true")
+    assert "; submitted=true parsed=true expected=-1 got=" in failure.reason
 
 
 def test_known_wrong_solutions_are_played_and_one_that_scores_is_reported(tmp_path):
