@@ -331,21 +331,21 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
                                      tool_schemas=config.rollout.tool_schemas,
                                      parser=config.env.kwargs.get("parser"))
         train_sft(model, dataset, output_dir=stage_dir, args=args, tokenizer=tokenizer,
-                  resume=resume, callbacks=callbacks)
+                  resume=resume, callbacks=callbacks, console=console)
     elif isinstance(stage, RFTStage):
         from agentgym.trainers.rft import train_rft
 
         train_rft(model, config.env.id, env_kwargs=dict(config.env.kwargs),
                   output_dir=stage_dir, tasks=stage.tasks, attempts=stage.attempts,
                   threshold=stage.threshold, rollout=rollout, pipeline=pipeline,
-                  sft_args=args, resume=resume, callbacks=callbacks)
+                  sft_args=args, resume=resume, callbacks=callbacks, console=console)
     else:
         from agentgym.trainers.grpo import GRPOOptions, train_grpo
 
         train_grpo(model, config.env.id, env_kwargs=dict(config.env.kwargs),
                    output_dir=stage_dir, args=args, options=GRPOOptions(**stage.options),
                    rollout=rollout, pipeline=pipeline, lora=stage.lora, resume=resume,
-                   callbacks=callbacks)
+                   callbacks=callbacks, console=console)
 
 
 @contextlib.contextmanager
@@ -364,6 +364,26 @@ def _terminate_as_exit() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _library_progress_off() -> Iterator[None]:
+    """transformers' and datasets' own progress bars off (loading and writing weights,
+    preparing a dataset: a bar per file, gone in a blink): the run shows its own progress,
+    one line per training step and a bar per eval."""
+    import datasets
+    from transformers.utils import logging as transformers_logging
+
+    restore = [enable for enabled, enable in (
+        (transformers_logging.is_progress_bar_enabled(), transformers_logging.enable_progress_bar),
+        (datasets.is_progress_bar_enabled(), datasets.enable_progress_bars)) if enabled]
+    transformers_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        for enable in restore:
+            enable()
 
 
 def _print_eval(entries: list[dict[str, Any]], console: Console) -> None:
@@ -449,7 +469,7 @@ def train(config: TrainConfig | str | os.PathLike, resume: bool = False,
     check_runtime(config)
     _prepare_output(config, resume, console)
     try:
-        with _terminate_as_exit():
+        with _terminate_as_exit(), _library_progress_off():
             summary = _run(config, resume, console)
     except (KeyboardInterrupt, SystemExit):
         console.print(f"[yellow]interrupted[/]: continue with `agentgym train CONFIG"
