@@ -73,6 +73,7 @@ from agentgym.rollout.policies.batching import BatchedPolicy
 from agentgym.rollout.trajectory import Trajectory, TrajectoryWriter
 from agentgym.trainers.console import StepLines
 from agentgym.trainers.health import LearningHealth, ReferenceKL, batch_metrics
+from agentgym.trainers.layout import ROLLOUTS_FILE
 from agentgym.trainers.model_card import model_card
 from agentgym.trainers.sft import FINAL_DIR, checkpointing_setting
 from agentgym.trainers.trl_adapter import (
@@ -106,9 +107,6 @@ GRPO_DEFAULTS: dict[str, Any] = {
 #: Episode indices of one rollout call live in their own block, so seeds never repeat:
 #: an episode's index divided by it is the trainer's global step when it was played.
 EPISODES_PER_CALL = 1_000_000
-
-#: Where :func:`train_grpo` keeps the sample of rollouts, inside ``output_dir``.
-ROLLOUTS_FILE = "rollouts.jsonl"
 
 
 @dataclass

@@ -387,8 +387,8 @@ def load_run(run_dir: str | os.PathLike) -> RunCurves:
     ``metrics.jsonl`` records, which must exist and hold a line, and its ``eval.json``
     (None if it has none). Raises :class:`~agentgym.core.errors.MissingFileError` or
     :class:`~agentgym.core.errors.InvalidArgumentError` naming the folder."""
+    from agentgym.trainers.layout import EVAL_FILE, METRICS_FILE
     from agentgym.trainers.metrics import read_metrics
-    from agentgym.trainers.run import EVAL_FILE, METRICS_FILE
 
     run_dir = Path(run_dir)
     fix = "name the output_dir of an `agentgym train` run"
@@ -417,7 +417,7 @@ def plot_runs(run_dirs: Sequence[str | os.PathLike], out: str | os.PathLike | No
     ``out``; by default ``RUN_DIR/reward_curve.png`` for one run, and
     :data:`COMPARISON_FILE` in the current directory for several. Runs whose folders share
     a name are named by their paths."""
-    from agentgym.trainers.run import CURVE_FILE
+    from agentgym.trainers.layout import CURVE_FILE
 
     runs = [load_run(run_dir) for run_dir in run_dirs]
     if len({run.name for run in runs}) < len(runs):
