@@ -31,8 +31,9 @@ setup cost hides behind the optimizer step as well as behind generation. A wrong
 prediction costs nothing but the idle setup: the episodes are released.
 
 Per step, besides TRL's own metrics, the trainer logs ``env/pass_rate``, ``env/turns``,
-``env/tool_errors``, ``env/finish/<reason>`` (share of episodes), ``time/rollout_s`` and
-the per-stage seconds ``time/{init,generate,tool,grade,queue}_s`` (summed over episodes;
+``env/tool_errors``, ``env/finish/<reason>`` (share of episodes), the wall seconds
+``time/step_s`` (the whole step) and ``time/rollout_s`` (its rollout call), the per-stage
+seconds ``time/{init,generate,tool,grade,queue}_s`` (summed over episodes;
 ``queue``: waiting for a slot), ``time/sandbox_s`` and ``time/idle_sandbox_s`` (envs held,
 and held idle),
 ``dynamic_sampling/{replaced,masked}_groups``, ``masked/finish_reason``,
@@ -43,9 +44,16 @@ Learning health (see :mod:`agentgym.trainers.health`): the rollout logs, per cal
 shares of groups ``dynamic_sampling/flat_fraction`` (first-played groups without reward
 variance among their scorable episodes, before any replacement), ``groups/with_variance``
 (groups finally trained on that have it) and ``groups/identical`` (first-played groups
-whose episodes all sampled the same tokens); the trainer adds ``episodes/in_loss``,
+whose episodes all sampled the same tokens), and the count ``groups/count`` (groups
+trained on); the
+trainer adds ``episodes/in_loss``, ``episodes/mean_length``,
 ``advantage/{mean_abs,max,min}`` and ``kl/ref`` from the batch TRL scored, and warns when
 no group carries signal or the policy looks collapsed for ``warn_after_steps`` steps.
+
+:func:`train_grpo` prints one line per logged step (:mod:`agentgym.trainers.console`) and
+keeps ``log_rollouts`` groups of each rollout call in ``rollouts.jsonl`` in its
+``output_dir`` (whole groups, as trained on; an episode's index over
+:data:`EPISODES_PER_CALL` is the global step it was played at).
 """
 
 from __future__ import annotations

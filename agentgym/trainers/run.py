@@ -122,7 +122,10 @@ def check_runtime(config: TrainConfig) -> None:
                     from agentgym.trainers.grpo import GRPOOptions, grpo_config
 
                     grpo_config(config.stage_dir(i), args, rollout=rollout)
-                    GRPOOptions(**stage.options)
+                    try:
+                        GRPOOptions(**stage.options)
+                    except ValueError as e:  # under its own section
+                        issues.append((f"{path}.options", str(e)))
                 else:
                     from trl import SFTConfig
 
