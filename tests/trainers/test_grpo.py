@@ -21,7 +21,14 @@ pytest.importorskip("trl")
 from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig
-from agentgym.trainers.grpo import EnvRollout, GRPOOptions, grpo_config, train_grpo
+from agentgym.rollout.trajectory import read_trajectories
+from agentgym.trainers.grpo import (
+    EPISODES_PER_CALL,
+    EnvRollout,
+    GRPOOptions,
+    grpo_config,
+    train_grpo,
+)
 from agentgym.trainers.metrics import MetricsCallback, MetricsLog, read_metrics
 
 ROLLOUT = RolloutConfig(Sampling(max_tokens=48, temperature=1.0), max_total_tokens=1024)
@@ -113,6 +120,11 @@ def test_grpo_steps_move_parameters_and_log_env_metrics(tiny_model_dir: Path,
         assert log["dynamic_sampling/masked_groups"] == 0
         assert log["rollout/episodes"] == 8 and log["rollout/sampled_tokens"] > 0
     assert (tmp_path / "run" / "final" / "config.json").is_file()
+    # The sample of rollouts: the first group (of 4) of each step's call, whole.
+    kept = read_trajectories(tmp_path / "run" / "rollouts.jsonl")
+    assert [t.episode // EPISODES_PER_CALL for t in kept] == [0] * 4 + [1] * 4
+    assert [t.key for t in kept[4:]] == [t.key for t in trainer.rollout_func.last[:4]]
+    assert sorted(t.reward for t in kept[4:]) == [0.0, 0.0, 1.0, 1.0]
 
 
 def test_environment_tokens_get_zero_gradient(tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -355,8 +367,10 @@ def test_a_run_without_signal_warns_what_to_change(
     policy = CalculatorScript(tokenizer, lambda expr, attempt: "wrong")  # reward always 0
     logs = _Logs()
     _train(str(tiny_model_dir), tmp_path / "run", policy, 2, tokenizer=tokenizer,
-           callbacks=[logs.callback], options=GRPOOptions(warn_after_steps=2, measure_kl=False),
+           callbacks=[logs.callback],
+           options=GRPOOptions(warn_after_steps=2, measure_kl=False, log_rollouts=0),
            args={"save_strategy": "no"})
+    assert not (tmp_path / "run" / "rollouts.jsonl").exists()  # log_rollouts: 0
     steps = [log for log in logs.logs if "env/pass_rate" in log]
     for log in steps:
         assert log["dynamic_sampling/flat_fraction"] == 1.0
