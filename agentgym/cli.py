@@ -708,22 +708,27 @@ def plot_command(run_dirs: tuple[Path, ...], out: Path | None) -> None:
 
 
 @main.command("compare")
-@click.argument("run_a", metavar="RUN_A", type=click.Path(exists=True, path_type=Path))
-@click.argument("run_b", metavar="RUN_B", type=click.Path(exists=True, path_type=Path))
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("compare.html"), show_default=True, help="The HTML page to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def compare_command(run_a: Path, run_b: Path, out: Path, as_json: bool) -> None:
-    """Put two eval runs side by side: each run's results, and per task whether A only,
-    B only, both or neither solved it. A run is a folder written by `agentgym eval
-    --report` or a trajectories JSONL file (`--out`)."""
-    from agentgym.viewer.report import compare_runs, load_run, write_compare
+def compare_command(run_a: str, run_b: str, out: Path, as_json: bool) -> None:
+    """Put two eval runs side by side: each run's results, and per task both ran whether
+    A only, B only, both or neither solved it. A run is a folder written by `agentgym eval
+    --report`, a trajectories JSONL file (`--out`), or a training run folder (`agentgym
+    train` output): RUN_DIR is the evaluation after its last stage, RUN_DIR:STAGE after
+    that stage (base, 00-sft, 01-grpo, ... or a kind: RUN_DIR:base RUN_DIR:grpo). Warns
+    when the runs share no task."""
+    from agentgym.viewer.report import compare_runs, load_run, shared_line, write_compare
 
     try:
         comparison = compare_runs(load_run(run_a), load_run(run_b))
     except (FileNotFoundError, ValueError) as bad:
         raise InvalidOption("RUN_A/RUN_B", str(bad)) from None
     path = write_compare(out, comparison)
+    if comparison["warning"]:
+        click.echo(f"warning: {comparison['warning']}", err=True)
     if as_json:
         click.echo(json.dumps(comparison))
         return
@@ -737,8 +742,9 @@ def compare_command(run_a: Path, run_b: Path, out: Path, as_json: bool) -> None:
                                                      ("n", "mean_reward", "pass_rate",
                                                       "mean_turns")))
     Console().print(table)
-    click.echo(f"solved by A only {counts['a_only']}, by B only {counts['b_only']}, by both"
-               f" {counts['both']}, by neither {counts['neither']}; wrote {path}")
+    click.echo(f"{shared_line(comparison)}: solved by A only {counts['a_only']}, by B only"
+               f" {counts['b_only']}, by both {counts['both']}, by neither"
+               f" {counts['neither']}; wrote {path}")
 
 
 @main.command("view")

@@ -31,8 +31,9 @@ setup cost hides behind the optimizer step as well as behind generation. A wrong
 prediction costs nothing but the idle setup: the episodes are released.
 
 Per step, besides TRL's own metrics, the trainer logs ``env/pass_rate``, ``env/turns``,
-``env/tool_errors``, ``env/finish/<reason>`` (share of episodes), ``time/rollout_s`` and
-the per-stage seconds ``time/{init,generate,tool,grade,queue}_s`` (summed over episodes;
+``env/tool_errors``, ``env/finish/<reason>`` (share of episodes), the wall seconds
+``time/step_s`` (the whole step) and ``time/rollout_s`` (its rollout call), the per-stage
+seconds ``time/{init,generate,tool,grade,queue}_s`` (summed over episodes;
 ``queue``: waiting for a slot), ``time/sandbox_s`` and ``time/idle_sandbox_s`` (envs held,
 and held idle),
 ``dynamic_sampling/{replaced,masked}_groups``, ``masked/finish_reason``,
@@ -43,9 +44,16 @@ Learning health (see :mod:`agentgym.trainers.health`): the rollout logs, per cal
 shares of groups ``dynamic_sampling/flat_fraction`` (first-played groups without reward
 variance among their scorable episodes, before any replacement), ``groups/with_variance``
 (groups finally trained on that have it) and ``groups/identical`` (first-played groups
-whose episodes all sampled the same tokens); the trainer adds ``episodes/in_loss``,
+whose episodes all sampled the same tokens), and the count ``groups/count`` (groups
+trained on); the
+trainer adds ``episodes/in_loss``, ``episodes/mean_length``,
 ``advantage/{mean_abs,max,min}`` and ``kl/ref`` from the batch TRL scored, and warns when
 no group carries signal or the policy looks collapsed for ``warn_after_steps`` steps.
+
+:func:`train_grpo` prints one line per logged step (:mod:`agentgym.trainers.console`) and
+keeps ``log_rollouts`` groups of each rollout call in ``rollouts.jsonl`` in its
+``output_dir`` (whole groups, as trained on; an episode's index over
+:data:`EPISODES_PER_CALL` is the global step it was played at).
 """
 
 from __future__ import annotations
@@ -61,6 +69,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from transformers import TrainerCallback
+
 from agentgym.core.loop_thread import LoopThread
 from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.evaluate import STAGES
@@ -68,10 +78,14 @@ from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.models import load_model_and_tokenizer
 from agentgym.rollout.pipeline import Job, PipelineConfig, RolloutPipeline
 from agentgym.rollout.policies.batching import BatchedPolicy
-from agentgym.rollout.trajectory import Trajectory
+from agentgym.rollout.trajectory import Trajectory, TrajectoryWriter
+from agentgym.trainers.console import StepLines
 from agentgym.trainers.health import LearningHealth, ReferenceKL, batch_metrics
-from agentgym.trainers.sft import FINAL_DIR
+from agentgym.trainers.layout import ROLLOUTS_FILE
+from agentgym.trainers.model_card import model_card
+from agentgym.trainers.sft import FINAL_DIR, checkpointing_setting
 from agentgym.trainers.trl_adapter import (
+    ModelCardHook,
     ScoredBatch,
     ScoredBatchHook,
     TrainSamplerHook,
@@ -79,6 +93,7 @@ from agentgym.trainers.trl_adapter import (
     quiet_expected_warnings,
     repeat_sampler_layout,
     stop_token_ids,
+    use_console_callback,
     vllm_generate,
 )
 
@@ -97,8 +112,9 @@ GRPO_DEFAULTS: dict[str, Any] = {
     "report_to": "none",
 }
 
-#: Episode indices of one rollout call live in their own block, so seeds never repeat.
-_EPISODES_PER_CALL = 1_000_000
+#: Episode indices of one rollout call live in their own block, so seeds never repeat:
+#: an episode's index divided by it is the trainer's global step when it was played.
+EPISODES_PER_CALL = 1_000_000
 
 
 @dataclass
@@ -120,6 +136,10 @@ class GRPOOptions:
             collapsed policy, before a warning (0: never warn).
         min_entropy: mean token entropy (nats, TRL's ``entropy``) below which the policy
             counts as collapsed.
+        log_rollouts: groups of each rollout call (one call per generation batch: every
+            step with TRL's defaults) whose episodes are kept in ``rollouts.jsonl`` in the
+            stage folder, for ``agentgym view``; the first groups trained on, whole (0:
+            keep none).
     """
 
     dynamic_sampling: bool = True
@@ -131,6 +151,7 @@ class GRPOOptions:
     measure_kl: bool = True
     warn_after_steps: int = 3
     min_entropy: float = 0.02
+    log_rollouts: int = 1
 
     def __post_init__(self) -> None:
         if self.max_resample_rounds < 0:
@@ -141,6 +162,9 @@ class GRPOOptions:
         if self.min_entropy < 0:
             raise ValueError(f"min_entropy must be >= 0 (0: no entropy warning), got"
                              f" {self.min_entropy}")
+        if self.log_rollouts < 0:
+            raise ValueError(f"log_rollouts must be >= 0 groups per rollout call (0: keep"
+                             f" none), got {self.log_rollouts}")
         self.mask_finish_reasons = tuple(self.mask_finish_reasons)
 
 
@@ -179,9 +203,10 @@ def grpo_config(output_dir: str | Path, args: dict[str, Any] | None = None, *,
         raise ValueError("GRPO needs sampling: set the rollout temperature > 0 (e.g. 1.0)")
     merged = {**GRPO_DEFAULTS, "temperature": sampling.temperature, "top_p": sampling.top_p,
               "max_completion_length": sampling.max_tokens, **args}
-    if not torch.cuda.is_available():
+    on_cpu = not torch.cuda.is_available()
+    if on_cpu:
         merged.update(use_cpu=True, bf16=False, fp16=False)
-        merged.setdefault("gradient_checkpointing", False)  # memory is not the limit on CPU
+    merged.update(checkpointing_setting(GRPOConfig, args, enabled=not on_cpu))
     return GRPOConfig(output_dir=str(output_dir), **merged)
 
 
@@ -238,12 +263,15 @@ class EnvRollout:
         task_ids: the tasks replacement groups are drawn from (default: the env's).
         options: DAPO and prefetch options; rollout, pipeline: episode settings.
         policy: a token-level policy to use instead of the trainer's weights (tests).
+        rollouts_file: where to append the ``options.log_rollouts`` groups of each call
+            (None: nowhere); episodes already in the file (a resumed run) are not added
+            again.
     """
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None, *,
                  task_ids: Sequence[str] | None = None, options: GRPOOptions | None = None,
                  rollout: RolloutConfig | None = None, pipeline: PipelineConfig | None = None,
-                 policy: Any = None):
+                 policy: Any = None, rollouts_file: str | Path | None = None):
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         self.options = options or GRPOOptions()
         self.rollout, self.pipeline_config = rollout or RolloutConfig(), pipeline
@@ -257,6 +285,8 @@ class EnvRollout:
         self._pipeline: RolloutPipeline | None = None
         #: Episodes per GRPO group (the trainer's num_generations, known at the first call).
         self.group_size = 1
+        self._rollouts = (TrajectoryWriter(rollouts_file, resume=True)
+                          if rollouts_file is not None and self.options.log_rollouts else None)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
         started = time.perf_counter()
@@ -267,21 +297,33 @@ class EnvRollout:
         if len(tasks) % size:
             raise ValueError(f"{len(tasks)} prompts is not a multiple of num_generations={size}")
         step = trainer.state.global_step
-        jobs = [(task, step * _EPISODES_PER_CALL + i) for i, task in enumerate(tasks)]
+        jobs = [(task, step * EPISODES_PER_CALL + i) for i, task in enumerate(tasks)]
         episodes = self._loop.run(self._play_call(jobs, size, step))
         self.last = [t for group in episodes.groups for t in group]
         output = self._output(episodes, trainer)
         self._log(trainer, episodes, time.perf_counter() - started)
+        self._keep_sample(episodes)
         if self.options.prefetch:
             self._prefetch(tasks, trainer)
         return output
 
     def close(self) -> None:
-        """Close every env (sandboxes included) and stop the loop thread."""
+        """Close every env (sandboxes included), stop the loop thread and close the
+        rollouts file."""
         if self._pipeline is not None:
             self._loop.run(self._pipeline.close())
             self._pipeline = None
         self._loop.stop()
+        if self._rollouts is not None:
+            self._rollouts.close()
+
+    def _keep_sample(self, episodes: _Episodes) -> None:
+        if self._rollouts is None:
+            return
+        for group in episodes.groups[:self.options.log_rollouts]:
+            for trajectory in group:
+                if trajectory.key not in self._rollouts.done:
+                    self._rollouts.write(trajectory)
 
     # ---- playing ---------------------------------------------------------------------------
 
@@ -307,7 +349,7 @@ class EnvRollout:
     def _attempt_of(self, job: Job) -> tuple[int, int]:
         """A job's (group, attempt): a call's episodes come in groups of ``group_size``,
         numbered from the call's first episode (replacement groups included)."""
-        return divmod(job[1] % _EPISODES_PER_CALL, self.group_size)
+        return divmod(job[1] % EPISODES_PER_CALL, self.group_size)
 
     async def _play(self, jobs: list[Job]) -> list[Trajectory]:
         pipeline = await self._ensure_pipeline()
@@ -326,7 +368,7 @@ class EnvRollout:
         if not self.options.dynamic_sampling:
             return episodes
         rng = random.Random(f"{self.rollout.seed}:{step}")
-        next_episode = step * _EPISODES_PER_CALL + len(jobs)
+        next_episode = step * EPISODES_PER_CALL + len(jobs)
         for _ in range(self.options.max_resample_rounds):
             flat = [i for i, g in enumerate(episodes.groups) if not self._has_signal(g)]
             if not flat:
@@ -404,6 +446,7 @@ class EnvRollout:
             # Masked groups have no variance (that is why they are masked).
             "groups/with_variance": sum(self._has_signal(g) for g in episodes.groups)
             / len(episodes.groups),
+            "groups/count": float(len(episodes.groups)),
             "groups/identical": episodes.identical_fraction,
             "masked/finish_reason": sum(self._masked(t) for t in played) / n,
             "prefetch/hits": float(self._pipeline.prepared_hits if self._pipeline else 0),
@@ -430,7 +473,7 @@ class EnvRollout:
         calls_apart = max(1, args.steps_per_generation * trainer.num_iterations
                           // args.gradient_accumulation_steps)
         step = trainer.state.global_step + calls_apart
-        jobs = [(task, step * _EPISODES_PER_CALL + i)
+        jobs = [(task, step * EPISODES_PER_CALL + i)
                 for i, task in enumerate(t for t in upcoming for _ in range(size))]
         pipeline = self._pipeline
 
@@ -510,10 +553,11 @@ def task_dataset(task_ids: Iterable[str]) -> Any:
 def _trainer_class() -> type:
     from trl import GRPOTrainer
 
-    class AgentGRPOTrainer(ScoredBatchHook, TrainSamplerHook, GRPOTrainer):
+    class AgentGRPOTrainer(ModelCardHook, ScoredBatchHook, TrainSamplerHook, GRPOTrainer):
         """``GRPOTrainer`` whose sampler tells the rollout what comes next (prefetch),
-        whose envs close when training ends, and, with an :class:`EnvRollout`, which logs
-        and watches learning health (:mod:`agentgym.trainers.health`) per its options."""
+        whose envs close when training ends, whose model card is agentgym's, and, with an
+        :class:`EnvRollout`, which logs each step's wall time and watches learning health
+        (:mod:`agentgym.trainers.health`) per its options."""
 
         def __init__(self, *args: Any, **kwargs: Any):
             super().__init__(*args, **kwargs)
@@ -524,6 +568,13 @@ def _trainer_class() -> type:
                     self.reference_kl = ReferenceKL(self)
                 self.add_callback(LearningHealth(options.warn_after_steps, options.min_entropy,
                                                  options.dynamic_sampling))
+                self.add_callback(_StepTimer(self))
+
+        def model_card(self) -> str:
+            env_id = self.rollout_func.env_id if isinstance(self.rollout_func, EnvRollout) \
+                else None
+            return model_card(kind="grpo", base_model=self.model.config.name_or_path,
+                              model_dir=Path(self.args.output_dir) / FINAL_DIR, env_id=env_id)
 
         def on_scored_batch(self, batch: ScoredBatch) -> None:
             if isinstance(self.rollout_func, EnvRollout):
@@ -546,6 +597,20 @@ def _trainer_class() -> type:
     return AgentGRPOTrainer
 
 
+class _StepTimer(TrainerCallback):
+    """Logs ``time/step_s``, the wall time of each optimizer step (rollout and update)."""
+
+    def __init__(self, trainer: Any):
+        self.trainer, self._began = trainer, 0.0
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._began = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # Before the step's log, so the step's own line holds it.
+        log_metrics(self.trainer, {"time/step_s": time.perf_counter() - self._began})
+
+
 def __getattr__(name: str) -> Any:  # the trainer class imports trl only when asked for
     if name == "AgentGRPOTrainer":
         return _trainer_class()
@@ -557,13 +622,16 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
                options: GRPOOptions | None = None, rollout: RolloutConfig | None = None,
                pipeline: PipelineConfig | None = None, tokenizer: Any = None,
                lora: dict[str, Any] | None = None, resume: bool = False,
-               callbacks: Sequence[Any] = (), policy: Any = None) -> Any:
+               callbacks: Sequence[Any] = (), policy: Any = None, console: Any = None) -> Any:
     """Train ``model`` (a folder or a loaded causal LM) with GRPO on ``env_id``'s tasks.
 
     ``args`` are TRL ``GRPOConfig`` fields over :data:`GRPO_DEFAULTS`; ``lora`` (peft
     ``LoraConfig`` fields) trains adapters instead of all weights; ``resume`` continues
-    from the last checkpoint in ``output_dir``. Saves the final model and tokenizer to
-    ``output_dir/final`` and returns the trainer.
+    from the last checkpoint in ``output_dir``. Each logged step is one line on ``console``
+    (a rich Console; default: standard error; :mod:`agentgym.trainers.console`), and
+    ``options.log_rollouts`` groups of each rollout call go to ``output_dir/rollouts.jsonl``.
+    Saves the final model, its tokenizer and model card to ``output_dir/final`` and returns
+    the trainer.
     """
     quiet_expected_warnings()
     from transformers.trainer_utils import get_last_checkpoint
@@ -573,7 +641,8 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
     config = grpo_config(output_dir, args, rollout=rollout)
     model, tokenizer = load_model_and_tokenizer(model, tokenizer, padding_side="left")
     env_rollout = EnvRollout(env_id, env_kwargs, options=options, rollout=rollout,
-                             pipeline=pipeline, policy=policy)
+                             pipeline=pipeline, policy=policy,
+                             rollouts_file=output_dir / ROLLOUTS_FILE)
     task_ids = env_rollout.env_task_ids()
     if len(task_ids) * config.num_generations < config.generation_batch_size:
         env_rollout.close()
@@ -590,6 +659,7 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
         model=model, reward_funcs=[env_reward], args=config,
         train_dataset=task_dataset(task_ids), processing_class=tokenizer,
         callbacks=list(callbacks), peft_config=peft_config, rollout_func=env_rollout)
+    use_console_callback(trainer, StepLines("grpo", console))
     checkpoint = get_last_checkpoint(str(output_dir)) if resume and output_dir.is_dir() else None
     trainer.train(resume_from_checkpoint=checkpoint)
     final = output_dir / FINAL_DIR
@@ -598,4 +668,5 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
         trained = trainer.accelerator.unwrap_model(trained).merge_and_unload()
     trained.save_pretrained(str(final))
     tokenizer.save_pretrained(str(final))
+    (final / "README.md").write_text(trainer.model_card(), encoding="utf-8")
     return trainer

@@ -5,6 +5,9 @@ has scored (:func:`batch_metrics`, logged with TRL's metrics):
 
 * ``episodes/in_loss``: the share of the batch's episodes with tokens in the loss (the
   rest were masked: dynamic sampling, finish reason, truncation).
+* ``episodes/mean_length``: the mean number of model tokens in the loss of those episodes
+  (null when there are none; TRL's ``completions/mean_length`` counts a masked episode as
+  0 tokens long).
 * ``advantage/mean_abs``, ``advantage/max``, ``advantage/min``: TRL's own advantages of
   those episodes, read from the batch TRL trains on rather than recomputed (with TRL's
   default ``scale_rewards="group"``, which agentgym keeps: reward minus the group's mean,
@@ -104,10 +107,14 @@ class ReferenceKL:
 
 def batch_metrics(trainer: Any, batch: ScoredBatch,
                   kl: ReferenceKL | None = None) -> dict[str, float]:
-    """``episodes/in_loss`` and, when any episode is in the loss, ``advantage/*`` and
-    (with ``kl``) ``kl/ref`` of one scored generation batch."""
-    rows = batch.loss_mask.sum(dim=1) > 0
-    metrics = {"episodes/in_loss": float(rows.float().mean())}
+    """``episodes/in_loss``, ``episodes/mean_length`` and, when any episode is in the loss,
+    ``advantage/*`` and (with ``kl``) ``kl/ref`` of one scored generation batch."""
+    lengths = batch.loss_mask.sum(dim=1)
+    rows = lengths > 0
+    metrics = {"episodes/in_loss": float(rows.float().mean()),
+               # NaN, logged as null: no episode trained, no length (not a length of 0)
+               "episodes/mean_length": float(lengths[rows].float().mean()) if bool(rows.any())
+               else float("nan")}
     if not bool(rows.any()):
         return metrics
     advantages = batch.advantages[rows].float()

@@ -8,10 +8,12 @@ The figure (:func:`build_figure`) has one column per stage, each on its own step
 * ``grpo`` stages: the mean reward per step (TRL's ``reward``) and its rolling mean, the
   trailing mean over the last :data:`ROLLING_WINDOW` steps (fewer at the stage's start);
   the share of groups whose rewards vary, the groups that carry a gradient
-  (``groups/with_variance``, else ``1 - frac_reward_zero_std``); the mean episode length
-  in tokens (``completions/mean_length``) and, dashed on the right axis, the mean turns
-  per episode (``env/turns``); the rollout's seconds per stage of the episodes
-  (``time/{init,generate,tool,grade}_s``, one line style each) and, dashed on the right
+  (``groups/with_variance``, else ``1 - frac_reward_zero_std``); the mean length in model
+  tokens of the episodes in the loss (``episodes/mean_length``; in older runs TRL's
+  ``completions/mean_length``, which counts masked episodes as 0 tokens, so it is left
+  out on steps that trained no episode) and, dashed on the right axis, the mean turns per
+  episode (``env/turns``); the wall time of each step (``time/step_s``: rollout and
+  update) and of its rollout (``time/rollout_s``) in seconds and, dotted on the right
   axis, the sampled tokens per second (``rollout/tokens_per_s``);
 * a last column, when ``eval.json`` holds any: the held-out pass rate of the base model
   and after each stage, one point per stage, its value written beside it.
@@ -20,6 +22,10 @@ Several runs overlay on the same panels, one colour per run, with the run names 
 legend; the stage columns are the union of the runs' stage names, in name order, and a
 run without a stage leaves that column empty. A stage's kind is the ``kind`` of its
 ``metrics.jsonl`` records (else its name's suffix: ``01-grpo``).
+
+Points sit at the steps the records carry (``logging_steps: 25`` draws steps 25, 50, ...).
+A value logged as null (nothing to average: a step whose every episode was masked) is a
+gap in its line, never a 0; a key a record lacks is simply not drawn there.
 
 :func:`plot_curves` is what ``agentgym train`` calls after each stage and when the run
 ends; :func:`plot_runs` is ``agentgym plot`` (:func:`load_run` reads a run folder). Both
@@ -30,6 +36,7 @@ matplotlib (the ``train`` extra) is imported when a figure is built; no display 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -50,8 +57,8 @@ COMPARISON_FILE = "reward_curves.png"
 DPI = 100
 COLUMN_WIDTH = 4.2  # inches per stage column
 FIGURE_HEIGHT = 9.8
-#: The rollout's stages drawn in a GRPO column's bottom panel, and their line styles.
-ROLLOUT_STAGES = (("init", ":"), ("generate", "-"), ("tool", "-."), ("grade", (0, (1, 3))))
+#: The wall times drawn in a GRPO column's bottom panel: (label, key, line style).
+WALL_TIMES = (("step", "time/step_s", "-"), ("rollout", "time/rollout_s", "-."))
 
 
 @dataclass
@@ -88,11 +95,12 @@ class CurveFigure:
 
 def rolling_mean(values: Sequence[float], window: int = ROLLING_WINDOW) -> list[float]:
     """The trailing mean: entry ``i`` averages ``values[i - window + 1 : i + 1]`` (fewer at
-    the start), so it never looks ahead of the step it is drawn at."""
+    the start), so it never looks ahead of the step it is drawn at. NaN values (gaps) are
+    left out of the mean; a window of nothing but gaps is a gap."""
     out = []
     for i in range(len(values)):
-        recent = values[max(0, i - window + 1): i + 1]
-        out.append(sum(recent) / len(recent))
+        recent = [v for v in values[max(0, i - window + 1): i + 1] if not math.isnan(v)]
+        out.append(sum(recent) / len(recent) if recent else math.nan)
     return out
 
 
@@ -117,22 +125,38 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+#: What a series' reader returns for a record that does not log its value.
+ABSENT = object()
+
+
 def _series(rows: Iterable[dict[str, Any]], value: str | Callable[[dict[str, Any]], Any]
             ) -> tuple[list[float], list[float]]:
-    """(steps, values) of the rows where ``value`` (a key, or a function of the row) is a
-    number."""
-    read = value if callable(value) else (lambda row: row.get(value))
+    """(steps, values) of the rows that log ``value`` (a key, or a function of the row
+    returning :data:`ABSENT` for rows without it): a null value is NaN, a gap in the line."""
+    read = value if callable(value) else (lambda row: row.get(value, ABSENT))
     points = [(row["step"], read(row)) for row in rows]
-    return [s for s, v in points if _number(v)], [v for _, v in points if _number(v)]
+    points = [(step, v if _number(v) else math.nan) for step, v in points if v is not ABSENT]
+    return [step for step, _ in points], [v for _, v in points]
 
 
-def _groups_with_variance(row: dict[str, Any]) -> float | None:
+def _groups_with_variance(row: dict[str, Any]) -> Any:
     """The share of groups whose rewards vary: agentgym's ``groups/with_variance``, else
     one minus TRL's ``frac_reward_zero_std``."""
-    if _number(row.get("groups/with_variance")):
+    if "groups/with_variance" in row:
         return row["groups/with_variance"]
-    zero_std = row.get("frac_reward_zero_std")
-    return 1 - zero_std if _number(zero_std) else None
+    zero_std = row.get("frac_reward_zero_std", ABSENT)
+    return 1 - zero_std if _number(zero_std) else zero_std
+
+
+def _episode_length(row: dict[str, Any]) -> Any:
+    """The mean length in model tokens of the step's episodes in the loss: agentgym's
+    ``episodes/mean_length``, else TRL's ``completions/mean_length`` (which counts a masked
+    episode as 0 tokens) on steps that trained some episode."""
+    if "episodes/mean_length" in row:
+        return row["episodes/mean_length"]
+    if row.get("episodes/in_loss") == 0:
+        return None
+    return row.get("completions/mean_length", ABSENT)
 
 
 def _kind(stage: str, runs: Sequence[RunCurves]) -> str:
@@ -221,11 +245,13 @@ def build_figure(runs: Sequence[RunCurves], title: str = "") -> CurveFigure:
                 Line2D([], [], color="0.3", label="length (left)"),
                 Line2D([], [], color="0.3", linestyle="--", label="turns (right)")],
                 fontsize="small", loc="best")
-            rows[3].set_ylabel("rollout seconds per stage")
-            speed.set_ylabel("tokens per second (dashed)")
+            rows[3].set_ylabel("wall seconds per step")
+            speed.set_ylabel("sampled tokens/s (dotted)")
             rows[3].legend(handles=[
-                Line2D([], [], color="0.3", linestyle=style, label=name)
-                for name, style in ROLLOUT_STAGES], fontsize="x-small", loc="best", ncols=2)
+                *(Line2D([], [], color="0.3", linestyle=style, label=label)
+                  for label, _, style in WALL_TIMES),
+                Line2D([], [], color="0.3", linestyle=":", label="tokens/s (right)")],
+                fontsize="x-small", loc="best")
         else:
             top.set_ylabel("training loss")
             rows[-1].set_ylabel("learning rate")
@@ -260,7 +286,7 @@ def build_figure(runs: Sequence[RunCurves], title: str = "") -> CurveFigure:
 
 
 def _line(axes: Any, xs: Sequence[float], ys: Sequence[float], gid: str, **style: Any) -> None:
-    if xs:
+    if any(not math.isnan(y) for y in ys):  # a line of nothing but gaps is not drawn
         if len(xs) <= 60 and "marker" not in style:
             style.update(marker="o", markersize=3)
         (line,) = axes.plot(xs, ys, **style)
@@ -281,21 +307,22 @@ def _draw_grpo(run: str, records: list[dict[str, Any]], rows: list[Any], twin: A
           linewidth=2.2, marker=None)
     _line(rows[1], *_series(records, _groups_with_variance),
           f"{run}/groups_with_variance", color=colour, linewidth=1.6)
-    _line(rows[2], *_series(records, "completions/mean_length"), f"{run}/mean_length",
+    _line(rows[2], *_series(records, _episode_length), f"{run}/mean_length",
           color=colour, linewidth=1.6)
     _line(twin, *_series(records, "env/turns"), f"{run}/turns", color=colour,
           linewidth=1.2, linestyle="--")
-    if rewards and min(rewards) >= 0 and max(rewards) <= 1:
+    known = [r for r in rewards if not math.isnan(r)]
+    if known and min(known) >= 0 and max(known) <= 1:
         rows[0].set_ylim(-0.03, 1.03)  # a 0-1 reward reads on its whole scale
 
 
 def _draw_rollout(run: str, records: list[dict[str, Any]], axes: Any, speed: Any,
                   colour: str) -> None:
-    for name, style in ROLLOUT_STAGES:
-        _line(axes, *_series(records, f"time/{name}_s"), f"{run}/time/{name}",
-              color=colour, linewidth=1.3, linestyle=style)
+    for label, key, style in WALL_TIMES:
+        _line(axes, *_series(records, key), f"{run}/time/{label}", color=colour,
+              linewidth=1.3, linestyle=style)
     _line(speed, *_series(records, "rollout/tokens_per_s"), f"{run}/tokens_per_s",
-          color=colour, linewidth=1.2, linestyle="--")
+          color=colour, linewidth=1.2, linestyle=":")
 
 
 def _note_if_empty(axes: Any, twin: Any, note: str) -> None:
@@ -360,8 +387,8 @@ def load_run(run_dir: str | os.PathLike) -> RunCurves:
     ``metrics.jsonl`` records, which must exist and hold a line, and its ``eval.json``
     (None if it has none). Raises :class:`~agentgym.core.errors.MissingFileError` or
     :class:`~agentgym.core.errors.InvalidArgumentError` naming the folder."""
+    from agentgym.trainers.layout import EVAL_FILE, METRICS_FILE
     from agentgym.trainers.metrics import read_metrics
-    from agentgym.trainers.run import EVAL_FILE, METRICS_FILE
 
     run_dir = Path(run_dir)
     fix = "name the output_dir of an `agentgym train` run"
@@ -390,7 +417,7 @@ def plot_runs(run_dirs: Sequence[str | os.PathLike], out: str | os.PathLike | No
     ``out``; by default ``RUN_DIR/reward_curve.png`` for one run, and
     :data:`COMPARISON_FILE` in the current directory for several. Runs whose folders share
     a name are named by their paths."""
-    from agentgym.trainers.run import CURVE_FILE
+    from agentgym.trainers.layout import CURVE_FILE
 
     runs = [load_run(run_dir) for run_dir in run_dirs]
     if len({run.name for run in runs}) < len(runs):

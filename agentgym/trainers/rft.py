@@ -78,7 +78,7 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
               threshold: float = 1.0, rollout: RolloutConfig | None = None,
               pipeline: PipelineConfig | None = None, sft_args: dict | None = None,
               resume: bool = False, callbacks: Sequence[Any] = (), tokenizer: Any = None,
-              policy: Any = None) -> Any:
+              policy: Any = None, console: Any = None) -> Any:
     """Rejection fine-tuning of ``model`` on ``env_id``.
 
     Collects ``attempts`` attempts at each of ``tasks`` tasks into
@@ -104,6 +104,7 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
         tokenizer: tokenizer object or folder; default: the model's.
         policy: the token-level policy that makes the attempts; default:
             ``HFPolicy(model)``, i.e. the model's current weights.
+        console: the rich Console each logged step is a line on (default: standard error).
 
     Returns:
         The trained ``trl.SFTTrainer``.
@@ -140,7 +141,7 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
         )
     dataset = trajectory_dataset(kept, tokenizer)
     trainer = sft_trainer(model, dataset, output_dir=output_dir, args=sft_args,
-                          tokenizer=tokenizer, callbacks=callbacks)
+                          tokenizer=tokenizer, callbacks=callbacks, kind="rft", console=console)
     trainer.log({"rft/attempts": float(len(tried)), "rft/kept": float(len(kept)),
                  "rft/success_rate": len(kept) / len(tried)})
     return run_and_save(trainer, resume=resume)

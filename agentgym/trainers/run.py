@@ -15,13 +15,20 @@ YAML file) and, in ``output_dir``:
   with ``demonstrations`` first collects them into ``demonstrations.jsonl`` there (a
   mixture: ``demonstrations-N.jsonl``, one per policy);
 * evaluates the model after every stage on the same tasks with the same settings, and
-  prints a table of the pass rate by stage with each stage's change.
+  prints a table of the pass rate by stage with each stage's change. Each evaluation's
+  episodes stay in ``eval/<stage>/`` (``eval/base/``, ``eval/00-sft/``, ...), an eval
+  report folder (``report.html``, ``summary.json``, ``trajectories.jsonl``);
+* a ``grpo`` stage keeps a sample of its training episodes in ``<stage dir>/rollouts.jsonl``
+  (``options.log_rollouts`` groups per rollout call), so ``agentgym view RUN_DIR`` shows
+  demonstrations, training rollouts and eval episodes, and ``agentgym compare
+  RUN_DIR[:STAGE] ...`` compares the evaluations.
 
 ``eval.json`` is rewritten after each evaluation: ``{"env", "episodes", "stages": [{"stage":
 "base", "kind": "base", ...summary}, {"stage": "00-sft", "kind": "sft", ...}, ...],
 "before": <the base entry>, "after": <the last entry>, "change": <after - before pass
 rate>}``, each summary holding ``model``, ``pass_rate``, ``mean_reward``, ``mean_turns``,
-``finish_reasons`` and the rest of ``agentgym eval --json``'s keys.
+``finish_reasons``, the rest of ``agentgym eval --json``'s keys, and ``trajectories`` (the
+path of its episodes).
 
 Every log of every trainer is appended to ``metrics.jsonl`` as one flushed JSON line
 ``{"stage": "01-grpo", "kind": "grpo", "step": N, ...TRL's and agentgym's keys}``
@@ -68,19 +75,23 @@ from agentgym.trainers.config import (
     TrainConfig,
     load_config,
 )
+from agentgym.trainers.layout import (
+    BASE_MODEL_DIR,
+    CURVE_FILE,
+    DEMONSTRATIONS_FILE,
+    EVAL_FILE,
+    EVALS_DIR,
+    METRICS_FILE,
+    RUN_FILE,
+    STAGE_FILE,
+)
 from agentgym.trainers.metrics import MetricsCallback, MetricsLog, json_safe
 from agentgym.trainers.plots import plot_curves
-from agentgym.trainers.rundir import RUN_FILE, RunExistsError, check_output_dir
+from agentgym.trainers.rundir import RunExistsError, check_output_dir
 from agentgym.trainers.sft import FINAL_DIR
 
 __all__ = ["RunExistsError", "check_runtime", "train"]
 
-STAGE_FILE = "stage.json"
-METRICS_FILE = "metrics.jsonl"
-CURVE_FILE = "reward_curve.png"
-EVAL_FILE = "eval.json"
-BASE_MODEL_DIR = "base-model"
-DEMONSTRATIONS_FILE = "demonstrations.jsonl"
 
 
 # ---- up-front checks -------------------------------------------------------------------------
@@ -108,7 +119,10 @@ def check_runtime(config: TrainConfig) -> None:
                     from agentgym.trainers.grpo import GRPOOptions, grpo_config
 
                     grpo_config(config.stage_dir(i), args, rollout=rollout)
-                    GRPOOptions(**stage.options)
+                    try:
+                        GRPOOptions(**stage.options)
+                    except ValueError as e:  # under its own section
+                        issues.append((f"{path}.options", str(e)))
                 else:
                     from trl import SFTConfig
 
@@ -211,9 +225,13 @@ def _progress(console: Console, description: str, total: int) -> Iterator[Any]:
 
 
 def _evaluate(config: TrainConfig, model: str, label: str, console: Console) -> dict[str, Any]:
-    """Pass rate of ``model`` on the eval tasks (an HFPolicy, greedy unless set)."""
+    """Pass rate of ``model`` on the eval tasks (an HFPolicy, greedy unless set); its
+    episodes are kept in ``<output_dir>/eval/<label>/`` as an eval report (``report.html``,
+    ``summary.json``, ``trajectories.jsonl``: what ``agentgym compare`` and ``agentgym
+    view`` read)."""
     from agentgym.rollout.evaluate import evaluate
     from agentgym.rollout.policies.hf import HFPolicy
+    from agentgym.viewer.report import TRAJECTORIES_FILE, write_report
 
     section = config.eval
     assert section is not None
@@ -231,8 +249,12 @@ def _evaluate(config: TrainConfig, model: str, label: str, console: Console) -> 
     finally:
         del policy
         _free_memory()
+    folder = config.output_dir / EVALS_DIR / label
+    (folder / TRAJECTORIES_FILE).unlink(missing_ok=True)  # this model's episodes replace any
+    write_report(folder, report.env, report.policy, report.trajectories)
     summary = {"model": model, "env_kwargs": kwargs, "temperature": section.temperature,
-               **report.summary(), "seconds": time.perf_counter() - started}
+               **report.summary(), "seconds": time.perf_counter() - started,
+               "trajectories": str(folder / TRAJECTORIES_FILE)}
     console.print(f"eval {label}: pass rate [bold]{report.pass_rate:.3f}[/] over"
                   f" {report.n} episodes (mean reward {report.mean_reward:.3f})")
     return summary
@@ -318,21 +340,21 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
                                      tool_schemas=config.rollout.tool_schemas,
                                      parser=config.env.kwargs.get("parser"))
         train_sft(model, dataset, output_dir=stage_dir, args=args, tokenizer=tokenizer,
-                  resume=resume, callbacks=callbacks)
+                  resume=resume, callbacks=callbacks, console=console)
     elif isinstance(stage, RFTStage):
         from agentgym.trainers.rft import train_rft
 
         train_rft(model, config.env.id, env_kwargs=dict(config.env.kwargs),
                   output_dir=stage_dir, tasks=stage.tasks, attempts=stage.attempts,
                   threshold=stage.threshold, rollout=rollout, pipeline=pipeline,
-                  sft_args=args, resume=resume, callbacks=callbacks)
+                  sft_args=args, resume=resume, callbacks=callbacks, console=console)
     else:
         from agentgym.trainers.grpo import GRPOOptions, train_grpo
 
         train_grpo(model, config.env.id, env_kwargs=dict(config.env.kwargs),
                    output_dir=stage_dir, args=args, options=GRPOOptions(**stage.options),
                    rollout=rollout, pipeline=pipeline, lora=stage.lora, resume=resume,
-                   callbacks=callbacks)
+                   callbacks=callbacks, console=console)
 
 
 @contextlib.contextmanager
@@ -351,6 +373,26 @@ def _terminate_as_exit() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _library_progress_off() -> Iterator[None]:
+    """transformers' and datasets' own progress bars off (loading and writing weights,
+    preparing a dataset: a bar per file, gone in a blink): the run shows its own progress,
+    one line per training step and a bar per eval."""
+    import datasets
+    from transformers.utils import logging as transformers_logging
+
+    restore = [enable for enabled, enable in (
+        (transformers_logging.is_progress_bar_enabled(), transformers_logging.enable_progress_bar),
+        (datasets.is_progress_bar_enabled(), datasets.enable_progress_bars)) if enabled]
+    transformers_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        for enable in restore:
+            enable()
 
 
 def _print_eval(entries: list[dict[str, Any]], console: Console) -> None:
@@ -436,7 +478,7 @@ def train(config: TrainConfig | str | os.PathLike, resume: bool = False,
     check_runtime(config)
     _prepare_output(config, resume, console)
     try:
-        with _terminate_as_exit():
+        with _terminate_as_exit(), _library_progress_off():
             summary = _run(config, resume, console)
     except (KeyboardInterrupt, SystemExit):
         console.print(f"[yellow]interrupted[/]: continue with `agentgym train CONFIG"

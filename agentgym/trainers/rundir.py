@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import AgentGymError
-
-#: Written first in a run's folder; its presence means the folder holds a run.
-RUN_FILE = "run.json"
+from agentgym.trainers.layout import RUN_FILE  # written first: the folder holds a run
 
 
 class RunExistsError(AgentGymError):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import logging
 import os
 import warnings
@@ -43,6 +44,7 @@ from agentgym.rollout.trajectory import Trajectory
 __all__ = [
     "FINAL_DIR",
     "build_config",
+    "checkpointing_setting",
     "run_and_save",
     "sft_trainer",
     "train_sft",
@@ -164,24 +166,59 @@ def build_config(config_class: type, output_dir: str | os.PathLike, args: dict |
                 f" trl.{config_class.__name__} (and transformers.TrainingArguments)"
             )
     settings: dict[str, Any] = {"report_to": "none"}
-    if not torch.cuda.is_available():
+    on_cpu = not torch.cuda.is_available()
+    if on_cpu:
         settings.update(use_cpu=True, bf16=False, fp16=False)
-        if not {"gradient_checkpointing", "activation_checkpointing"} & set(args):
-            # transformers 5 renamed the field; the new name set keeps the old one quiet
-            name = ("activation_checkpointing" if "activation_checkpointing" in fields
-                    else "gradient_checkpointing")
-            settings[name] = False
+    settings.update(checkpointing_setting(config_class, args, enabled=not on_cpu))
     settings.update(defaults or {})
     settings.update(args)
     return config_class(output_dir=str(output_dir), **settings)
 
 
-def _plain_loss_trainer_class() -> type:
-    """``SFTTrainer`` with :meth:`compute_loss` on the model's logits (see the module doc)."""
-    import torch
+def checkpointing_setting(config_class: type, args: dict[str, Any], enabled: bool
+                          ) -> dict[str, bool]:
+    """Activation (gradient) checkpointing for a TRL config, unless ``args`` set it:
+    ``enabled`` (TRL's default, True, saves GPU memory; on a CPU it only slows small models
+    down), under the field's current name. transformers 5 renamed ``gradient_checkpointing``
+    to ``activation_checkpointing`` and warns whenever the old name alone is set, which
+    TRL's configs do by default: setting the new name keeps every run quiet."""
+    if {"gradient_checkpointing", "activation_checkpointing"} & set(args):
+        return {}
+    names = {f.name for f in dataclasses.fields(config_class)}
+    name = ("activation_checkpointing" if "activation_checkpointing" in names
+            else "gradient_checkpointing")
+    return {name: enabled}
+
+
+@functools.cache
+def _trainer_class() -> type:
     from trl import SFTTrainer
 
-    class PlainLossSFTTrainer(SFTTrainer):
+    from agentgym.trainers.model_card import model_card
+    from agentgym.trainers.trl_adapter import ModelCardHook
+
+    class AgentSFTTrainer(ModelCardHook, SFTTrainer):
+        """``SFTTrainer`` whose model card is agentgym's; ``kind`` (sft or rft) names the
+        stage in it."""
+
+        def __init__(self, *args: Any, kind: str = "sft", **kwargs: Any):
+            self.kind = kind
+            super().__init__(*args, **kwargs)
+
+        def model_card(self) -> str:
+            return model_card(kind=self.kind, base_model=self.model.config.name_or_path,
+                              model_dir=Path(self.args.output_dir) / FINAL_DIR)
+
+    return AgentSFTTrainer
+
+
+@functools.cache
+def _plain_loss_trainer_class() -> type:
+    """The SFT trainer with :meth:`compute_loss` on the model's logits (see the module
+    doc)."""
+    import torch
+
+    class PlainLossSFTTrainer(_trainer_class()):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             # Anything beyond a padded batch and the plain NLL (outputs, DFT, label smoothing,
             # packed or pre-shifted sequences, MoE aux loss) takes TRL's own path.
@@ -233,10 +270,15 @@ def _takes_logits_to_keep(model: Any) -> bool:
 
 
 def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
-                args: dict | None = None, tokenizer: Any = None, callbacks: Sequence[Any] = ()
-                ) -> Any:
-    """The ``trl.SFTTrainer`` :func:`train_sft` runs, built but not yet trained."""
-    from trl import SFTConfig, SFTTrainer
+                args: dict | None = None, tokenizer: Any = None, callbacks: Sequence[Any] = (),
+                kind: str = "sft", console: Any = None) -> Any:
+    """The ``trl.SFTTrainer`` :func:`train_sft` runs, built but not yet trained: its logs
+    are lines on ``console`` (:mod:`agentgym.trainers.console`), its model card agentgym's,
+    naming the stage ``kind`` (sft, rft)."""
+    from trl import SFTConfig
+
+    from agentgym.trainers.console import StepLines
+    from agentgym.trainers.trl_adapter import use_console_callback
 
     if (args or {}).get("completion_only_loss") is False:
         raise ValueError(
@@ -253,9 +295,11 @@ def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
         model = str(model)
     import torch
 
-    trainer_class = SFTTrainer if torch.cuda.is_available() else _plain_loss_trainer_class()
-    return trainer_class(model=model, args=config, train_dataset=dataset,
-                         processing_class=tokenizer, callbacks=list(callbacks))
+    trainer_class = _trainer_class() if torch.cuda.is_available() else _plain_loss_trainer_class()
+    trainer = trainer_class(model=model, args=config, train_dataset=dataset,
+                            processing_class=tokenizer, callbacks=list(callbacks), kind=kind)
+    use_console_callback(trainer, StepLines(kind, console))
+    return trainer
 
 
 def run_and_save(trainer: Any, resume: bool = False) -> Any:
@@ -274,12 +318,13 @@ def run_and_save(trainer: Any, resume: bool = False) -> Any:
     trainer.save_model(str(final))
     if trainer.processing_class is not None:
         trainer.processing_class.save_pretrained(str(final))
+    (final / "README.md").write_text(trainer.model_card(), encoding="utf-8")
     return trainer
 
 
 def train_sft(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
               args: dict | None = None, tokenizer: Any = None, resume: bool = False,
-              callbacks: Sequence[Any] = ()) -> Any:
+              callbacks: Sequence[Any] = (), console: Any = None) -> Any:
     """Fine-tune ``model`` on the mask-1 tokens of ``dataset`` with TRL's ``SFTTrainer``.
 
     Args:
@@ -296,6 +341,7 @@ def train_sft(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
         resume: continue from the last ``checkpoint-N`` in ``output_dir`` (global step,
             optimizer and scheduler included) when there is one.
         callbacks: ``transformers.TrainerCallback`` objects (logging, progress).
+        console: the rich Console each logged step is a line on (default: standard error).
 
     Returns:
         The trained ``trl.SFTTrainer``.
@@ -304,5 +350,5 @@ def train_sft(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
         ValueError: an unknown ``args`` field (the message names the closest ones).
     """
     trainer = sft_trainer(model, dataset, output_dir=output_dir, args=args,
-                          tokenizer=tokenizer, callbacks=callbacks)
+                          tokenizer=tokenizer, callbacks=callbacks, console=console)
     return run_and_save(trainer, resume=resume)

@@ -11,7 +11,11 @@ minor versions these were checked against (``trl>=1.16,<1.17``); widen the pin o
 * :class:`TrainSamplerHook`: see the sampler TRL builds (to predict the next batch).
 * :func:`repeat_sampler_layout`: how that sampler repeats and batches prompts.
 * :func:`vllm_generate`, :func:`stop_token_ids`: sample with TRL's vLLM engine.
-* :func:`quiet_expected_warnings`: silence what TRL says about agentgym's intended use.
+* :func:`quiet_expected_warnings`: silence what TRL says about agentgym's intended use,
+  and the deprecation TRL's own code trips in transformers.
+* :func:`use_console_callback`: print each log as agentgym's line instead of
+  transformers' dict.
+* :class:`ModelCardHook`: the model card written beside checkpoints is agentgym's.
 * :class:`ScoredBatchHook`, :class:`ScoredBatch`: see each generation batch TRL has scored
   (its advantages, its loss mask) before it trains on it.
 * :func:`completion_logps`, :func:`is_peft_trainer`, :func:`adapters_disabled`,
@@ -25,14 +29,16 @@ import contextlib
 import copy
 import logging
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ScoredBatch", "ScoredBatchHook", "TrainSamplerHook", "adapters_disabled",
-           "completion_logps", "frozen_copy", "is_peft_trainer", "log_metrics",
-           "quiet_expected_warnings", "repeat_sampler_layout", "stop_token_ids",
-           "vllm_generate"]
+__all__ = ["ModelCardHook", "ScoredBatch", "ScoredBatchHook", "TrainSamplerHook",
+           "adapters_disabled", "completion_logps", "frozen_copy", "is_peft_trainer",
+           "log_metrics", "quiet_expected_warnings", "repeat_sampler_layout",
+           "stop_token_ids", "use_console_callback", "vllm_generate"]
 
 
 def log_metrics(trainer: Any, metrics: dict[str, float]) -> None:
@@ -113,6 +119,48 @@ def quiet_expected_warnings() -> None:
     logger = logging.getLogger("trl.trainer.grpo_trainer")
     if _expected_reward_warning not in logger.filters:
         logger.addFilter(_expected_reward_warning)
+    # Relies on: trl.models.utils reading model.is_gradient_checkpointing around every
+    # generation and no-grad pass, a property transformers 5.24 deprecates with this
+    # FutureWarning (TRL's code, nothing a user can change; the message is matched exactly).
+    warnings.filterwarnings("ignore", message=_TRL_DEPRECATED_PROPERTY,
+                            category=FutureWarning)
+
+
+_TRL_DEPRECATED_PROPERTY = r"`is_gradient_checkpointing` is deprecated"
+
+
+def use_console_callback(trainer: Any, callback: Any) -> None:
+    """Make ``callback`` the one that shows ``trainer``'s logs on the console, instead of
+    transformers' progress bar that writes each log under it as a dict (or its plain
+    printer of the dict)."""
+    from transformers import trainer as trainer_module
+    from transformers.trainer_callback import PrinterCallback
+
+    # Relies on: Trainer.__init__ adding one console callback: PrinterCallback when
+    # args.disable_tqdm, else transformers.trainer.DEFAULT_PROGRESS_CALLBACK (ProgressCallback,
+    # NotebookProgressCallback in a notebook); remove_callback(cls) removes an instance of cls.
+    for printer in (PrinterCallback, trainer_module.DEFAULT_PROGRESS_CALLBACK):
+        trainer.remove_callback(printer)
+    trainer.add_callback(callback)
+
+
+class ModelCardHook:
+    """Mixin for a TRL trainer subclass (listed before the trainer class): the model card
+    (``README.md``) TRL writes into ``args.output_dir`` with each checkpoint is
+    ``self.model_card()`` instead of TRL's hub template, which names a base model loaded
+    from a folder as ``[None]``."""
+
+    def model_card(self) -> str:
+        raise NotImplementedError
+
+    # Relies on: trl's BaseTrainer.create_model_card(model_name=None, dataset_name=None,
+    # tags=None), which each TRL trainer's _save_checkpoint calls to write README.md into
+    # args.output_dir; Trainer.is_world_process_zero().
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
+                          tags: Any = None) -> None:
+        if self.is_world_process_zero():  # type: ignore[attr-defined]
+            path = Path(self.args.output_dir) / "README.md"  # type: ignore[attr-defined]
+            path.write_text(self.model_card(), encoding="utf-8")
 
 
 @dataclass

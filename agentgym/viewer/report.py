@@ -5,7 +5,10 @@
   and three plots (reward distribution, turns histogram, mean time per stage), next to
   ``summary.json`` and ``trajectories.jsonl``, which :func:`load_run` reads back.
 * :func:`compare_runs` (``agentgym compare RUN_A RUN_B``): two runs side by side, per task:
-  solved by A only, by B only, by both, by neither, and the change in mean reward.
+  solved by A only, by B only, by both, by neither (of the tasks both ran; a task only one
+  ran is counted apart), the mean rewards, and a warning when they share no task. A run
+  is a report folder, a trajectories file, or an evaluation an ``agentgym train`` run kept
+  (:func:`load_run`: ``RUN_DIR`` or ``RUN_DIR:STAGE``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ td { vertical-align: top; overflow-wrap: anywhere; } td.num { white-space: nowra
 .plots { display: flex; gap: 24px; flex-wrap: wrap; }
 figure { margin: 0; } figcaption { font-weight: 600; margin-bottom: 4px; }
 .only-a { background: #e8f1ff; } .only-b { background: #fff4e0; }
+.warning { background: #fff0f0; border-left: 4px solid #d33; padding: 6px 10px; }
 """
 
 
@@ -176,31 +180,82 @@ class Run:
 
 
 def load_run(target: str | Path) -> Run:
-    """A report folder (``summary.json`` and ``trajectories.jsonl``) or a trajectories
-    JSONL file (its summary computed)."""
-    target = Path(target)
-    if target.is_dir():
-        path = target / TRAJECTORIES_FILE
+    """One run of episodes:
+
+    * a report folder (``summary.json`` and ``trajectories.jsonl``: ``agentgym eval
+      --report``);
+    * a trajectories JSONL file (its summary computed);
+    * an ``agentgym train`` run folder: ``RUN_DIR``, the evaluation after its last stage
+      (the final model), or ``RUN_DIR:STAGE``, the evaluation after that stage (``base``:
+      before training; a stage's name such as ``01-grpo``, or its kind when one stage has
+      it). The run is named ``RUN_DIR:STAGE`` either way.
+
+    Raises FileNotFoundError saying what was expected, and ValueError for a stage the run
+    has not evaluated (listing those it has).
+    """
+    from agentgym.trainers.layout import is_run
+
+    folder, stage = Path(target), None
+    if not folder.exists() and ":" in str(target):  # RUN_DIR:STAGE (paths may hold colons)
+        run, _, stage = str(target).rpartition(":")
+        folder = Path(run)
+        if not is_run(folder):
+            raise FileNotFoundError(f"{run} is not an agentgym train run folder (it has no"
+                                    f" run.json), so it has no stage {stage!r} to compare")
+    name = str(target)
+    if is_run(folder) and not (folder / TRAJECTORIES_FILE).is_file():
+        stage, evaluated = _run_stage(folder, stage)
+        name = f"{folder}:{stage}"
+        folder = evaluated
+    if folder.is_dir():
+        path = folder / TRAJECTORIES_FILE
         if not path.is_file():
-            raise FileNotFoundError(f"{target} has no {TRAJECTORIES_FILE}: give a folder"
-                                    " written by agentgym eval --report, or a JSONL file")
+            raise FileNotFoundError(f"{folder} has no {TRAJECTORIES_FILE}: give a folder"
+                                    " written by agentgym eval --report, an agentgym train"
+                                    " run folder, or a JSONL file")
         trajectories = read_trajectories(path)
-        summary_path = target / SUMMARY_FILE
+        summary_path = folder / SUMMARY_FILE
         summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
-    elif target.is_file():
-        trajectories = read_trajectories(target)
+    elif folder.is_file():
+        trajectories = read_trajectories(folder)
         summary = {}
     else:
-        raise FileNotFoundError(f"{target} does not exist")
+        raise FileNotFoundError(f"{folder} does not exist")
     if not summary and trajectories:
         first = trajectories[0]
         summary = EvalReport(first.env, first.policy, trajectories).summary()
-    return Run(str(target), summary, trajectories)
+    return Run(name, summary, trajectories)
+
+
+def _run_stage(run: Path, stage: str | None) -> tuple[str, Path]:
+    """``(stage, its eval report folder)`` of training run ``run``: ``stage`` (a name, or
+    a kind that one stage has), or the last one evaluated."""
+    from agentgym.trainers.layout import run_evals
+
+    evals = run_evals(run)
+    if not evals:
+        raise FileNotFoundError(
+            f"{run} is a training run that kept no evaluation (eval/<stage>/): its config has"
+            " no eval section, or it was trained before agentgym kept eval episodes; evaluate"
+            " a stage's model with `agentgym eval ENV_ID --policy hf:RUN_DIR/NN-KIND/final"
+            " --report DIR` and compare DIR")
+    if stage is None:
+        stage = list(evals)[-1]
+    elif stage not in evals:
+        by_kind = [name for name in evals if name.partition("-")[2] == stage]
+        if len(by_kind) != 1:
+            raise ValueError(f"{run} has no evaluation of stage {stage!r}; it has:"
+                             f" {', '.join(evals)} (give {run}:STAGE with one of them)")
+        stage = by_kind[0]
+    return stage, evals[stage]
 
 
 def compare_runs(a: Run, b: Run) -> dict[str, Any]:
-    """Per task: solved by A only, by B only, both, neither (solved: any attempt scored
-    1.0), and the mean rewards; plus each run's summary."""
+    """Per task both runs ran: solved by A only, by B only, both, neither (solved: any
+    attempt scored 1.0); a task only one ran is ``not_in_b`` / ``not_in_a``. Returns each
+    run's summary, ``counts`` of each outcome, ``tasks`` (one row per task with the mean
+    rewards), ``shared_tasks`` and ``warning``: a sentence when the runs share no task
+    (else None)."""
     def solved(run: Run) -> dict[str, tuple[bool, float]]:
         by_task: dict[str, list[float]] = {}
         for t in run.trajectories:
@@ -208,16 +263,30 @@ def compare_runs(a: Run, b: Run) -> dict[str, Any]:
         return {task: (max(r) >= 1.0, _mean(r)) for task, r in by_task.items()}
 
     left, right = solved(a), solved(b)
-    rows, counts = [], {"a_only": 0, "b_only": 0, "both": 0, "neither": 0}
+    rows = []
+    counts = {"a_only": 0, "b_only": 0, "both": 0, "neither": 0, "not_in_b": 0, "not_in_a": 0}
     for task in [*left, *(t for t in right if t not in left)]:
-        in_a, in_b = left.get(task, (False, None)), right.get(task, (False, None))
-        kind = ("both" if in_a[0] and in_b[0] else "a_only" if in_a[0] else
-                "b_only" if in_b[0] else "neither")
+        in_a, in_b = left.get(task), right.get(task)
+        if in_a is None or in_b is None:
+            kind = "not_in_a" if in_a is None else "not_in_b"
+        else:
+            kind = ("both" if in_a[0] and in_b[0] else "a_only" if in_a[0] else
+                    "b_only" if in_b[0] else "neither")
         counts[kind] += 1
-        rows.append({"task_id": task, "outcome": kind, "reward_a": in_a[1],
-                     "reward_b": in_b[1]})
+        rows.append({"task_id": task, "outcome": kind,
+                     "reward_a": in_a[1] if in_a else None,
+                     "reward_b": in_b[1] if in_b else None})
+    shared = len(left.keys() & right.keys())
+    warning = None
+    if not shared and (left or right):
+        env_a, env_b = a.summary.get("env"), b.summary.get("env")
+        on = f" (A on {env_a}, B on {env_b})" if env_a != env_b else ""
+        warning = (f"the runs share no task: A ran {len(left)} tasks and B {len(right)}{on},"
+                   " none the same, so no task is compared. Compare runs of the same tasks:"
+                   " the same env and env kwargs (e.g. split, num_tasks)")
     return {"a": {"name": a.name, **_brief(a.summary)},
-            "b": {"name": b.name, **_brief(b.summary)}, "counts": counts, "tasks": rows}
+            "b": {"name": b.name, **_brief(b.summary)}, "counts": counts, "tasks": rows,
+            "shared_tasks": shared, "warning": warning}
 
 
 def write_compare(path: str | Path, comparison: dict[str, Any]) -> Path:
@@ -226,7 +295,10 @@ def write_compare(path: str | Path, comparison: dict[str, Any]) -> Path:
     runs = [{"run": label, **{k: v for k, v in side.items()}}
             for label, side in (("A", a), ("B", b))]
     changed = [r for r in comparison["tasks"] if r["outcome"] in ("a_only", "b_only")]
-    body = ["<h1>compare</h1>", _table(runs), "<h2>Tasks</h2>",
+    warning = comparison.get("warning")
+    body = ["<h1>compare</h1>", _table(runs),
+            f'<p class="warning">warning: {html.escape(warning)}</p>' if warning else "",
+            "<h2>Tasks</h2>", f"<p>{html.escape(shared_line(comparison))}</p>",
             f"<p>solved by A only: {counts['a_only']}, by B only: {counts['b_only']},"
             f" by both: {counts['both']}, by neither: {counts['neither']}</p>",
             '<div class="plots"><figure><figcaption>tasks by outcome</figcaption>',
@@ -238,6 +310,15 @@ def write_compare(path: str | Path, comparison: dict[str, Any]) -> Path:
     path = Path(path)
     path.write_text(_page("compare", body))
     return path
+
+
+def shared_line(comparison: dict[str, Any]) -> str:
+    """How many tasks the runs of ``comparison`` have in common, and how many each ran."""
+    counts = comparison["counts"]
+    shared = comparison["shared_tasks"]
+    ran_a = shared + counts["not_in_b"]
+    ran_b = shared + counts["not_in_a"]
+    return f"{shared} tasks in common (A ran {ran_a}, B ran {ran_b})"
 
 
 # ---- internals ---------------------------------------------------------------------------

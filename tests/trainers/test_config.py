@@ -293,13 +293,17 @@ def test_runtime_check_builds_each_stages_trl_config_before_any_model():
     data["stages"] = [{"sft": {"demonstrations": {}, "args": {"max_steps": 1}}},
                       {"grpo": {"args": {"per_device_train_batch_size": 3,
                                          "num_generations": 2}}},
-                      {"grpo": {"args": {"temperature": 1.0}}}]
+                      {"grpo": {"args": {"temperature": 1.0}}},
+                      {"grpo": {"options": {"log_rollouts": -1}}}]
     with pytest.raises(ConfigError) as caught:
         check_runtime(parse_config(data))
     found = dict(caught.value.issues)
-    assert set(found) == {"stages[1].grpo.args", "stages[2].grpo.args"}
+    assert set(found) == {"stages[1].grpo.args", "stages[2].grpo.args",
+                          "stages[3].grpo.options"}
     assert "divisible by num_generations" in found["stages[1].grpo.args"]
     assert "temperature" in found["stages[2].grpo.args"]
+    assert found["stages[3].grpo.options"] == (
+        "log_rollouts must be >= 0 groups per rollout call (0: keep none), got -1")
 
 
 def test_an_output_dir_holding_a_run_is_refused_without_resume(tmp_path: Path):

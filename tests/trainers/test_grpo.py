@@ -3,22 +3,32 @@ dynamic sampling and finish-reason masking have their effect, resume continues."
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from rich.console import Console
 
 pytest.importorskip("trl")
 
 from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig
-from agentgym.trainers.grpo import EnvRollout, GRPOOptions, grpo_config, train_grpo
+from agentgym.rollout.trajectory import read_trajectories
+from agentgym.trainers.grpo import (
+    EPISODES_PER_CALL,
+    EnvRollout,
+    GRPOOptions,
+    grpo_config,
+    train_grpo,
+)
 from agentgym.trainers.metrics import MetricsCallback, MetricsLog, read_metrics
 
 ROLLOUT = RolloutConfig(Sampling(max_tokens=48, temperature=1.0), max_total_tokens=1024)
@@ -110,6 +120,11 @@ def test_grpo_steps_move_parameters_and_log_env_metrics(tiny_model_dir: Path,
         assert log["dynamic_sampling/masked_groups"] == 0
         assert log["rollout/episodes"] == 8 and log["rollout/sampled_tokens"] > 0
     assert (tmp_path / "run" / "final" / "config.json").is_file()
+    # The sample of rollouts: the first group (of 4) of each step's call, whole.
+    kept = read_trajectories(tmp_path / "run" / "rollouts.jsonl")
+    assert [t.episode // EPISODES_PER_CALL for t in kept] == [0] * 4 + [1] * 4
+    assert [t.key for t in kept[4:]] == [t.key for t in trainer.rollout_func.last[:4]]
+    assert sorted(t.reward for t in kept[4:]) == [0.0, 0.0, 1.0, 1.0]
 
 
 def test_environment_tokens_get_zero_gradient(tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -271,23 +286,30 @@ def _grpo_logs(path: Path) -> list[dict[str, Any]]:
 
 
 def test_a_healthy_run_logs_learning_health_and_warns_of_nothing(
-        tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        capfd: pytest.CaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger=HEALTH_LOGGER)
     tokenizer = _tokenizer(tiny_model_dir)
     # every third attempt succeeds: each group of 4 has 1 or 2 successes, never flat
     policy = CalculatorScript(tokenizer, lambda expr, attempt: ("wrong", "right")[attempt % 3 == 0])
     metrics = MetricsLog(tmp_path / "metrics.jsonl")
-    trainer = _train(str(tiny_model_dir), tmp_path / "run", policy, 3, tokenizer=tokenizer,
-                     callbacks=[MetricsCallback(metrics, "01-grpo", "grpo")],
-                     args={"save_strategy": "no"})
+    console = io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # no library deprecation reaches users
+        trainer = _train(str(tiny_model_dir), tmp_path / "run", policy, 3, tokenizer=tokenizer,
+                         callbacks=[MetricsCallback(metrics, "01-grpo", "grpo")],
+                         args={"save_strategy": "no"}, console=Console(file=console))
     metrics.close()
     steps = _grpo_logs(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in steps] == [1, 2, 3]
     for record in steps:
         assert record["dynamic_sampling/flat_fraction"] == 0.0
         assert record["groups/with_variance"] == 1.0
+        assert record["groups/count"] == 2.0
         assert record["groups/identical"] == 0.0
         assert record["episodes/in_loss"] == 1.0
+        assert record["episodes/mean_length"] > 10  # model tokens of the two turns
+        assert record["time/step_s"] >= record["time/rollout_s"] > 0
         assert record["entropy"] > 1.0  # a random model is far from collapse
         assert all(f"clip_ratio/{k}" in record for k in ("low_mean", "high_mean", "region_mean"))
         assert record["rollout/tokens_per_s"] > 0
@@ -305,6 +327,16 @@ def test_a_healthy_run_logs_learning_health_and_warns_of_nothing(
     assert last["advantage/max"] == pytest.approx(float(advantages.max()), rel=1e-4)
     assert last["advantage/min"] == pytest.approx(float(advantages.min()), rel=1e-4)
     assert _health_warnings(caplog) == []
+    # The console: one line per step with the numbers that matter, and no dict of logs.
+    lines = console.getvalue().splitlines()
+    assert len(lines) == 4 and lines[-1].startswith("grpo done: 3 steps in ")
+    for step, (line, record) in enumerate(zip(lines, steps, strict=False), start=1):
+        assert re.fullmatch(
+            rf"grpo step {step}/3  reward {record['reward']:.3f}"
+            rf"  pass {record['env/pass_rate']:.0%}  groups with variance 2/2"
+            rf"  loss \S+  kl \S+  \d+\.\d s/step", line), line
+    printed = capfd.readouterr()
+    assert "{" not in printed.out + printed.err and "Warning" not in printed.err
 
 
 @pytest.mark.parametrize("reference", ["lora", "trl-reference"])
@@ -335,13 +367,16 @@ def test_a_run_without_signal_warns_what_to_change(
     policy = CalculatorScript(tokenizer, lambda expr, attempt: "wrong")  # reward always 0
     logs = _Logs()
     _train(str(tiny_model_dir), tmp_path / "run", policy, 2, tokenizer=tokenizer,
-           callbacks=[logs.callback], options=GRPOOptions(warn_after_steps=2, measure_kl=False),
+           callbacks=[logs.callback],
+           options=GRPOOptions(warn_after_steps=2, measure_kl=False, log_rollouts=0),
            args={"save_strategy": "no"})
+    assert not (tmp_path / "run" / "rollouts.jsonl").exists()  # log_rollouts: 0
     steps = [log for log in logs.logs if "env/pass_rate" in log]
     for log in steps:
         assert log["dynamic_sampling/flat_fraction"] == 1.0
         assert log["groups/with_variance"] == 0.0
         assert log["episodes/in_loss"] == 0.0  # every group masked
+        assert log["episodes/mean_length"] is None  # no length, rather than 0 tokens
         assert "advantage/mean_abs" not in log and "kl/ref" not in log
     warnings = _health_warnings(caplog)
     assert len(warnings) == 1, warnings

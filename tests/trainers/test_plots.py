@@ -5,6 +5,7 @@ are here, next to the run folders they draw)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,7 @@ def grpo_records(with_variance: bool = False) -> list[dict]:
                "frac_reward_zero_std": 0.25, "completions/mean_length": 100.0 + step,
                "env/turns": 2.0 + step / 10, "loss": 0.01, "time/init_s": 1.0,
                "time/generate_s": 4.0 + step, "time/tool_s": 2.0, "time/grade_s": 0.5,
+               "time/rollout_s": 3.0 + step, "time/step_s": 5.0 + step,
                "rollout/tokens_per_s": 300.0 + step}
         if with_variance:
             row["groups/with_variance"] = 0.5
@@ -105,12 +107,55 @@ def test_the_grpo_column_holds_reward_its_rolling_mean_groups_length_and_turns(
     turns = line(curves.twins["01-grpo"], "sft-grpo/turns")
     assert turns.get_ydata()[-1] == pytest.approx(4.0)
     assert line(reward, "sft-grpo/reward").get_xdata()[-1] == 20
-    # The rollout: seconds per stage, and tokens per second on the right.
-    assert line(rollout, "sft-grpo/time/generate").get_ydata()[-1] == 24.0
-    assert {line(rollout, f"sft-grpo/time/{s}").get_ydata()[0]
-            for s in ("init", "tool", "grade")} == {1.0, 2.0, 0.5}
+    # Wall time: the step's and its rollout's (not seconds summed over episodes), and
+    # tokens per second on the right.
+    assert list(line(rollout, "sft-grpo/time/step").get_ydata())[-2:] == [24.0, 25.0]
+    assert line(rollout, "sft-grpo/time/rollout").get_ydata()[-1] == 23.0
+    assert {ln.get_gid() for ln in rollout.get_lines()} == {"sft-grpo/time/step",
+                                                           "sft-grpo/time/rollout"}
+    assert rollout.get_ylabel() == "wall seconds per step"
     speed = line(curves.speeds["01-grpo"], "sft-grpo/tokens_per_s")
     assert speed.get_ydata()[-1] == 320.0
+
+
+def test_x_axes_are_the_logged_steps():
+    # logging_steps 5 (SFT) and 4 (GRPO): points at those steps, not at 1, 2, 3.
+    sft = [r for r in sft_records(steps=40) if r["step"] % 5 == 0]
+    grpo = [r for r in grpo_records() if r["step"] % 4 == 0]
+    curves = build_figure([RunCurves("run", sft + grpo)])
+    loss = line(curves.stages["00-sft"][0], "run/loss")
+    assert list(loss.get_xdata()) == [5, 10, 15, 20, 25, 30, 35, 40]
+    for axes in curves.stages["01-grpo"]:
+        for drawn in axes.get_lines():
+            assert list(drawn.get_xdata()) == [4, 8, 12, 16, 20], drawn.get_gid()
+    assert list(line(curves.twins["01-grpo"], "run/turns").get_xdata()) == [4, 8, 12, 16, 20]
+
+
+def test_steps_that_trained_no_episode_are_gaps_not_zeros():
+    rows = grpo_records()
+    for row in rows:
+        row.update({"episodes/mean_length": 40.0 + row["step"], "episodes/in_loss": 1.0})
+    for row in rows[4:6]:  # every group masked: TRL logs length 0 and a null reward
+        row.update({"episodes/mean_length": None, "episodes/in_loss": 0.0,
+                    "completions/mean_length": 0.0, "reward": None})
+    curves = build_figure([RunCurves("run", rows)])
+    reward, _, length, _ = curves.stages["01-grpo"]
+    lengths = list(line(length, "run/mean_length").get_ydata())
+    assert list(line(length, "run/mean_length").get_xdata()) == list(range(1, 21))
+    assert math.isnan(lengths[4]) and math.isnan(lengths[5])
+    assert lengths[3] == 44.0 and lengths[6] == 47.0 and 0.0 not in lengths
+    rewards = list(line(reward, "run/reward").get_ydata())
+    assert math.isnan(rewards[4]) and math.isnan(rewards[5])
+    smooth = line(reward, "run/reward_rolling_mean").get_ydata()
+    assert smooth[5] == pytest.approx(sum(GRPO_REWARDS[1:4]) / 3)  # the gaps left out
+
+    # An older run, without episodes/mean_length: TRL's length, but not where no episode
+    # was in the loss.
+    for row in rows:
+        del row["episodes/mean_length"]
+    length = build_figure([RunCurves("old", rows)]).stages["01-grpo"][2]
+    lengths = list(line(length, "old/mean_length").get_ydata())
+    assert math.isnan(lengths[4]) and lengths[3] == 104.0
 
 
 def test_groups_with_variance_is_preferred_to_trls_zero_std_share():
@@ -130,6 +175,9 @@ def test_a_reward_null_at_every_step_is_said_so():
 def test_rolling_mean_is_trailing():
     assert rolling_mean([1, 2, 3, 4, 5, 6], window=5) == [1, 1.5, 2, 2.5, 3, 4]
     assert rolling_mean([]) == []
+    nan = math.nan
+    smooth = rolling_mean([nan, 2, nan, 4], window=2)
+    assert math.isnan(smooth[0]) and smooth[1:] == [2, 2, 4]
 
 
 def test_the_pass_rate_points_are_eval_jsons_by_stage(sft_then_grpo: Path):

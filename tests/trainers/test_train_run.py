@@ -104,6 +104,68 @@ def test_train_runs_the_stages_and_evaluates_after_each(first_run: dict[str, Any
     assert "00-sft" in first_run["result"].stderr.split("held-out eval by stage")[-1]
 
 
+def test_the_console_shows_one_line_per_step_and_no_dict_of_logs(first_run: dict[str, Any]):
+    stderr = first_run["result"].stderr
+    lines = stderr.splitlines()
+    for kind in ("sft", "grpo"):
+        steps = [line for line in lines if line.startswith(f"{kind} step ")]
+        assert [line.split()[2] for line in steps] == ["1/2", "2/2"], stderr[-3000:]
+        assert all(line.endswith(" s/step") for line in steps)
+        assert any(line.startswith(f"{kind} done: 2 steps in ") for line in lines)
+    assert all("pass " in line and "groups with variance " in line
+               for line in lines if line.startswith("grpo step "))
+    assert "{'" not in stderr and "Warning" not in stderr  # no dict dumps, no deprecations
+
+
+def test_the_run_keeps_eval_episodes_and_rollouts_that_view_and_compare_read(
+        first_run: dict[str, Any], tmp_path: Path):
+    from click.testing import CliRunner
+
+    from agentgym.cli import main
+    from agentgym.viewer.index import EpisodeIndex, trajectory_files
+
+    run = first_run["run"]
+    evals = json.loads((run / "eval.json").read_text())
+    for entry in evals["stages"]:
+        folder = run / "eval" / entry["stage"]
+        episodes = [json.loads(line) for line in (folder / "trajectories.jsonl").open()]
+        assert len(episodes) == 4 and entry["trajectories"] == str(folder / "trajectories.jsonl")
+        assert {e["policy"] for e in episodes} == {f"hf:{entry['model']}"}
+        summary = json.loads((folder / "summary.json").read_text())
+        assert summary["pass_rate"] == entry["pass_rate"] and (folder / "report.html").is_file()
+    # One group (of num_generations=2) per rollout call, one call per step.
+    rollouts = [json.loads(line) for line in (run / "01-grpo" / "rollouts.jsonl").open()]
+    assert [r["episode"] // 1_000_000 for r in rollouts] == [0, 0, 1, 1]
+    assert all(r["task_id"] == g[0]["task_id"] for g in (rollouts[:2], rollouts[2:]) for r in g)
+    assert all(r["completion_ids"] and r["loss_mask"] for r in rollouts)
+
+    # agentgym view's loader: demonstrations, training rollouts and every evaluation.
+    index = EpisodeIndex(trajectory_files(run))
+    names = {str(Path(f).relative_to(run)) for f in index.facets()["files"]}
+    assert names == {"00-sft/demonstrations.jsonl", "01-grpo/rollouts.jsonl",
+                     "eval/base/trajectories.jsonl", "eval/00-sft/trajectories.jsonl",
+                     "eval/01-grpo/trajectories.jsonl"}
+    assert len(index.rows) == 8 + 4 + 3 * 4 and index.bad_lines == 0
+
+    # agentgym compare: the run before and after training, by stage.
+    done = CliRunner().invoke(main, ["compare", f"{run}:base", str(run), "--json",
+                                     "--out", str(tmp_path / "compare.html")])
+    assert done.exit_code == 0, done.output
+    comparison = json.loads(done.stdout)
+    assert comparison["b"]["name"] == f"{run}:01-grpo" and comparison["warning"] is None
+    assert comparison["shared_tasks"] == len({e["task_id"] for e in episodes})
+
+
+def test_saved_models_carry_agentgyms_model_card(first_run: dict[str, Any]):
+    run = first_run["run"]
+    for stage, base in (("00-sft", run / "base-model"), ("01-grpo", run / "00-sft" / "final")):
+        for card in (run / stage / "README.md", run / stage / "final" / "README.md"):
+            text = card.read_text()
+            assert "[None]" not in text, card
+            assert f"Trained from the local model `{base}`" in text, card
+            assert f'from_pretrained("{run / stage / "final"}")' in text
+
+
 def test_resume_skips_the_finished_stage_and_continues_from_the_checkpoint(
         first_run: dict[str, Any], agentgym_cli: str, tmp_path: Path):
     # The state an interruption during GRPO's second step leaves: checkpoint-1, no final.
@@ -140,6 +202,8 @@ def test_resume_skips_the_finished_stage_and_continues_from_the_checkpoint(
     assert evals["stages"][1] == original["stages"][1]  # the finished SFT stage's, kept
     assert evals["after"]["model"] == str(grpo / "final")  # the resumed stage's, new
     assert len(evals["stages"]) == 3
+    # The rollouts of the step played again are not kept twice.
+    assert len((grpo / "rollouts.jsonl").read_text().splitlines()) == 4
 
 
 def test_an_interrupted_run_leaves_complete_files(first_run: dict[str, Any], agentgym_cli: str,

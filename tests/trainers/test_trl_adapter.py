@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from agentgym.trainers.trl_adapter import (
     quiet_expected_warnings,
     repeat_sampler_layout,
     stop_token_ids,
+    use_console_callback,
 )
 
 
@@ -109,6 +111,35 @@ def test_the_unscorable_row_warning_is_silenced():
     kept = logger.makeRecord(logger.name, logging.WARNING, __file__, 0, "other", (), None)
     assert not logger.filter(silenced) and logger.filter(kept)
     assert grpo_trainer.logger.logger is logger  # accelerate's adapter over this logger
+
+
+def test_the_deprecation_trls_code_trips_is_silenced_and_no_other(trainer: Any):
+    from trl.models import utils
+
+    assert "is_gradient_checkpointing" in inspect.getsource(utils)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_expected_warnings()
+        assert trainer.model.is_gradient_checkpointing is False  # what TRL reads
+        warnings.warn("a warning of ours", FutureWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == ["a warning of ours"]
+
+
+def test_the_console_callback_replaces_transformers_printers(trainer: Any):
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    class Lines(TrainerCallback):
+        pass
+
+    def names() -> list[type]:
+        return [type(c) for c in trainer.callback_handler.callbacks]
+
+    assert ProgressCallback in names()  # what transformers adds by default
+    lines = Lines()
+    use_console_callback(trainer, lines)
+    assert ProgressCallback not in names() and PrinterCallback not in names()
+    assert lines in trainer.callback_handler.callbacks
 
 
 def _batch(trainer: Any) -> ScoredBatch:

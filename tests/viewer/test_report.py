@@ -6,12 +6,14 @@ from __future__ import annotations
 import html
 import json
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from agentgym.cli import main
-from agentgym.viewer.report import compare_runs, histogram, load_run, task_rows
+from agentgym.rollout.trajectory import TrajectoryWriter
+from agentgym.viewer.report import compare_runs, histogram, load_run, task_rows, write_report
 from tests.viewer.test_viewer import ARTIFACTS, trajectory
 
 
@@ -42,7 +44,9 @@ def test_eval_report_and_compare_from_the_command_line(tmp_path):
                                 "--out", str(tmp_path / "compare.html"), "--json"])
     assert done.exit_code == 0, done.output
     comparison = json.loads(done.output.strip().splitlines()[-1])
-    assert comparison["counts"] == {"a_only": 12, "b_only": 0, "both": 0, "neither": 0}
+    assert comparison["counts"] == {"a_only": 12, "b_only": 0, "both": 0, "neither": 0,
+                                    "not_in_b": 0, "not_in_a": 0}
+    assert comparison["shared_tasks"] == 12 and comparison["warning"] is None
     assert compare_runs(load_run(tmp_path / "b"), load_run(tmp_path / "a"))["counts"][
         "b_only"] == 12
     done = runner.invoke(main, ["compare", str(tmp_path / "a"), str(tmp_path)])
@@ -96,3 +100,97 @@ def test_the_report_tables_read_as_numbers_and_fit_a_page(tmp_path):
     assert results.count("<th>") == 2  # the summary reads down: a field per row
     assert [number(v) for v in (0, 0.5, 12, 2.53e-05, 1e6, 3.0)] == [
         "0", "0.500", "12", "<0.001", "1,000,000", "3.000"]
+
+
+# ---- compare: which tasks the runs share, and training run folders -------------------------
+
+
+def episodes(tasks: range, solved: bool = True) -> list:
+    rows = []
+    for i in tasks:
+        t = trajectory(i)
+        t.env, t.reward = "calculator", 1.0 if solved else 0.0
+        rows.append(t)
+    return rows
+
+
+def write_episodes(path: Path, rows: list) -> Path:
+    with TrajectoryWriter(path) as writer:
+        for t in rows:
+            writer.write(t)
+    return path
+
+
+def compare(*args: str):
+    return CliRunner().invoke(main, ["compare", *args])
+
+
+def test_compare_warns_when_the_runs_share_no_task(tmp_path: Path):
+    a = write_episodes(tmp_path / "a.jsonl", episodes(range(0, 4)))
+    b = write_episodes(tmp_path / "b.jsonl", episodes(range(10, 16), solved=False))
+    comparison = compare_runs(load_run(a), load_run(b))
+    assert comparison["shared_tasks"] == 0
+    # A task only one run ran is not "solved by A only".
+    assert comparison["counts"] == {"a_only": 0, "b_only": 0, "both": 0, "neither": 0,
+                                    "not_in_b": 4, "not_in_a": 6}
+    assert comparison["warning"].startswith("the runs share no task: A ran 4 tasks and B 6,")
+    done = compare(str(a), str(b), "--out", str(tmp_path / "c.html"))
+    assert done.exit_code == 0, done.output
+    assert "warning: the runs share no task" in done.stderr
+    assert "0 tasks in common (A ran 4, B ran 6)" in done.stdout
+    page = (tmp_path / "c.html").read_text()
+    assert 'class="warning">warning: the runs share no task' in page
+
+    # Overlapping runs: no warning, and how many tasks they share.
+    c = write_episodes(tmp_path / "c.jsonl", episodes(range(2, 8), solved=False))
+    done = compare(str(a), str(c), "--out", str(tmp_path / "c.html"), "--json")
+    assert done.exit_code == 0 and "warning" not in done.stderr
+    comparison = json.loads(done.stdout)
+    assert comparison["shared_tasks"] == 2 and comparison["warning"] is None
+    assert comparison["counts"]["a_only"] == 2 and comparison["counts"]["not_in_a"] == 4
+
+
+def training_run(folder: Path, solved: dict[str, range]) -> Path:
+    """A run folder as `agentgym train` leaves it: run.json, eval.json and eval/<stage>/."""
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"config": {}}))
+    stages = []
+    for stage, tasks in solved.items():
+        rows = [*episodes(tasks), *episodes(range(tasks.stop, 8), solved=False)]
+        write_report(folder / "eval" / stage, "calculator", f"hf:{stage}", rows)
+        stages.append({"stage": stage, "kind": stage.partition("-")[2] or "base"})
+    (folder / "eval.json").write_text(json.dumps({"stages": stages}))
+    return folder
+
+
+def test_compare_reads_training_runs_and_their_stages(tmp_path: Path):
+    run = training_run(tmp_path / "run", {"base": range(0), "00-sft": range(2),
+                                          "01-grpo": range(6)})
+    final = load_run(run)  # the last stage's evaluation: the final model
+    assert final.name == f"{run}:01-grpo" and final.summary["pass_rate"] == 6 / 8
+    assert load_run(f"{run}:base").summary["pass_rate"] == 0.0
+    assert load_run(f"{run}:sft").name == f"{run}:00-sft"  # a kind one stage has
+    with pytest.raises(ValueError, match=r"no evaluation of stage 'rft'; it has: base,"
+                                         r" 00-sft, 01-grpo"):
+        load_run(f"{run}:rft")
+
+    done = compare(f"{run}:base", str(run), "--out", str(tmp_path / "c.html"), "--json")
+    assert done.exit_code == 0, done.output
+    comparison = json.loads(done.stdout)
+    assert (comparison["a"]["name"], comparison["b"]["name"]) == (f"{run}:base",
+                                                                  f"{run}:01-grpo")
+    assert comparison["counts"]["b_only"] == 6 and comparison["shared_tasks"] == 8
+
+    other = training_run(tmp_path / "other", {"base": range(0), "00-grpo": range(3)})
+    done = compare(str(run), str(other), "--out", str(tmp_path / "c.html"))
+    assert done.exit_code == 0, done.output
+    assert "8 tasks in common" in done.stdout and "by A only 3" in done.stdout
+
+    # A run that kept no evaluation, and a stage of a folder that is no run.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "run.json").write_text("{}")
+    done = compare(str(bare), str(run))
+    assert done.exit_code == 2 and "kept no evaluation" in done.output
+    done = compare(f"{tmp_path}:base", str(run))
+    assert done.exit_code == 2 and "is not an agentgym train run folder" in done.output
