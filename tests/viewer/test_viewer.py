@@ -268,7 +268,9 @@ def training_run(folder: Path, shift: float, evals: bool) -> Path:
     lines += [{"stage": "01-grpo", "kind": "grpo", "step": s, "reward": 0.02 * s + shift,
                "env/pass_rate": 0.02 * s, "env/turns": 3 + s / 10, "time/init_s": 1.0,
                "time/generate_s": 2.0 + s / 10, "time/tool_s": 0.5, "time/grade_s": 0.2,
-               "rollout/tokens_per_s": 100.0 + s, "completions/mean_length": 50 + s}
+               "rollout/tokens_per_s": 100.0 + s, "completions/mean_length": 50 + s,
+               "episodes/mean_length": 60 + s, "time/step_s": 4.0 + s / 10,
+               "time/rollout_s": 3.0 + s / 10}
               for s in range(1, 21)]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines)
                                           + '{"stage": "01-grpo", "rew')  # being written
@@ -318,7 +320,10 @@ def test_training_runs_are_plotted_per_stage_in_chromium(tmp_path):
             grpo = page.locator(".stage[data-stage='01-grpo']")
             assert grpo.locator(".chart h3").all_inner_texts() == [
                 "reward", "pass rate", "turns", "episode length (tokens)",
-                "rollout time per stage (s)", "tokens per second"]
+                "wall seconds", "tokens per second"]
+            # One line per run for the episode length: agentgym's, not TRL's as well.
+            length = grpo.locator(".chart").nth(3)
+            assert length.locator("polyline").count() == 2
             reward = grpo.locator(".chart").first
             assert reward.locator("polyline").count() == 2  # the two runs, overlaid
             steps = ",".join(str(s) for s in range(1, 21))
@@ -328,7 +333,8 @@ def test_training_runs_are_plotted_per_stage_in_chromium(tmp_path):
             y_ticks = [float(t) for t in reward.locator(".y-tick").all_text_contents()]
             assert len(y_ticks) >= 3 and y_ticks == sorted(y_ticks)
             assert y_ticks[0] <= 0.02 and y_ticks[-1] >= 0.5  # the data lie within them
-            assert grpo.locator(".chart").nth(4).locator("polyline").count() == 8
+            # wall seconds: per step and per rollout, for each of the two runs
+            assert grpo.locator(".chart").nth(4).locator("polyline").count() == 4
 
             sft = page.locator(".stage[data-stage='00-sft']")
             assert sft.locator(".chart h3").all_inner_texts() == [
