@@ -250,8 +250,8 @@ def _evaluate(config: TrainConfig, model: str, label: str, console: Console) -> 
         del policy
         _free_memory()
     folder = config.output_dir / EVALS_DIR / label
-    (folder / TRAJECTORIES_FILE).unlink(missing_ok=True)  # this model's episodes replace any
-    write_report(folder, report.env, report.policy, report.trajectories)
+    # A resumed run evaluates this model again: its episodes replace any kept before.
+    write_report(folder, report.env, report.policy, report.trajectories, overwrite=True)
     summary = {"model": model, "env_kwargs": kwargs, "temperature": section.temperature,
                **report.summary(), "seconds": time.perf_counter() - started,
                "trajectories": str(folder / TRAJECTORIES_FILE)}

@@ -141,7 +141,7 @@ def test_the_run_keeps_eval_episodes_and_rollouts_that_view_and_compare_read(
 
     # agentgym view's loader: demonstrations, training rollouts and every evaluation.
     index = EpisodeIndex(trajectory_files(run))
-    names = {str(Path(f).relative_to(run)) for f in index.facets()["files"]}
+    names = {str(f.relative_to(run)) for f in index.files}
     assert names == {"00-sft/demonstrations.jsonl", "01-grpo/rollouts.jsonl",
                      "eval/base/trajectories.jsonl", "eval/00-sft/trajectories.jsonl",
                      "eval/01-grpo/trajectories.jsonl"}
