@@ -270,8 +270,8 @@ class Toolset:
     names toolset *factories* in :attr:`AgentEnv.toolsets
     <agentgym.core.env.AgentEnv.toolsets>` and binds them in ``setup_episode``; the class
     alone describes its tools (:meth:`definitions`), so the schemas the model sees are
-    known before any sandbox exists. ``agentgym.toolkits`` holds the shared ones
-    (``bash``, ``str_replace_editor``).
+    known before any sandbox exists. Shared toolsets (a shell, a file editor) are plugins'
+    contributions, listed by ``agentgym list tools``.
 
     Subclass it, take the resource (and options) in ``__init__``, and write the tools as
     ``@tool`` methods that use it::
