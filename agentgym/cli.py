@@ -760,7 +760,8 @@ def view_command(targets: tuple[Path, ...], port: int, tokenizer: Path | None) -
     tool calls, and its loss mask. Files still being written show new episodes as they
     come. Training run folders (`agentgym train` output) also get their curves, several
     runs overlaid. Stop with Ctrl-C."""
-    from agentgym.viewer.server import ViewerServer, open_index, training_runs
+    from agentgym.core.serving import LocalServer, ServerStartError
+    from agentgym.viewer.server import open_index, training_runs, viewer_app
 
     try:
         index = open_index(list(targets))
@@ -776,18 +777,13 @@ def view_command(targets: tuple[Path, ...], port: int, tokenizer: Path | None) -
 
         decoder = AutoTokenizer.from_pretrained(tokenizer, local_files_only=True)
     try:
-        server = ViewerServer(index, port, runs=runs, tokenizer=decoder)
-    except OSError as busy:
-        raise InvalidOption("--port", f"{port} cannot be used ({busy.strerror}); pass"
-                            " another, or --port 0 for any free one") from None
+        server = LocalServer(viewer_app(index, runs, decoder), port=port, name="agentgym-view")
+    except ServerStartError as busy:
+        raise InvalidOption("--port", str(busy)) from None
     click.echo(f"{len(index.rows)} episodes from {len(index.files)} file(s);"
-               f" open {server.url} (Ctrl-C stops)")
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+               f" open {server.url}/ (Ctrl-C stops)")
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve()
 
 
 # ---- plugin -------------------------------------------------------------------------------

@@ -25,9 +25,10 @@ from pathlib import Path
 
 from _shared import print_results
 
+from agentgym.core.serving import LocalServer
 from agentgym.rollout.trajectory import Trajectory
 from agentgym.viewer.index import EpisodeIndex
-from agentgym.viewer.server import ViewerServer
+from agentgym.viewer.server import viewer_app
 
 
 def write_file(path: Path, episodes: int) -> None:
@@ -66,8 +67,7 @@ def measure(episodes: int, opens: int = 5) -> dict[str, float]:
         start = time.perf_counter()
         index = EpisodeIndex([path])
         index_s = time.perf_counter() - start
-        server = ViewerServer(index)
-        server.start()
+        server = LocalServer(viewer_app(index)).start()
         try:
             with sync_chromium() as browser:
                 page = browser.new_page()
@@ -83,8 +83,7 @@ def measure(episodes: int, opens: int = 5) -> dict[str, float]:
                     open_ms.append((time.perf_counter() - start) * 1000)
                     page.click("#back")
         finally:
-            server.shutdown()
-            server.server_close()
+            server.close()
     return {"index_s_100k": index_s, "first_view_ms": first_view_ms,
             "episode_open_ms": statistics.median(open_ms), "episodes": episodes,
             "file_mb": 0.0 if not index.rows else

@@ -1,6 +1,10 @@
-"""``agentgym view``: a local web page over trajectory files, served on 127.0.0.1 only.
+"""``agentgym view``: a local web page over trajectory files, a Starlette app that
+:class:`~agentgym.core.serving.LocalServer` serves on 127.0.0.1 only.
 
-The page (``page.html``, plain HTML and JavaScript, no build step) asks this server for:
+    server = LocalServer(viewer_app(open_index(targets)), name="agentgym-view").start()
+
+The page (``page.html``, plain HTML and JavaScript, no build step) is ``GET /`` (and
+``/index.html``); it asks the app for:
 
 * ``GET /api/facets``: episode count, envs, finish reasons, policies and files (their
   short names, by file number), for the filters;
@@ -16,56 +20,48 @@ The page (``page.html``, plain HTML and JavaScript, no build step) asks this ser
   which the page plots, runs overlaid.
 
 Every list and facets request first indexes what was appended to the files, so a file
-still being written shows its new episodes. Bad parameters get a 400 with the reason.
+still being written shows its new episodes. Errors are ``{"error": reason}``: 400 for a bad
+parameter, 404 for an episode or a page that does not exist. No response is cached (the
+files grow under the page).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import threading
-import urllib.parse
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from agentgym.trainers.layout import EVAL_FILE, METRICS_FILE
 from agentgym.viewer.index import EpisodeIndex
 
-HOST = "127.0.0.1"
-#: A training run's log and its held-out results (agentgym.trainers.run writes them).
-METRICS_FILE = "metrics.jsonl"
-EVAL_FILE = "eval.json"
 #: The most rows one list request returns.
 MAX_PAGE = 1000
+#: Every response: the files grow under the page, so nothing may be served from a cache.
+_NO_STORE = {"Cache-Control": "no-store"}
 
 
-class ViewerServer(ThreadingHTTPServer):
-    """The viewer's HTTP server over ``index``, on 127.0.0.1 at ``port`` (0: any free)."""
-
-    daemon_threads = True
-
-    def __init__(self, index: EpisodeIndex, port: int = 0, runs: list[Path] | None = None,
-                 tokenizer: Any = None):
-        self.index = index
-        #: Decodes the loss-mask view's token ids to text (a transformers tokenizer).
-        self.tokenizer = tokenizer
-        #: Training run folders (with ``metrics.jsonl``) whose curves the page draws.
-        self.runs = list(runs or [])
-        self.page = resources.files("agentgym.viewer").joinpath("page.html").read_bytes()
-        super().__init__((HOST, port), _Handler)
-
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.server_address[1]}/"
-
-    def start(self) -> threading.Thread:
-        """Serve in a background thread (for tests and benches); stop with shutdown()."""
-        thread = threading.Thread(target=self.serve_forever, name="agentgym-view",
-                                  daemon=True)
-        thread.start()
-        return thread
+def viewer_app(index: EpisodeIndex, runs: list[Path] | None = None,
+               tokenizer: Any = None) -> Starlette:
+    """The page and its JSON API (module docstring) over ``index``; ``runs``: training run
+    folders whose curves the page draws; ``tokenizer`` (a transformers tokenizer) decodes
+    the loss-mask view's token ids to text."""
+    api = _Api(index, list(runs or []), tokenizer)
+    # Plain ``def`` endpoints: Starlette runs them in its thread pool, so indexing a large
+    # appended file never stalls the event loop (and the other requests with it).
+    return Starlette(routes=[
+        Route("/", api.page), Route("/index.html", api.page),
+        Route("/api/facets", api.facets), Route("/api/episodes", api.episodes),
+        Route("/api/episode/{number}", api.episode), Route("/api/locate", api.locate),
+        Route("/api/runs", api.runs), Route("/{path:path}", _missing),
+    ], exception_handlers={HTTPException: _http_error, ValueError: _bad_request})
 
 
 def open_index(targets: list[str | Path]) -> EpisodeIndex:
@@ -103,67 +99,75 @@ def run_evals(folder: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: ViewerServer
+class _Api:
+    """The endpoints, over one index, its runs and its tokenizer."""
 
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: the page polls
-        pass
+    def __init__(self, index: EpisodeIndex, runs: list[Path], tokenizer: Any):
+        self.index = index
+        self.run_folders = runs
+        self.tokenizer = tokenizer
+        self.html = resources.files("agentgym.viewer").joinpath("page.html").read_bytes()
 
-    def do_GET(self) -> None:  # http.server calls it by this name
-        url = urllib.parse.urlsplit(self.path)
-        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
-        index = self.server.index
+    def page(self, request: Request) -> Response:
+        return Response(self.html, media_type="text/html", headers=_NO_STORE)
+
+    def facets(self, request: Request) -> Response:
+        self.index.refresh()
+        return _json(self.index.facets())
+
+    def episodes(self, request: Request) -> Response:
+        options = _list_options(dict(request.query_params))
+        self.index.refresh()
+        page = self.index.query(**options)
+        return _json({"total": page.total, "mean_reward": page.mean_reward,
+                      "pass_rate": page.pass_rate,
+                      "episodes": [r.to_dict() for r in page.rows]})
+
+    def episode(self, request: Request) -> Response:
+        given = request.path_params["number"]
+        if not given.isdigit():
+            raise HTTPException(400, f"episode {given!r} is not a number: /api/episode/N,"
+                                     " N from 0")
+        number = int(given)
+        if not 0 <= number < len(self.index.rows):
+            raise HTTPException(404, f"no episode {number}: there are {len(self.index.rows)}")
+        episode = self.index.episode(number)
+        if self.tokenizer is not None:
+            episode["completion_pieces"] = [self.tokenizer.decode([i]) for i in
+                                            episode.get("completion_ids") or ()]
+        return _json(episode)
+
+    def locate(self, request: Request) -> Response:
+        query = dict(request.query_params)
+        file, position = _count(query, "file", 0, 0, 2 ** 31), _count(query, "position", 0,
+                                                                       0, 2 ** 62)
         try:
-            if url.path in ("/", "/index.html"):
-                return self._send(self.server.page, "text/html; charset=utf-8")
-            if url.path == "/api/facets":
-                index.refresh()
-                return self._json(index.facets())
-            if url.path == "/api/episodes":
-                index.refresh()
-                page = index.query(**_list_options(query))
-                return self._json({"total": page.total, "mean_reward": page.mean_reward,
-                                   "pass_rate": page.pass_rate,
-                                   "episodes": [r.to_dict() for r in page.rows]})
-            if url.path == "/api/locate":
-                try:
-                    number = index.locate(_count(query, "file", 0, 0, 2 ** 31),
-                                          _count(query, "position", 0, 0, 2 ** 62))
-                except IndexError as missing:
-                    return self._error(HTTPStatus.NOT_FOUND, str(missing))
-                return self._json({"index": number})
-            if url.path == "/api/runs":
-                return self._json({"runs": [{"name": run.name, "records": run_records(run),
-                                             "evals": run_evals(run)}
-                                            for run in self.server.runs]})
-            if url.path.startswith("/api/episode/"):
-                number = int(url.path.rsplit("/", 1)[1])
-                if not 0 <= number < len(index.rows):
-                    return self._error(HTTPStatus.NOT_FOUND,
-                                       f"no episode {number}: there are {len(index.rows)}")
-                episode = index.episode(number)
-                if self.server.tokenizer is not None:
-                    episode["completion_pieces"] = [
-                        self.server.tokenizer.decode([i]) for i in episode.get(
-                            "completion_ids") or ()]
-                return self._json(episode)
-        except ValueError as bad:
-            return self._error(HTTPStatus.BAD_REQUEST, str(bad))
-        return self._error(HTTPStatus.NOT_FOUND, f"no page {url.path}")
+            return _json({"index": self.index.locate(file, position)})
+        except IndexError as missing:
+            raise HTTPException(404, str(missing)) from None
 
-    def _json(self, data: Any) -> None:
-        self._send(json.dumps(data, default=str).encode(), "application/json")
+    def runs(self, request: Request) -> Response:
+        return _json({"runs": [{"name": run.name, "records": run_records(run),
+                                "evals": run_evals(run)} for run in self.run_folders]})
 
-    def _error(self, status: HTTPStatus, message: str) -> None:
-        self._send(json.dumps({"error": message}).encode(), "application/json", status)
 
-    def _send(self, body: bytes, kind: str, status: HTTPStatus = HTTPStatus.OK) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        self.wfile.write(body)
+def _missing(request: Request) -> Response:
+    raise HTTPException(404, f"no page {request.url.path}")
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    # json.dumps, not JSONResponse: a metric may be NaN or a path, which the page has
+    # always been sent as json.dumps(default=str) writes them.
+    return Response(json.dumps(data, default=str), status, media_type="application/json",
+                    headers=_NO_STORE)
+
+
+async def _http_error(request: Request, error: HTTPException) -> Response:
+    return _json({"error": error.detail}, error.status_code)
+
+
+async def _bad_request(request: Request, error: ValueError) -> Response:
+    return _json({"error": str(error)}, 400)
 
 
 def _number(query: dict[str, str], key: str) -> float | None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+import agentgym
 from agentgym.core.serving import LOOPBACK, LocalServer, ServerStartError
 
 
@@ -33,3 +36,31 @@ def test_a_taken_port_is_a_clear_error():
     with LocalServer(APP) as server, pytest.raises(ServerStartError,
                                                    match=f"127.0.0.1:{server.port}.*port"):
         LocalServer(APP, port=server.port)
+
+
+#: The standard library's servers, which LocalServer replaces.
+STDLIB_SERVERS = {"http.server", "socketserver"}
+
+
+def stdlib_server_imports() -> list[str]:
+    """Where a module under agentgym/ imports one of :data:`STDLIB_SERVERS`."""
+    root = Path(agentgym.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:  # also `from http import server`
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            found += [f"{path.relative_to(root.parent)}:{node.lineno}: {name}"
+                      for name in names if name in STDLIB_SERVERS]
+    return found
+
+
+@pytest.mark.xfail(strict=True, reason="the local sites move in the i32-sites branch")
+def test_every_server_is_on_the_one_web_stack():
+    """Every HTTP server agentgym starts is an ASGI app on LocalServer: none is built on
+    ``http.server`` or ``socketserver``."""
+    assert stdlib_server_imports() == []

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from agentgym.core.serving import LocalServer
 from agentgym.rollout.trajectory import Trajectory
 from agentgym.viewer.index import EpisodeIndex
-from agentgym.viewer.server import ViewerServer
+from agentgym.viewer.server import viewer_app
 from tests.viewer.test_viewer import ARTIFACTS, trajectory
 
 PATCH_COMMAND = """cat > fix.patch <<'EOF'
@@ -68,14 +69,12 @@ def swe_episode() -> Trajectory:
 
 
 @contextlib.contextmanager
-def serve(paths: list[Path]) -> Iterator[ViewerServer]:
-    server = ViewerServer(EpisodeIndex(paths))
-    server.start()
+def serve(paths: list[Path]) -> Iterator[LocalServer]:
+    server = LocalServer(viewer_app(EpisodeIndex(paths))).start()
     try:
         yield server
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 @pytest.fixture
@@ -109,7 +108,7 @@ def test_a_swe_episode_reads_conversation_first(tmp_path, browser):
     path.write_text(episode.to_json() + "\n")
     errors: list[str] = []
     with serve([path]) as server:
-        page = open_page(browser, server.url + "#swe.jsonl/0", errors)
+        page = open_page(browser, server.url + "/#swe.jsonl/0", errors)
         page.wait_for_selector("#messages")
         assert page.locator("#messages").bounding_box()["y"] < 450  # not 5,000 px down
         summary = page.locator("#grading")
@@ -183,7 +182,7 @@ def test_several_files_get_a_column_a_filter_and_their_own_links(tmp_path, brows
         assert set(page.locator("#rows td.col-policy").all_inner_texts()) == {"oracle"}
         page.screenshot(path=ARTIFACTS / "files.png")
 
-        page.goto(server.url + "#b/run.jsonl/2")
+        page.goto(server.url + "/#b/run.jsonl/2")
         page.wait_for_selector("#episode:not([hidden]) h2")
         assert page.locator("#episode h2").inner_text() == "#8 task-8"  # b's third
         page.click("#back")
@@ -218,11 +217,11 @@ def test_the_calculator_grading_shows_the_expected_answer(calculator_episodes, b
     path, answer = calculator_episodes
     errors: list[str] = []
     with serve([path]) as server:
-        page = open_page(browser, server.url + "#calc.jsonl/0", errors)
+        page = open_page(browser, server.url + "/#calc.jsonl/0", errors)
         page.wait_for_selector("#expected")
         assert page.locator("#expected b").inner_text() == answer
         assert page.locator("[data-fact='answer given'] b").inner_text() == answer
-        page.goto(server.url + "#calc.jsonl/1")
+        page.goto(server.url + "/#calc.jsonl/1")
         page.wait_for_function("document.querySelector('#episode h2')?.textContent"
                                " .startsWith('#1 ')")
         assert page.locator("#expected b").inner_text() == answer

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from agentgym.core.serving import LocalServer
 from agentgym.rollout.trajectory import Trajectory
 from agentgym.viewer.index import EpisodeIndex
-from agentgym.viewer.server import MAX_PAGE, ViewerServer
+from agentgym.viewer.server import MAX_PAGE, viewer_app
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "viewer"
 DIFF = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-old = 1\n+new = 2\n"
@@ -102,11 +103,9 @@ def test_bad_lines_are_skipped_and_counted_the_rest_still_shows(tmp_path):
 def served(tmp_path):
     path = tmp_path / "run.jsonl"
     write(path, range(250))
-    server = ViewerServer(EpisodeIndex([path]))
-    server.start()
+    server = LocalServer(viewer_app(EpisodeIndex([path]))).start()
     yield server, path
-    server.shutdown()
-    server.server_close()
+    server.close()
 
 
 def get(url: str) -> tuple[int, dict]:
@@ -120,38 +119,49 @@ def get(url: str) -> tuple[int, dict]:
 def test_the_api_pages_filters_and_names_bad_requests(served):
     server, path = served
     assert server.url.startswith("http://127.0.0.1:")
-    status, data = get(server.url + "api/episodes?finish=max_turns&offset=80&limit=10")
+    status, data = get(server.url + "/api/episodes?finish=max_turns&offset=80&limit=10")
     assert status == 200 and data["total"] == 84 and len(data["episodes"]) == 4
-    assert get(server.url + "api/facets")[1]["envs"] == ["calculator", "swe-lite"]
-    assert get(server.url + "api/episode/5")[1]["messages"][-1]["content"].endswith("5")
-    assert get(server.url + "api/episode/999")[0] == 404
+    assert get(server.url + "/api/facets")[1]["envs"] == ["calculator", "swe-lite"]
+    assert get(server.url + "/api/episode/5")[1]["messages"][-1]["content"].endswith("5")
+    assert get(server.url + "/api/episode/999")[0] == 404
     # Out-of-range counts are clamped (the page's own requests never send them), never a
     # dropped connection; what is not a number is named.
-    assert len(get(server.url + "api/episodes?limit=0")[1]["episodes"]) == 1
-    status, data = get(server.url + "api/episodes?limit=inf&offset=-inf")
+    assert len(get(server.url + "/api/episodes?limit=0")[1]["episodes"]) == 1
+    status, data = get(server.url + "/api/episodes?limit=inf&offset=-inf")
     assert status == 200 and len(data["episodes"]) == min(250, MAX_PAGE) == data["total"]
-    assert get(server.url + "api/episodes?offset=1e300")[1]["episodes"] == []
-    status, data = get(server.url + "api/episodes?limit=nan")
+    assert get(server.url + "/api/episodes?offset=1e300")[1]["episodes"] == []
+    status, data = get(server.url + "/api/episodes?limit=nan")
     assert status == 400 and "limit='nan'" in data["error"]
-    assert get(server.url + "api/episodes?min=high")[0] == 400
+    assert get(server.url + "/api/episodes?min=high")[0] == 400
     # The figures above the list are of every matching episode.
     rewards = [trajectory(i).reward for i in range(0, 250, 2)]
-    data = get(server.url + "api/episodes?env=calculator&limit=5")[1]
+    data = get(server.url + "/api/episodes?env=calculator&limit=5")[1]
     assert data["total"] == 125 and len(data["episodes"]) == 5
     assert data["mean_reward"] == pytest.approx(sum(rewards) / 125)
     assert data["pass_rate"] == pytest.approx(sum(r == 1.0 for r in rewards) / 125)
-    assert get(server.url + "api/episodes?file=0")[1]["total"] == 250
-    assert get(server.url + "api/episodes?file=1")[1]["total"] == 0  # no such file
+    assert get(server.url + "/api/episodes?file=0")[1]["total"] == 250
+    assert get(server.url + "/api/episodes?file=1")[1]["total"] == 0  # no such file
     # A link names an episode by its file and its position there.
-    assert get(server.url + "api/locate?file=0&position=42")[1] == {"index": 42}
-    status, data = get(server.url + "api/locate?file=0&position=9999")
+    assert get(server.url + "/api/locate?file=0&position=42")[1] == {"index": 42}
+    status, data = get(server.url + "/api/locate?file=0&position=9999")
     assert status == 404 and data["error"] == "no episode 9999 in run.jsonl: it holds 250"
-    assert get(server.url + "api/locate?file=7&position=0")[0] == 404
-    assert get(server.url + "api/locate?file=inf&position=-inf")[0] == 404  # clamped
-    status, data = get(server.url + "api/locate?file=a&position=1")
+    assert get(server.url + "/api/locate?file=7&position=0")[0] == 404
+    assert get(server.url + "/api/locate?file=inf&position=-inf")[0] == 404  # clamped
+    status, data = get(server.url + "/api/locate?file=a&position=1")
     assert status == 400 and data["error"] == "file='a' is not a number"
+    assert get(server.url + "/api/episode/five") == (
+        400, {"error": "episode 'five' is not a number: /api/episode/N, N from 0"})
+    assert get(server.url + "/api/nothing") == (404, {"error": "no page /api/nothing"})
     write(path, range(250, 260))
-    assert get(server.url + "api/facets")[1]["episodes"] == 260  # appended: seen
+    assert get(server.url + "/api/facets")[1]["episodes"] == 260  # appended: seen
+    # The files grow under the page: no answer may come from a cache.
+    for address in ("/", "/api/facets", "/api/episode/0", "/api/nothing"):
+        request = urllib.request.Request(server.url + address, method="HEAD")
+        try:
+            headers = urllib.request.urlopen(request, timeout=10).headers
+        except urllib.error.HTTPError as error:
+            headers = error.headers
+        assert headers["Cache-Control"] == "no-store", address
 
 
 def test_the_page_in_chromium(served):
@@ -223,10 +233,10 @@ def test_the_page_in_chromium(served):
         # A link opens its episode in a new page; one that names none says so.
         linked = browser.new_page()
         linked.on("pageerror", lambda e: errors.append(str(e)))
-        linked.goto(server.url + "#run.jsonl/42")
+        linked.goto(server.url + "/#run.jsonl/42")
         linked.wait_for_selector("#episode:not([hidden]) h2")
         assert linked.locator("#episode h2").inner_text() == "#42 task-42"
-        linked.goto(server.url + "#run.jsonl/9999")
+        linked.goto(server.url + "/#run.jsonl/9999")
         linked.wait_for_function("document.querySelector('#notice').textContent"
                                  ".includes('no episode 9999 in run.jsonl')")
         assert linked.locator("#list").is_visible()
@@ -237,6 +247,32 @@ def test_the_page_in_chromium(served):
     assert not errors, errors
     assert all((ARTIFACTS / name).stat().st_size > 0
                for name in ("list.png", "filtered.png", "episode.png"))
+
+
+def test_the_command_serves_until_ctrl_c(tmp_path):
+    """`agentgym view` in the foreground, as a user runs it: the address it prints answers,
+    and Ctrl-C (SIGINT) stops it cleanly."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    write(tmp_path / "t.jsonl", range(3))
+    command = subprocess.Popen(
+        [sys.executable, "-m", "agentgym", "view", str(tmp_path), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        first = command.stdout.readline()
+        url = re.search(r"open (http://127\.0\.0\.1:\d+/) ", first)
+        assert url, first
+        assert get(url[1] + "api/facets")[1]["episodes"] == 3
+        command.send_signal(signal.SIGINT)
+        assert command.wait(timeout=30) == 0
+        assert command.stdout.read() == ""  # quiet: no request log, no traceback
+    finally:
+        command.kill()
 
 
 def test_the_command_names_what_it_cannot_serve(tmp_path):
@@ -255,7 +291,8 @@ def test_the_command_names_what_it_cannot_serve(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         done = runner.invoke(main, ["view", str(tmp_path), "--port", str(port)])
-    assert done.exit_code != 0 and f"{port} cannot be used" in done.output
+    assert done.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}" in done.output
+    assert "Address already in use" in done.output and "0 for any free one" in done.output
 
 
 def training_run(folder: Path, shift: float, evals: bool) -> Path:
@@ -293,10 +330,9 @@ def test_training_runs_are_plotted_per_stage_in_chromium(tmp_path):
                training_run(tmp_path / "run-b", 0.1, evals=False)]
     write(folders[0] / "demonstrations.jsonl", range(5))
     assert training_runs([*folders, tmp_path / "nothing"]) == folders
-    server = ViewerServer(open_index(folders), runs=training_runs(folders))
-    server.start()
+    server = LocalServer(viewer_app(open_index(folders), training_runs(folders))).start()
     try:
-        status, data = get(server.url + "api/runs")
+        status, data = get(server.url + "/api/runs")
         assert status == 200 and [r["name"] for r in data["runs"]] == ["run-a", "run-b"]
         assert len(data["runs"][0]["records"]) == 28  # the line being written waits
         assert data["runs"][0]["evals"]["stages"][2]["pass_rate"] == 0.55
@@ -355,8 +391,7 @@ def test_training_runs_are_plotted_per_stage_in_chromium(tmp_path):
             page.wait_for_selector("#list:not([hidden])")
         assert not errors, errors
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 def tiny_png() -> bytes:
@@ -405,8 +440,7 @@ def test_screenshots_go_into_the_trajectory_and_onto_the_page(tmp_path):
         pytest.skip(f"real-browser test: {chromium_missing()}")
     from agentgym.plugins.web.browser import sync_chromium
 
-    server = ViewerServer(EpisodeIndex([path]))
-    server.start()
+    server = LocalServer(viewer_app(EpisodeIndex([path]))).start()
     try:
         with sync_chromium() as browser:
             page = browser.new_page()
@@ -419,8 +453,7 @@ def test_screenshots_go_into_the_trajectory_and_onto_the_page(tmp_path):
                 "img => img.complete && img.naturalWidth")
             assert width == 2  # the PNG decoded
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 def test_with_a_tokenizer_the_mask_shows_tokens_as_text(tmp_path):
@@ -439,13 +472,11 @@ def test_with_a_tokenizer_the_mask_shows_tokens_as_text(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text(played.to_json() + "\n")
     tokenizer = AutoTokenizer.from_pretrained(model)
-    server = ViewerServer(EpisodeIndex([path]), tokenizer=tokenizer)
-    server.start()
+    server = LocalServer(viewer_app(EpisodeIndex([path]), tokenizer=tokenizer)).start()
     try:
-        episode = get(server.url + "api/episode/0")[1]
+        episode = get(server.url + "/api/episode/0")[1]
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
     pieces = episode["completion_pieces"]
     assert len(pieces) == len(played.completion_ids)
     assert pieces == [tokenizer.decode([i]) for i in played.completion_ids]

@@ -3,7 +3,7 @@ page's own reward.
 
 One env id per task family (``miniwob-click-button``, ...) and ``miniwob`` over all of
 them. A task is a family and a seed (``click-button/17``): the page is served by a static
-server on 127.0.0.1 (:func:`miniwob_server`), seeded with ``Math.seedrandom(seed)`` and
+file server on 127.0.0.1 (:func:`miniwob_server`), seeded with ``Math.seedrandom(seed)`` and
 started with ``core.startEpisodeReal()``, so the same task id always shows the same
 problem. The goal is the page's utterance (``core.getUtterance()``). Pages run on virtual
 time: before the problem starts, Playwright's fake clock is installed and paused at
@@ -24,18 +24,19 @@ keeps the raw value and the page's reason.
 from __future__ import annotations
 
 import functools
-import http.server
-import socketserver
-import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentgym.core.episode import Episode
 from agentgym.core.errors import InvalidArgumentError, MissingResourceError
 from agentgym.core.reward import RewardResult
+from agentgym.core.serving import LocalServer
 from agentgym.core.task import GeneratedTasks, Task
 from agentgym.plugins.web.browser import BrowserSession
 from agentgym.plugins.web.env import WebEnv
+
+if TYPE_CHECKING:
+    from starlette.responses import Response
 
 #: Seeds per family: ``family/0`` .. ``family/SEEDS-1``.
 SEEDS = 1000
@@ -89,34 +90,26 @@ def families() -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in (root / "miniwob").glob("*.html")))
 
 
-class _StaticHandler(http.server.SimpleHTTPRequestHandler):
-    """Serves MiniWoB's files over keep-alive connections, quietly."""
-
-    protocol_version = "HTTP/1.1"
-
-    def end_headers(self) -> None:
-        self.send_header("Cache-Control", "max-age=3600")
-        super().end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a page closed mid-download (the episode ended): nothing to report
-
-
 @functools.cache
 def miniwob_server() -> str:
-    """The base URL of the process's static server of MiniWoB++'s html, on 127.0.0.1."""
-    handler = functools.partial(_StaticHandler, directory=str(miniwob_root()))
-    server = _Server(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, name="agentgym-miniwob",
-                     daemon=True).start()
-    return f"http://127.0.0.1:{server.server_address[1]}"
+    """The base URL of the process's server of MiniWoB++'s html (a Starlette app of static
+    files on :class:`~agentgym.core.serving.LocalServer`, 127.0.0.1), started on first use."""
+    # Imported here: every `import agentgym` loads this module, few processes serve pages.
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+    from starlette.staticfiles import StaticFiles
+
+    class CachedFiles(StaticFiles):
+        """The files, kept by the browser for an hour: every episode's page loads the same
+        scripts and styles, which then cost no request."""
+
+        def file_response(self, *args: Any, **kwargs: Any) -> Response:
+            response = super().file_response(*args, **kwargs)
+            response.headers["Cache-Control"] = "max-age=3600"
+            return response
+
+    app = Starlette(routes=[Mount("/", CachedFiles(directory=miniwob_root()))])
+    return LocalServer(app, name="agentgym-miniwob").start().url
 
 
 def _task(family: str, seed: int) -> Task:
