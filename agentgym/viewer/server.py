@@ -139,8 +139,8 @@ class _Api:
 
     def locate(self, request: Request) -> Response:
         query = dict(request.query_params)
-        file, position = _count(query, "file", 0, 0, 2 ** 31), _count(query, "position", 0,
-                                                                       0, 2 ** 62)
+        file = _count(query, "file", 0, 0, 2 ** 31)
+        position = _count(query, "position", 0, 0, 2 ** 62)
         try:
             return _json({"index": self.index.locate(file, position)})
         except IndexError as missing:
