@@ -3,13 +3,19 @@
 Contributes the envs ``swe-verified``, ``swe-lite``, ``swe-gym`` and ``swe-synth`` (see
 :mod:`agentgym.plugins.swe.env`), the ``agentgym swe`` commands (``swe synth``: tasks
 from PyPI projects) and the statement writers ``template`` and ``policy`` that
-``swe synth --statement`` uses (:mod:`agentgym.plugins.swe.statements`).
+``swe synth --statement`` uses (:mod:`agentgym.plugins.swe.statements`), through the hook
+``agentgym_statement_writers`` it adds for every plugin (:mod:`agentgym.plugins.swe.hookspecs`).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.registry import EnvRegistration, Spec
+
+if TYPE_CHECKING:
+    from agentgym.core.plugins import PluginManager
 
 _ENVS = {
     "swe-verified": "SWE-bench Verified: 500 human-validated GitHub issues (docker images).",
@@ -25,6 +31,14 @@ def agentgym_envs() -> list[EnvRegistration]:
                     f"Make failing tests pass in a real repository. {about}",
                     kwargs={"env_id": env_id})
             for env_id, about in _ENVS.items()]
+
+
+@hookimpl
+def agentgym_addhooks(pluginmanager: PluginManager) -> None:
+    from agentgym.plugins.swe import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+    pluginmanager.add_kind("statement_writers", "agentgym_statement_writers")
 
 
 @hookimpl
