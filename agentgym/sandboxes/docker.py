@@ -70,6 +70,7 @@ from agentgym.core.sandbox import (
     Sandbox,
     SandboxBackend,
     SandboxError,
+    SandboxImage,
     SandboxLimits,
     SandboxSpec,
     track,
@@ -78,6 +79,7 @@ from agentgym.core.sandbox import (
 from agentgym.sandboxes import builds, shell
 from agentgym.sandboxes.image import (
     DEFAULT_IMAGE,
+    PROGRAMS,
     SANDBOX_HOME,
     SANDBOX_USER,
     docker_client,
@@ -637,6 +639,7 @@ class DockerBackend(SandboxBackend):
     name = "docker"
     description = "A Docker container per sandbox: network none, memory/pids/cpu limits."
     supports = SPEC_FIELDS
+    default_image = SandboxImage(DEFAULT_IMAGE, PROGRAMS, SANDBOX_USER, SANDBOX_HOME)
 
     def __init__(self, read_only_root: bool = True):
         self.read_only_root = read_only_root

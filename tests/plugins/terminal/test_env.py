@@ -87,6 +87,38 @@ def test_prompt_names_the_workspace_and_programs(local) -> None:
     env.close()
 
 
+def test_the_prompt_names_the_programs_the_backend_says_its_image_has() -> None:
+    """Read from the backend's SandboxImage, not from a backend's module: a plugin
+    backend's image is described as truly as docker's."""
+    from agentgym.core import hookimpl
+    from agentgym.core.plugins import PluginHost, plugin_host, set_plugin_host
+    from agentgym.core.sandbox import SandboxBackend, SandboxImage, SandboxSpec
+
+    class Images(SandboxBackend):
+        name = "images"
+        supports = frozenset({"image", "workdir", "limits"})
+        default_image = SandboxImage("images/base", programs=("git", "make"))
+
+        async def start(self, spec: SandboxSpec):
+            raise AssertionError("never started here")
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def agentgym_sandboxes():
+            return [Images()]
+
+    host = PluginHost()
+    host.register(Plugin, "images")
+    old = set_plugin_host(host)
+    try:
+        assert plugin_host() is host
+        prompt = TerminalEnv(DATA / "local-task", backend="images").tasks[0].prompt
+    finally:
+        set_plugin_host(old)
+    assert "Programs on PATH include git, make." in prompt
+
+
 def test_tests_are_out_of_reach_until_grading(local) -> None:
     env = TerminalEnv(DATA / "local-task")
     env.reset(seed=0)
