@@ -1,7 +1,8 @@
 """The ``swe`` plugin: software-engineering repair tasks in sandboxed repositories.
 
 Contributes the envs ``swe-verified``, ``swe-lite``, ``swe-gym`` and ``swe-synth`` (see
-:mod:`agentgym.plugins.swe.env`), the ``agentgym swe`` commands (``swe synth``: tasks
+:mod:`agentgym.plugins.swe.env`), ``swe-synth``'s default task source ``swe-synth-default``
+(:mod:`agentgym.plugins.swe.default_tasks`), the ``agentgym swe`` commands (``swe synth``: tasks
 from PyPI projects) and the statement writers ``template`` and ``policy`` that
 ``swe synth --statement`` uses (:mod:`agentgym.plugins.swe.statements`), through the hook
 ``agentgym_statement_writers`` it adds for every plugin (:mod:`agentgym.plugins.swe.hookspecs`).
@@ -51,6 +52,14 @@ def agentgym_statement_writers() -> list[Spec]:
              "policy:POLICY asks a policy (openai:URL, hf:PATH, ...) for a bug report,"
              " checked for leaks; the template when every attempt leaks."),
     ]
+
+
+@hookimpl
+def agentgym_task_sources() -> list[Spec]:
+    from agentgym.plugins.swe.default_tasks import DESCRIPTION, SOURCE_ID
+
+    return [Spec(SOURCE_ID, "agentgym.plugins.swe.default_tasks:default_task_source",
+                 DESCRIPTION)]
 
 
 @hookimpl

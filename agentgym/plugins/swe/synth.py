@@ -495,10 +495,16 @@ class _Search:
                 f"{', timed out' if baseline.timed_out else ''}); its last output:\n"
                 + baseline.output[-3000:])
         self.timeout = max(30.0, 5 * baseline.seconds + 10)
-        self.validator = validation.TaskValidator(self.backend, self.cache,
-                                                  test_timeout_s=self.timeout)
+        self.validator = validation.TaskValidator(self._env_grader, self.backend)
         self.bar.log(f"[dim]{len(self.passing)} tests pass on the clean repository"
                      f" ({baseline.seconds:.1f} s); {len(self.candidates)} mutation sites[/]")
+
+    def _env_grader(self, row: dict[str, Any]) -> validation.DiffGrader:
+        """Rows are graded as the ``swe-synth`` env on this backend grades episodes."""
+        from agentgym.plugins.swe.env import SWEEnv
+
+        return SWEEnv([row], backend=self.backend, cache=self.cache,
+                      test_timeout_s=self.timeout, env_id="swe-synth")
 
     def mutant(self, sites: list[Site]) -> tuple[dict[str, str] | None, str | None]:
         """The files of the mutant with ``sites`` applied, or ``(None, reason)``: the
