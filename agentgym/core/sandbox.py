@@ -137,9 +137,9 @@ class SandboxLimits:
         for name in ("timeout_s", "output_bytes", "memory_mb", "disk_mb", "pids"):
             value = getattr(self, name)
             if not value > 0:
-                raise ValueError(f"SandboxLimits.{name} must be > 0, got {value!r}")
+                raise SandboxSpecError(f"SandboxLimits.{name} must be > 0, got {value!r}")
         if self.cpus is not None and not self.cpus > 0:
-            raise ValueError(f"SandboxLimits.cpus must be > 0 or None, got {self.cpus!r}")
+            raise SandboxSpecError(f"SandboxLimits.cpus must be > 0 or None, got {self.cpus!r}")
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.sandbox import (
     DEFAULT_WORKDIR,
     SPEC_FIELDS,
@@ -345,7 +346,7 @@ class DockerSandbox(Sandbox):
     async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         timeout = self.limits.timeout_s if timeout is None else timeout
         if not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+            raise InvalidArgumentError(f"timeout must be > 0 seconds, got {timeout!r}")
         self._check_usable()
         loop = asyncio.get_running_loop()
         # Serialize per event loop in asyncio, so waiting callers hold no thread.

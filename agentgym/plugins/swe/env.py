@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 from agentgym.core.cache import file_lock
 from agentgym.core.env import AgentEnv
 from agentgym.core.episode import Episode, Submitted
-from agentgym.core.errors import MissingResourceError
+from agentgym.core.errors import InvalidArgumentError, MissingResourceError
 from agentgym.core.parsers import ToolCall
 from agentgym.core.registry import build, open_sandbox, sandbox_backend
 from agentgym.core.reward import RewardResult
@@ -224,7 +224,8 @@ class SWEEnv(AgentEnv):
     ):
         instances = self._instances(tasks, split, env_id, backend)
         if not instances:
-            raise ValueError(f"{tasks!r} holds no SWE instances; pass a file with at least one")
+            raise InvalidArgumentError(
+                f"{tasks!r} holds no SWE instances; pass a file with at least one")
         self.instances = {i.instance_id: i for i in instances}
         packaged = all(i.package for i in instances)
         self.backend = backend or ("local" if packaged else "docker")
