@@ -156,6 +156,7 @@ def test_a_task_needing_an_image_is_refused_on_local() -> None:
         TerminalEnv(DATA / "harbor-image", backend="local")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["harbor-image", "tb-image"])
 def test_tasks_with_their_own_dockerfile_run_on_docker(docker, task) -> None:
     """Built locally FROM the default image (cached by content), graded in the container."""
@@ -167,6 +168,7 @@ def test_tasks_with_their_own_dockerfile_run_on_docker(docker, task) -> None:
     assert sorted(r.check for r in report.results) == ["noop", "oracle", "wrong solution #1"]
 
 
+@pytest.mark.slow
 def test_terminal_bench_fraction_reward(docker) -> None:
     env = TerminalEnv(DATA / "tb-image")
     reward, info = play(env, "tb-image", {"input": "cp /etc/demo/app.conf /app/app.conf"})
@@ -212,6 +214,7 @@ def test_package_sourced_tasks_are_valid_on_docker(docker, env_id, tasks) -> Non
     assert sum(c["played"] for c in report.probe_counts().values()) >= tasks * len(PROBES)
 
 
+@pytest.mark.slow
 def test_validate_runs_a_users_task_folder(local, agentgym_cli) -> None:
     import subprocess
 
@@ -254,6 +257,7 @@ def test_the_verifier_env_reaches_the_tests(local, tmp_path) -> None:
     env.close()
 
 
+@pytest.mark.slow
 def test_a_rebuildable_dockerfile_makes_the_same_workspace_on_both_backends(local, docker,
                                                                           tmp_path) -> None:
     """A Dockerfile FROM the default image with COPY, ENV and RUN: the docker build makes
