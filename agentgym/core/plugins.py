@@ -118,11 +118,13 @@ class PluginManager(pluggy.PluginManager):
         ``item.description``)."""
         caller = getattr(self.hook, hook, None)
         if caller is None or caller.spec is None:
-            raise InvalidArgumentError(f"add_kind({name!r}, {hook!r}): {hook} has no hookspec; call"
-                              " pluginmanager.add_hookspecs(module) with its spec first")
+            raise InvalidArgumentError(
+                f"add_kind({name!r}, {hook!r}): {hook} has no hookspec; call"
+                " pluginmanager.add_hookspecs(module) with its spec first")
         if name in self.kinds:
-            raise InvalidArgumentError(f"add_kind({name!r}, {hook!r}): the kind {name!r} is already"
-                              f" collected from {self.kinds[name].hook}; pick another name")
+            raise InvalidArgumentError(
+                f"add_kind({name!r}, {hook!r}): the kind {name!r} is already collected from"
+                f" {self.kinds[name].hook}; pick another name")
         defaults = Kind(hook)
         self.kinds[name] = Kind(hook, id_of or defaults.id_of,
                                 description_of or defaults.description_of)
@@ -221,19 +223,18 @@ class PluginHost:
                 continue
             self._register(plugin, info)
 
-    def _register(self, plugin: Any, info: PluginInfo) -> bool:
+    def _register(self, plugin: Any, info: PluginInfo) -> None:
         """Register ``plugin`` and run its ``agentgym_addhooks``; a plugin whose hooks
-        cannot be added is unregistered and reported. Whether it registered."""
+        cannot be added is unregistered and reported."""
         self.pm.register(plugin, name=info.name)
         try:
             self._add_hooks(info.name)
         except Exception as e:
             self.pm.unregister(plugin)
             self._fail(info, f"hook agentgym_addhooks raised {type(e).__name__}: {e}")
-            return False
-        return True
 
     def _add_hooks(self, name: str) -> None:
+        """Run plugin ``name``'s ``agentgym_addhooks`` (alone: its errors are its own)."""
         for impl in self.pm.hook.agentgym_addhooks.get_hookimpls():
             if impl.plugin_name == name:
                 impl.function(pluginmanager=self.pm)
