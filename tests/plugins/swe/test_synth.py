@@ -180,6 +180,7 @@ def test_a_task_is_rebuilt_from_its_file_and_its_patch_fixes_it(tasks, tmp_path)
     assert set(statuses().values()) == {"PASSED"}
 
 
+@pytest.mark.slow
 def test_the_same_arguments_give_the_same_tasks(tasks, fresh_task_cache) -> None:
     made, cache = tasks
     # From the cache: immediate, and a prefix for fewer tasks.
@@ -284,6 +285,7 @@ def touched_as_recorded(task: dict) -> set[str]:
     return {owner(function) for function in touched}
 
 
+@pytest.mark.slow
 def test_more_tasks_than_functions_reuse_functions_with_other_sites(scales_standin,
                                                                     fresh_task_cache) -> None:
     package, version = scales_standin
