@@ -140,8 +140,20 @@ _NAME_COLUMNS = ("id", "plugin", "module", "distribution", "version", "status", 
 _PROSE_MIN_WIDTH = 30
 
 
+class _KindChoice(click.Choice):
+    """The kinds ``agentgym list`` takes (:func:`agentgym.listing.kinds`), read when used:
+    plugins add kinds of their own."""
+
+    def __init__(self) -> None:  # no fixed choices to store
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(listing.kinds())
+
+
 @main.command("list")
-@click.argument("kind", required=False, type=click.Choice(listing.KINDS))
+@click.argument("kind", required=False, type=_KindChoice())
 @click.argument("text", required=False)
 @click.option("--plugin", metavar="NAME",
               help="Only what the plugin NAME provides (`agentgym list plugins`).")
@@ -166,7 +178,7 @@ def list_command(kind: str | None, text: str | None, plugin: str | None, show_al
         except AgentGymError as e:
             raise InvalidOption("--plugin", str(e)) from None
     data = {k: listing.select(k, listing.rows(k), text, plugin)
-            for k in ([kind] if kind else listing.KINDS)}
+            for k in ([kind] if kind else listing.kinds())}
     if as_json:
         click.echo(json.dumps(data))
         return

@@ -17,18 +17,27 @@ from typing import Any
 
 from agentgym.core.env import AgentEnv
 from agentgym.core.errors import UnknownIdError
+from agentgym.core.plugins import KINDS as CORE_KINDS
 from agentgym.core.plugins import plugin_host
 
+#: The kinds core declares that ``agentgym list`` shows, in its order; the kinds plugins
+#: add (``agentgym_addhooks``) follow them (:func:`kinds`).
 KINDS = ["envs", "tools", "rewards", "plugins", "sandboxes", "policies", "parsers",
-         "task_sources", "statement_writers", "probes"]
+         "task_sources", "probes"]
 #: A family of more ids than this sharing a prefix (``miniwob-*``) is one summary row.
 FAMILY_ROWS = 12
 #: The ``toolset`` of the tools plugins offer for any env to use (``agentgym_tools``).
 REUSABLE = "reusable tools"
 
 
+def kinds() -> list[str]:
+    """Every kind ``agentgym list`` shows: :data:`KINDS`, then those the loaded plugins
+    added."""
+    return [*KINDS, *(k for k in plugin_host().kinds if k not in CORE_KINDS)]
+
+
 def rows(kind: str) -> list[dict[str, Any]]:
-    """Every row of ``kind`` (one of :data:`KINDS`), sorted by id."""
+    """Every row of ``kind`` (one of :func:`kinds`), sorted by id."""
     host = plugin_host()
     if kind == "plugins":
         return [{"id": i.name, "module": i.module, "distribution": i.distribution,

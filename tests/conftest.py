@@ -1,6 +1,14 @@
 """Shared fixtures: installing throw-away plugin distributions onto sys.path, the sandbox
 backends (each skipped only where it is absent), and a small git repository in a local
-sandbox for the file tools (tests/toolkits, tests/plugins/swe)."""
+sandbox for the file tools (tests/toolkits, tests/plugins/swe).
+
+Markers (registered in pyproject.toml) say what a test needs, so that a developer can
+leave it out: ``slow`` (over ~5 s by nature: whole task sets, soaks, many pages), ``docker``
+(a Docker engine), ``browser`` (Chromium), ``gpu`` (a CUDA GPU). ``docker`` and
+``browser`` are added here from the fixtures a test uses (:data:`NEEDS`) and from a
+``backend`` parameter of ``"docker"``; the others are written on the tests. E.g.
+``pytest -m "not slow"``, ``pytest -m "not docker and not browser"``.
+"""
 
 from __future__ import annotations
 
@@ -52,6 +60,27 @@ def fake_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[...
     set_plugin_host(None)
     for module in [m for m in sys.modules if m.endswith("_plugin")]:
         del sys.modules[module]
+
+
+#: The marker a test gets for using one of these fixtures (in this folder's conftests or
+#: its modules): the docker engine's, and the real browser's.
+NEEDS = {
+    "docker": frozenset({"engine", "docker"}),
+    "browser": frozenset({"chromium", "browser"}),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with what it needs (:data:`NEEDS`): a test run on the ``docker``
+    backend (a ``backend`` parameter, of a fixture or of ``parametrize``) needs docker."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        for marker, names in NEEDS.items():
+            if fixtures & names:
+                item.add_marker(marker)
+        if callspec is not None and callspec.params.get("backend") == "docker":
+            item.add_marker("docker")
 
 
 @pytest.fixture(scope="session")

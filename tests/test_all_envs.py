@@ -14,9 +14,17 @@ from agentgym.core import MissingResourceError
 from agentgym.core.plugins import plugin_host
 from agentgym.testing import check_env
 
+#: Envs whose default tasks are built on first use (minutes; cached after).
+BUILT_ON_FIRST_USE = {"swe-synth"}
 
-def checked_ids() -> list[str]:
-    return sorted(i for i in plugin_host().entries("envs") if not i.startswith("miniwob-"))
+
+def checked_ids() -> list:
+    """Every env id but the MiniWoB families; the web plugin's play pages in Chromium."""
+    envs = plugin_host().entries("envs")
+    return [pytest.param(i, marks=[
+                *([pytest.mark.browser] if envs[i].plugin == "web" else []),
+                *([pytest.mark.slow] if i in BUILT_ON_FIRST_USE else [])])
+            for i in sorted(envs) if not i.startswith("miniwob-")]
 
 
 @pytest.mark.parametrize("env_id", checked_ids())

@@ -52,11 +52,11 @@ def test_the_readme_synopsis_has_every_command_list_kind_and_policy():
 
     from agentgym.cli import POLICY_FORMS, main
     from agentgym.core.plugins import plugin_host
-    from agentgym.listing import KINDS
+    from agentgym.listing import kinds
 
     text = synopsis()
     assert [p for p in command_paths() if f"{p} " not in text] == []
-    assert [k for k in KINDS if f" {k}" not in text] == []
+    assert [k for k in kinds() if f" {k}" not in text] == []
     policies = [POLICY_FORMS.get(p, p) for p in plugin_host().entries("policies")]
     assert [p for p in policies if p not in text] == []
     # eval --help names them all too (the first thing a newcomer reads).

@@ -38,7 +38,7 @@ from agentgym.core.registry import (
     sandbox_backend,
 )
 from agentgym.core.reward import Reward, RewardResult, WeightedSum
-from agentgym.core.sandbox import Sandbox, SandboxBackend, SandboxLimits, SandboxSpec
+from agentgym.core.sandbox import Sandbox, SandboxBackend, SandboxImage, SandboxLimits, SandboxSpec
 from agentgym.core.task import GeneratedTasks, SolutionTurn, Task, TaskList, TaskSource, load_tasks
 from agentgym.core.tools import Tool, ToolError, Toolset, submit, tool
 
@@ -65,6 +65,7 @@ __all__ = [
     "Sampling",
     "Sandbox",
     "SandboxBackend",
+    "SandboxImage",
     "SandboxLimits",
     "SandboxSpec",
     "ScriptedPolicy",

@@ -8,6 +8,7 @@ their own entry point, ``policies``.
 
 from __future__ import annotations
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.parsers import HermesParser, OpenAIParser, XMLParser
 from agentgym.core.policies import NoopPolicy, OraclePolicy, ScriptedPolicy, WrongSolutionPolicy
@@ -19,7 +20,8 @@ from agentgym.core.stuffing import STUFF_ANSWER
 def _no_argument(cls: type, name: str):
     def factory(argument: str | None = None):
         if argument:
-            raise ValueError(f"the {name!r} policy takes no argument; got {name}:{argument}")
+            raise InvalidArgumentError(
+                f"the {name!r} policy takes no argument; got {name}:{argument}")
         return cls()
 
     return factory

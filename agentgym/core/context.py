@@ -15,6 +15,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from agentgym.core.errors import InvalidArgumentError
+
 #: Characters per token in :func:`estimate_tokens`: a tokenizer-free estimate.
 CHARS_PER_TOKEN = 4
 #: Tokens a chat template adds around each message (role markers, separators).
@@ -39,7 +41,7 @@ def window_start(messages: Sequence[dict[str, Any]], budget_tokens: int) -> int:
     tool result, which belongs to the assistant message before it). The latest turn is
     always kept, whatever it costs."""
     if budget_tokens < 1:
-        raise ValueError(f"budget_tokens must be >= 1, got {budget_tokens}")
+        raise InvalidArgumentError(f"budget_tokens must be >= 1, got {budget_tokens}")
     boundaries = [i for i, m in enumerate(messages) if m.get("role") in ("assistant", "user")]
     if not boundaries:
         return 0

@@ -4,13 +4,13 @@ expected.
 Two entry points, one set of rules, shared by everything that takes user values for typed
 parameters (the training config file, ``-e KEY=VALUE`` on the command line):
 
-* :func:`coerce`: an already-typed value (from YAML or Python). Lists become tuples where a
+* :func:`convert_to_type`: an already-typed value (from YAML or Python). Lists become tuples where a
   tuple is expected, number text (YAML reads ``1e-5`` as text) becomes a float, a mapping
   becomes a dataclass; ints stay ints where floats are expected.
 * :func:`from_text`: command-line text. ``int``, ``float``, ``bool``, ``str``, ``Path``,
   ``Literal[...]``, enums, ``None`` (``null``) and unions of them are read from the text;
   any other annotation gets the text's JSON value (``[1, 2]``, ``{"a": 1}``) or the text
-  itself, then :func:`coerce`.
+  itself, then :func:`convert_to_type`.
 
 Both raise :class:`ConversionError` with the expected type and the value given
 (``expected an integer, got 'abc'``); the caller prefixes where the value came from.
@@ -33,7 +33,7 @@ from typing import Any, Literal, Union
 
 from agentgym.core.errors import AgentGymError
 
-__all__ = ["ConversionError", "closest", "coerce", "describe", "from_text", "show"]
+__all__ = ["ConversionError", "closest", "convert_to_type", "describe", "from_text", "show"]
 
 _FLOAT_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _INT_TEXT = re.compile(r"^[+-]?\d+$")
@@ -92,7 +92,8 @@ def _not_allowed(value: Any, allowed: list[str]) -> ConversionError:
 # ---- typed values -------------------------------------------------------------------------
 
 
-def coerce(value: Any, annotation: Any, *, load_dataclass: DataclassLoader | None = None) -> Any:
+def convert_to_type(value: Any, annotation: Any, *,
+                    load_dataclass: DataclassLoader | None = None) -> Any:
     """``value`` converted to ``annotation``, or :class:`ConversionError`.
 
     ``load_dataclass`` builds a dataclass from a mapping (default: :func:`build_dataclass`,
@@ -106,7 +107,7 @@ def coerce(value: Any, annotation: Any, *, load_dataclass: DataclassLoader | Non
             return None
         raise ConversionError(f"expected null, got {show(value)}")
     if origin in (Union, types.UnionType):
-        return _coerce_union(value, args, load)
+        return _convert_to_union(value, args, load)
     if origin is Literal:
         if value in args:
             return value
@@ -145,7 +146,7 @@ def coerce(value: Any, annotation: Any, *, load_dataclass: DataclassLoader | Non
     elif base in (list, tuple):
         if isinstance(value, (list, tuple)):
             item = args[0] if args else Any
-            items = [_coerce_item(v, item, i, load) for i, v in enumerate(value)]
+            items = [_convert_item(v, item, i, load) for i, v in enumerate(value)]
             return tuple(items) if base is tuple else items
     elif base is dict:
         if isinstance(value, Mapping):
@@ -155,19 +156,19 @@ def coerce(value: Any, annotation: Any, *, load_dataclass: DataclassLoader | Non
     raise ConversionError(f"expected {describe(annotation)}, got {show(value)}")
 
 
-def _coerce_item(value: Any, annotation: Any, index: int, load: DataclassLoader) -> Any:
+def _convert_item(value: Any, annotation: Any, index: int, load: DataclassLoader) -> Any:
     try:
-        return coerce(value, annotation, load_dataclass=load)
+        return convert_to_type(value, annotation, load_dataclass=load)
     except ConversionError as e:
         raise ConversionError(f"item {index}: {e}") from None
 
 
-def _coerce_union(value: Any, args: tuple, load: DataclassLoader) -> Any:
+def _convert_to_union(value: Any, args: tuple, load: DataclassLoader) -> Any:
     # TrainingArguments types strategies as `SomeEnum | str`: the text must still be a value
     # of the enum, which transformers converts it to.
     enums = [a for a in args if isinstance(a, type) and issubclass(a, enum.Enum)]
     if enums and str in args and isinstance(value, str):
-        return coerce(value, enums[0], load_dataclass=load)
+        return convert_to_type(value, enums[0], load_dataclass=load)
     if value is None and type(None) in args:
         return None
     # Exact types first, so `int | str` keeps 5 an int and `float | None` turns "1e-5" a float.
@@ -175,7 +176,7 @@ def _coerce_union(value: Any, args: tuple, load: DataclassLoader) -> Any:
     errors = []
     for member in ordered:
         try:
-            return coerce(value, member, load_dataclass=load)
+            return convert_to_type(value, member, load_dataclass=load)
         except ConversionError as e:
             errors.append(str(e))
     specific = [e for e in errors if not e.startswith("expected ")]
@@ -194,7 +195,7 @@ def build_dataclass(cls: type, data: Mapping[str, Any]) -> Any:
             raise ConversionError(f"{cls.__name__} has no field {key!r}{closest(str(key), fields)}"
                                   f" (fields: {', '.join(fields)})")
         try:
-            values[key] = coerce(value, hints.get(key, Any))
+            values[key] = convert_to_type(value, hints.get(key, Any))
         except ConversionError as e:
             raise ConversionError(f"{cls.__name__}.{key}: {e}") from None
     try:
@@ -244,7 +245,7 @@ def from_text(text: str, annotation: Any) -> Any:
         if text:
             return Path(text).expanduser()
     else:  # containers, dataclasses, a plugin's class: the text's JSON value
-        return coerce(_json_or_text(text), annotation)
+        return convert_to_type(_json_or_text(text), annotation)
     raise ConversionError(f"expected {describe(annotation)}, got {text!r}")
 
 

@@ -463,8 +463,9 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     def run_coroutine(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on this env's loop thread, where the sync methods run theirs.
 
-        Use it to drive async code (e.g. :func:`~agentgym.core.evaluation.run_episode`)
-        from sync code without creating a second event loop for the env's resources.
+        Use it to drive async code (an episode played with :meth:`areset` and
+        :meth:`astep`) from sync code without creating a second event loop for the env's
+        resources.
         """
         return self._loop.run(coro)
 

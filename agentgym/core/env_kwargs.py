@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentgym.core.conversion import ConversionError, closest, coerce, from_text
+from agentgym.core.conversion import ConversionError, closest, convert_to_type, from_text
 from agentgym.core.errors import AgentGymError
 
 __all__ = ["EnvKwargsError", "EnvParameter", "EnvSignature", "check_env_kwargs",
@@ -72,7 +72,7 @@ class EnvSignature:
 
     def convert(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         """Typed values checked against the annotations: ``(converted, problems)``."""
-        return self._convert(kwargs, coerce)
+        return self._convert(kwargs, convert_to_type)
 
     def convert_text(self, kwargs: Mapping[str, str]) -> tuple[dict[str, Any],
                                                                 list[tuple[str, str]]]:

@@ -6,12 +6,15 @@ names match the specs below, published through the entry-point group ``agentgym`
     [project.entry-points.agentgym]
     myplugin = "myplugin.plugin"
 
-All hooks are collected (none is first-result): agentgym calls each plugin's
-implementation and records which plugin contributed which id. When two installed plugins
+All hooks but :func:`agentgym_addhooks` are collected (none is first-result): each takes
+no arguments and returns a list, and agentgym calls each plugin's implementation and
+records which plugin contributed which id. When two installed plugins
 contribute the same id, the one loaded first keeps it and the other's copy is skipped with
 a :class:`~agentgym.core.plugins.PluginLoadWarning` naming both (its other contributions
 load); :func:`~agentgym.core.plugins.register_plugin` refuses such a clash with
 :class:`~agentgym.core.errors.DuplicateIdError`.
+A plugin adds hooks of its own through :func:`agentgym_addhooks`, so that core carries no
+plugin's concept (the ``swe`` plugin's statement writers are such a hook).
 Implementations should import heavy dependencies lazily (inside factories), so that
 ``import agentgym`` stays fast. ``docs/hooks.md`` documents each hook; a test keeps the two
 in step.
@@ -34,6 +37,25 @@ if TYPE_CHECKING:
 PROJECT = "agentgym"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def agentgym_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+    """Add this plugin's own hooks (as pytest's ``pytest_addhooks``). Called once, as soon
+    as the plugin is registered and before any contribution is collected.
+
+    Args:
+        pluginmanager: agentgym's :class:`~agentgym.core.plugins.PluginManager` (a
+            ``pluggy.PluginManager``). ``pluginmanager.add_hookspecs(module)`` adds the
+            specs in ``module`` (functions marked ``@agentgym.core.hookspecs.hookspec``);
+            ``pluginmanager.add_kind(name, hook)`` makes a zero-argument hook that returns
+            a list a kind of contribution: listed by ``agentgym list NAME``, looked up
+            with ``agentgym.core.get(NAME, id)``, duplicate ids handled as for core's.
+
+    Returns:
+        Nothing. A plugin whose ``agentgym_addhooks`` raises is skipped with a
+        :class:`~agentgym.core.plugins.PluginLoadWarning`.
+    """
 
 
 @hookspec
@@ -110,19 +132,6 @@ def agentgym_tool_call_parsers() -> list[Spec]:
     Returns:
         A list of :class:`~agentgym.core.contributions.Spec` whose ``factory()`` returns a
         :class:`~agentgym.core.parsers.ToolCallParser`; envs accept ``parser=ID``.
-    """
-
-
-@hookspec
-def agentgym_statement_writers() -> list[Spec]:
-    """Problem-statement writers for synthesized tasks (``agentgym swe synth --statement``).
-
-    Returns:
-        A list of :class:`~agentgym.core.contributions.Spec`. A writer named ``ID`` or
-        ``ID:ARG`` is built by ``factory(ARG)`` (``ARG`` is ``None`` when absent) and returns
-        an object with a ``name`` (recorded in each row's ``statement_writer``) and ``async
-        write(evidence, rejected) -> str``; docs/hooks.md and the swe plugin's ``statements``
-        module say what evidence it gets and the leak checks its text must pass.
     """
 
 

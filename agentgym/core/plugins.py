@@ -31,6 +31,13 @@ provide it.
 
 ``agentgym list plugins`` shows what loaded, from which distribution, and what was skipped
 and why (whole plugins and single contributions).
+
+A plugin may add hooks of its own (as pytest's ``pytest_addhooks``): its
+``agentgym_addhooks(pluginmanager)`` runs as soon as the plugin is registered, before any
+contribution is collected, and calls ``pluginmanager.add_hookspecs(module)`` for its specs
+and :meth:`PluginManager.add_kind` for each hook that contributes ids, which then counts
+like core's :data:`KINDS` (``agentgym list KIND``, ``registry.get(KIND, id)``, duplicate
+checks). Other plugins implement those hooks as they do core's.
 """
 
 from __future__ import annotations
@@ -45,7 +52,12 @@ from typing import Any
 import pluggy
 
 from agentgym.core import hookspecs
-from agentgym.core.errors import DuplicateIdError, PicklableException, UnknownIdError
+from agentgym.core.errors import (
+    DuplicateIdError,
+    InvalidArgumentError,
+    PicklableException,
+    UnknownIdError,
+)
 
 GROUP = "agentgym"
 #: agentgym's own plugins that load whatever the environment variables say.
@@ -66,7 +78,8 @@ class Kind:
     description_of: Callable[[Any], str] = lambda item: item.description
 
 
-#: Every kind a plugin can contribute, by the name ``agentgym list`` uses.
+#: The kinds core declares, by the name ``agentgym list`` uses; plugins add their own
+#: (:meth:`PluginManager.add_kind`), so a host's kinds are :attr:`PluginHost.kinds`.
 KINDS: dict[str, Kind] = {
     "envs": Kind("agentgym_envs"),
     "tools": Kind("agentgym_tools", id_of=lambda t: t.name),
@@ -77,7 +90,6 @@ KINDS: dict[str, Kind] = {
         if getattr(backend, "supports", None) else backend.description)),
     "policies": Kind("agentgym_policies"),
     "parsers": Kind("agentgym_tool_call_parsers"),
-    "statement_writers": Kind("agentgym_statement_writers"),
     "probes": Kind("agentgym_exploit_probes",
                    description_of=lambda probe: f"[{probe.attack}] {probe.description}"),
     "commands": Kind(
@@ -86,6 +98,36 @@ KINDS: dict[str, Kind] = {
         description_of=lambda c: (c.help or c.short_help or "").strip().split("\n")[0],
     ),
 }
+
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's plugin manager with core's hookspecs, and the kinds of contribution the
+    host collects: what a plugin's ``agentgym_addhooks(pluginmanager)`` gets."""
+
+    def __init__(self) -> None:
+        super().__init__(hookspecs.PROJECT)
+        self.add_hookspecs(hookspecs)
+        self.kinds: dict[str, Kind] = dict(KINDS)
+
+    def add_kind(self, name: str, hook: str, *,
+                 id_of: Callable[[Any], str] | None = None,
+                 description_of: Callable[[Any], str] | None = None) -> None:
+        """Collect the hook ``hook`` (its spec added first, with :meth:`add_hookspecs`;
+        it takes no arguments and returns a list) as the kind ``name``: ids read by
+        ``id_of`` (default ``item.id``), descriptions by ``description_of`` (default
+        ``item.description``)."""
+        caller = getattr(self.hook, hook, None)
+        if caller is None or caller.spec is None:
+            raise InvalidArgumentError(
+                f"add_kind({name!r}, {hook!r}): {hook} has no hookspec; call"
+                " pluginmanager.add_hookspecs(module) with its spec first")
+        if name in self.kinds:
+            raise InvalidArgumentError(
+                f"add_kind({name!r}, {hook!r}): the kind {name!r} is already collected from"
+                f" {self.kinds[name].hook}; pick another name")
+        defaults = Kind(hook)
+        self.kinds[name] = Kind(hook, id_of or defaults.id_of,
+                                description_of or defaults.description_of)
 
 
 @dataclass(frozen=True)
@@ -143,16 +185,20 @@ class PluginHost:
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
 
     def __post_init__(self) -> None:
-        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
-        self.pm.add_hookspecs(hookspecs)
+        self.pm = PluginManager()
         self.infos: dict[str, PluginInfo] = {}
         self._shadowed: list[PluginInfo] = []
         self._entries: dict[str, dict[str, Entry]] = {}
         if self.entry_points:
             self._load_entry_points()
         for name, plugin in self.plugins:
-            self.pm.register(plugin, name=name)
             self.infos[name] = PluginInfo(name, getattr(plugin, "__name__", repr(plugin)))
+            self._register(plugin, self.infos[name])
+
+    @property
+    def kinds(self) -> dict[str, Kind]:
+        """Every kind collected: core's :data:`KINDS` and those plugins added."""
+        return self.pm.kinds
 
     def _load_entry_points(self) -> None:
         allowed = _names(self.environ.get("AGENTGYM_PLUGINS"))
@@ -175,7 +221,23 @@ class PluginHost:
             except Exception as e:
                 self._fail(info, f"import failed: {type(e).__name__}: {e}")
                 continue
-            self.pm.register(plugin, name=ep.name)
+            self._register(plugin, info)
+
+    def _register(self, plugin: Any, info: PluginInfo) -> None:
+        """Register ``plugin`` and run its ``agentgym_addhooks``; a plugin whose hooks
+        cannot be added is unregistered and reported."""
+        self.pm.register(plugin, name=info.name)
+        try:
+            self._add_hooks(info.name)
+        except Exception as e:
+            self.pm.unregister(plugin)
+            self._fail(info, f"hook agentgym_addhooks raised {type(e).__name__}: {e}")
+
+    def _add_hooks(self, name: str) -> None:
+        """Run plugin ``name``'s ``agentgym_addhooks`` (alone: its errors are its own)."""
+        for impl in self.pm.hook.agentgym_addhooks.get_hookimpls():
+            if impl.plugin_name == name:
+                impl.function(pluginmanager=self.pm)
 
     def _fail(self, info: PluginInfo, error: str) -> None:
         info.status, info.error = "failed", error
@@ -198,11 +260,11 @@ class PluginHost:
         )
 
     def entries(self, kind: str) -> dict[str, Entry]:
-        """Every contribution of ``kind`` (a key of :data:`KINDS`), by id."""
-        if kind not in KINDS:
-            raise UnknownIdError("component kind", kind, KINDS, "agentgym list --help")
+        """Every contribution of ``kind`` (a key of :attr:`kinds`), by id."""
+        if kind not in self.kinds:
+            raise UnknownIdError("component kind", kind, self.kinds, "agentgym list --help")
         if kind not in self._entries:
-            self._entries[kind] = self._collect(kind, KINDS[kind])
+            self._entries[kind] = self._collect(kind, self.kinds[kind])
         return self._entries[kind]
 
     def _collect(self, kind: str, spec: Kind) -> dict[str, Entry]:
@@ -258,12 +320,17 @@ class PluginHost:
         registers it is where the clash is fixed.
         """
         name = name or getattr(plugin, "__name__", None) or f"plugin-{id(plugin)}"
-        taken = {kind: self.entries(kind) for kind in KINDS}
+        taken = {kind: self.entries(kind) for kind in self.kinds}
         self.pm.register(plugin, name=name)
         try:
-            for kind, spec in KINDS.items():
+            self._add_hooks(name)
+        except Exception:
+            self.pm.unregister(plugin)
+            raise
+        try:
+            for kind, spec in self.kinds.items():
                 for item_id in self._ids_of(name, spec):
-                    if item_id in taken[kind]:
+                    if item_id in taken.get(kind, {}):
                         raise DuplicateIdError(
                             _singular(kind), item_id, taken[kind][item_id].plugin, name,
                             fix=f"Give {name!r}'s {_singular(kind)} another id, or set"
@@ -305,7 +372,7 @@ class PluginHost:
     def plugin_infos(self) -> list[PluginInfo]:
         """Every plugin found, loaded or not, sorted by name, with the contributions of
         each that were skipped (so every kind is collected first)."""
-        for kind in KINDS:
+        for kind in self.kinds:
             self.entries(kind)
         return sorted([*self.infos.values(), *self._shadowed], key=lambda i: i.name)
 

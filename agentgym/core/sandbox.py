@@ -137,9 +137,9 @@ class SandboxLimits:
         for name in ("timeout_s", "output_bytes", "memory_mb", "disk_mb", "pids"):
             value = getattr(self, name)
             if not value > 0:
-                raise ValueError(f"SandboxLimits.{name} must be > 0, got {value!r}")
+                raise SandboxSpecError(f"SandboxLimits.{name} must be > 0, got {value!r}")
         if self.cpus is not None and not self.cpus > 0:
-            raise ValueError(f"SandboxLimits.cpus must be > 0 or None, got {self.cpus!r}")
+            raise SandboxSpecError(f"SandboxLimits.cpus must be > 0 or None, got {self.cpus!r}")
 
 
 @dataclass(frozen=True)
@@ -481,6 +481,26 @@ def untrack(box: Sandbox) -> None:
     open_sandboxes.live.discard(box)
 
 
+@dataclass(frozen=True)
+class SandboxImage:
+    """What a backend's sandboxes run in when their spec names no image: what a plugin may
+    tell an agent about its machine, or build on, without importing the backend.
+
+    Attributes:
+        name: the image (``SandboxSpec(image=name)``; a Dockerfile's ``FROM name`` builds
+            on it).
+        programs: programs on its PATH besides bash and coreutils (what a prompt may name).
+        user: the unprivileged user commands run as, ``uid:gid`` (a Dockerfile's
+            ``chown`` / ``COPY --chown`` gives files to it).
+        home: that user's home.
+    """
+
+    name: str
+    programs: tuple[str, ...] = ()
+    user: str = "1000:1000"
+    home: str = "/home/agent"
+
+
 class SandboxBackend(ABC):
     """A kind of sandbox (``local``, ``docker``, a plugin's own): what plugins contribute
     through the ``agentgym_sandboxes`` hook, one object per backend.
@@ -506,6 +526,10 @@ class SandboxBackend(ABC):
     supports: ClassVar[frozenset[str]] = frozenset()
     #: Per unsupported field, why and what to do instead (the end of the error message).
     hints: ClassVar[Mapping[str, str]] = {}
+    #: The image a spec without one runs in, for a backend that runs images (and builds
+    #: them: :meth:`build_image`); None for one that does not (``local`` runs commands on
+    #: the host's own system directories).
+    default_image: ClassVar[SandboxImage | None] = None
 
     @property
     def id(self) -> str:
@@ -532,6 +556,19 @@ class SandboxBackend(ABC):
     @abstractmethod
     async def start(self, spec: SandboxSpec) -> Sandbox:
         """Start a sandbox for ``spec``, already checked against :attr:`supports`."""
+
+    def build_image(self, *, base: str | None = None,
+                    files: Mapping[str, str | os.PathLike[str]] | None = None,
+                    context: str | os.PathLike[str] | None = None,
+                    dockerfile: str | None = None, **options: Any) -> str:
+        """Build an image locally (or find it built) and return its name for
+        ``SandboxSpec(image=...)``: ``base`` (default :attr:`default_image`) with ``files``
+        (path in the image -> host path) copied in, or the Dockerfile folder ``context``
+        (with ``dockerfile``, a Dockerfile's text, in place of its own); ``options`` are
+        the backend's own. Blocking. A backend that runs images overrides it; this one
+        raises :class:`SandboxError`."""
+        raise SandboxError(f"the {self.name} backend runs no images, so it builds none; use"
+                           " a backend with a default_image (docker)")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

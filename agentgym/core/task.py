@@ -133,7 +133,8 @@ class Task:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
         if "id" not in data or "prompt" not in data:
-            raise ValueError(f"a task needs an 'id' and a 'prompt'; got the keys {sorted(data)}")
+            raise InvalidArgumentError(
+                f"a task needs an 'id' and a 'prompt'; got the keys {sorted(data)}")
         solution = data.get("solution")
         if solution is not None:
             solution = _turns_from_data(solution)
@@ -186,7 +187,7 @@ class TaskList(TaskSource):
 
     def __init__(self, tasks: Sequence[Task]):
         if not tasks:
-            raise ValueError("a task source needs at least one task; got an empty list")
+            raise InvalidArgumentError("a task source needs at least one task; got an empty list")
         self._tasks = list(tasks)
         self._ids = None
 
@@ -207,7 +208,7 @@ class GeneratedTasks(TaskSource):
     def __init__(self, size: int, make: Callable[[int], Task],
                  task_id: Callable[[int], str] | None = None):
         if size < 1:
-            raise ValueError(f"a generated task source needs size >= 1, got {size}")
+            raise InvalidArgumentError(f"a generated task source needs size >= 1, got {size}")
         self._size, self._make, self._task_id, self._ids = size, make, task_id, None
 
     def _index(self) -> dict[str, int]:

@@ -116,7 +116,7 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def coerce(value: Any, schema: dict[str, Any], where: str) -> Any:
+def check_argument(value: Any, schema: dict[str, Any], where: str) -> Any:
     """Check ``value`` against ``schema`` and return it, converted where that is safe.
 
     Strings that cleanly spell a number or boolean become one when the schema asks for it
@@ -126,7 +126,7 @@ def coerce(value: Any, schema: dict[str, Any], where: str) -> Any:
     if "anyOf" in schema:
         for option in schema["anyOf"]:
             try:
-                return coerce(value, option, where)
+                return check_argument(value, option, where)
             except ToolError:
                 pass
         raise ToolError(f"argument {where} does not match any allowed type; got {value!r}")
@@ -140,7 +140,8 @@ def coerce(value: Any, schema: dict[str, Any], where: str) -> Any:
     got = _json_type(value)
     if got == expected or (expected == "number" and got == "integer"):
         if expected == "array" and "items" in schema:
-            return [coerce(v, schema["items"], f"{where}[{i}]") for i, v in enumerate(value)]
+            return [check_argument(v, schema["items"], f"{where}[{i}]")
+                    for i, v in enumerate(value)]
         return value
     if got == "string":
         text = value.strip()
@@ -152,7 +153,7 @@ def coerce(value: Any, schema: dict[str, Any], where: str) -> Any:
             if expected == "boolean" and text.lower() in ("true", "false"):
                 return text.lower() == "true"
             if expected in ("array", "object"):
-                return coerce(json.loads(text), schema, where)
+                return check_argument(json.loads(text), schema, where)
         except (ValueError, json.JSONDecodeError):
             pass
     shown = json.dumps(value, default=repr)
@@ -220,7 +221,7 @@ class Tool:
             raise ToolError(
                 f"{self.name!r} is missing required argument(s) {', '.join(map(repr, missing))}"
             )
-        return {k: coerce(v, properties[k], repr(k)) for k, v in arguments.items()}
+        return {k: check_argument(v, properties[k], repr(k)) for k, v in arguments.items()}
 
     async def call(self, arguments: Any, instance: Any = None) -> str:
         """Validate ``arguments``, run the tool, and return its answer as text."""

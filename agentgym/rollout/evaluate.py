@@ -32,9 +32,9 @@ STAGES = ("init", "generate", "tool", "grade", "queue")
 def plan_jobs(task_ids: list[str], n: int, k: int = 1) -> list[tuple[str, int]]:
     """``n`` tasks in order (cycling), ``k`` attempts each: ``(task_id, episode)`` pairs."""
     if n < 1 or k < 1:
-        raise ValueError(f"need n >= 1 and k >= 1 episodes, got n={n}, k={k}")
+        raise InvalidArgumentError(f"need n >= 1 and k >= 1 episodes, got n={n}, k={k}")
     if not task_ids:
-        raise ValueError("the env has no tasks")
+        raise InvalidArgumentError("the env has no tasks")
     return [(task_ids[i % len(task_ids)], i * k + a) for i in range(n) for a in range(k)]
 
 

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.sandbox import (
     DEFAULT_WORKDIR,
     SPEC_FIELDS,
@@ -70,6 +71,7 @@ from agentgym.core.sandbox import (
     Sandbox,
     SandboxBackend,
     SandboxError,
+    SandboxImage,
     SandboxLimits,
     SandboxSpec,
     track,
@@ -78,6 +80,7 @@ from agentgym.core.sandbox import (
 from agentgym.sandboxes import builds, shell
 from agentgym.sandboxes.image import (
     DEFAULT_IMAGE,
+    PROGRAMS,
     SANDBOX_HOME,
     SANDBOX_USER,
     docker_client,
@@ -343,7 +346,7 @@ class DockerSandbox(Sandbox):
     async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         timeout = self.limits.timeout_s if timeout is None else timeout
         if not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+            raise InvalidArgumentError(f"timeout must be > 0 seconds, got {timeout!r}")
         self._check_usable()
         loop = asyncio.get_running_loop()
         # Serialize per event loop in asyncio, so waiting callers hold no thread.
@@ -637,6 +640,7 @@ class DockerBackend(SandboxBackend):
     name = "docker"
     description = "A Docker container per sandbox: network none, memory/pids/cpu limits."
     supports = SPEC_FIELDS
+    default_image = SandboxImage(DEFAULT_IMAGE, PROGRAMS, SANDBOX_USER, SANDBOX_HOME)
 
     def __init__(self, read_only_root: bool = True):
         self.read_only_root = read_only_root

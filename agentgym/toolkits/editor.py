@@ -28,6 +28,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.sandbox import Sandbox
 from agentgym.core.tools import ToolError, Toolset, tool
 from agentgym.toolkits.text import (
@@ -77,7 +78,7 @@ class EditorTools(Toolset):
         self.workspace = Workspace(sandbox, command_timeout_s=command_timeout_s,
                                    max_output_chars=max_output_chars)
         if max_view_lines < 1:
-            raise ValueError(f"max_view_lines must be >= 1, got {max_view_lines!r}")
+            raise InvalidArgumentError(f"max_view_lines must be >= 1, got {max_view_lines!r}")
         self.max_view_lines = max_view_lines
         self._history: dict[str, list[_Edit]] = {}
 

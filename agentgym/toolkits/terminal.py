@@ -37,6 +37,7 @@ import base64
 import re
 import shlex
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.sandbox import Sandbox
 from agentgym.core.tools import ToolError, Toolset, tool
 from agentgym.toolkits.text import cut_middle
@@ -159,10 +160,11 @@ class TerminalTools(Toolset):
                  max_output_chars: int = 12_000, idle_s: float = 0.5, cols: int = 160,
                  rows: int = 40):
         if not idle_s > 0:
-            raise ValueError(f"idle_s must be > 0 seconds, got {idle_s!r}")
+            raise InvalidArgumentError(f"idle_s must be > 0 seconds, got {idle_s!r}")
         if cols < 20 or rows < 5:
-            raise ValueError(f"the terminal must be at least 20x5, got cols={cols!r}"
-                             f" rows={rows!r}")
+            raise InvalidArgumentError(
+                f"the terminal must be at least 20x5, got cols={cols!r}"
+                f" rows={rows!r}")
         self.workspace = Workspace(sandbox, command_timeout_s=command_timeout_s,
                                    max_output_chars=max_output_chars)
         self.idle_s, self.cols, self.rows = idle_s, cols, rows

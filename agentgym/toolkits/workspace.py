@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentgym.core.episode import within_turn
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.sandbox import Sandbox
 from agentgym.core.tools import ToolError
 from agentgym.toolkits.text import MAX_LINE_CHARS, cut_lines
@@ -71,10 +72,12 @@ class Workspace:
     def __init__(self, sandbox: Sandbox, *, command_timeout_s: float | None = None,
                  max_output_chars: int = 12_000):
         if command_timeout_s is not None and not command_timeout_s > 0:
-            raise ValueError(f"command_timeout_s must be > 0 or None, got {command_timeout_s!r}")
+            raise InvalidArgumentError(
+                f"command_timeout_s must be > 0 or None, got {command_timeout_s!r}")
         if max_output_chars < 2 * MAX_LINE_CHARS:
-            raise ValueError(f"max_output_chars must be >= {2 * MAX_LINE_CHARS} (two long"
-                             f" lines), got {max_output_chars!r}")
+            raise InvalidArgumentError(
+                f"max_output_chars must be >= {2 * MAX_LINE_CHARS} (two long"
+                f" lines), got {max_output_chars!r}")
         self.sandbox = sandbox
         #: The workspace directory inside the sandbox, normalized.
         self.root = posixpath.normpath(sandbox.workdir)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from agentgym.core.conversion import ConversionError, closest, coerce, describe, show
+from agentgym.core.conversion import ConversionError, closest, convert_to_type, describe, show
 from agentgym.core.errors import AgentGymError
 from agentgym.rollout.models import looks_like_hub_id
 
@@ -377,9 +377,9 @@ def _load_dataclass(cls: type, data: Any, path: str, issues: list[tuple[str, str
 
 
 def _coerce(value: Any, annotation: Any, path: str, issues: list[tuple[str, str]]) -> Any:
-    """:func:`~agentgym.core.conversion.coerce`, with the config's dataclasses loaded here
+    """:func:`~agentgym.core.conversion.convert_to_type`, with the config's dataclasses loaded here
     (their problems go to ``issues``, under ``path``)."""
-    return coerce(value, annotation,
+    return convert_to_type(value, annotation,
                   load_dataclass=lambda cls, data: _load_dataclass(cls, data, path, issues))
 
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import pytest
 
-from agentgym.core.conversion import ConversionError, coerce, describe, from_text
+from agentgym.core.conversion import ConversionError, convert_to_type, describe, from_text
 
 
 class Color(enum.Enum):
@@ -54,9 +54,9 @@ def test_text_that_does_not_fit_says_what_was_expected(text, annotation, message
 
 
 def test_typed_values_keep_their_rules():
-    assert coerce("1e-3", float) == 1e-3  # YAML reads 1e-3 as text
-    assert coerce(5, float) == 5 and isinstance(coerce(5, float), int)
-    assert coerce([1, 2], tuple[int, ...]) == (1, 2)
+    assert convert_to_type("1e-3", float) == 1e-3  # YAML reads 1e-3 as text
+    assert convert_to_type(5, float) == 5 and isinstance(convert_to_type(5, float), int)
+    assert convert_to_type([1, 2], tuple[int, ...]) == (1, 2)
     with pytest.raises(ConversionError, match=r"expected an integer, got True \(bool\)"):
-        coerce(True, int)
+        convert_to_type(True, int)
     assert describe(int | None) == "an integer or null"

@@ -130,3 +130,41 @@ def test_an_unknown_id_among_many_suggests_the_close_ones_and_lists_none():
     assert "Did you mean 'miniwob-task-12'" in message
     few = str(UnknownIdError("env", "x", ["a", "b"], "agentgym list envs"))
     assert few.endswith("(known: a, b).")
+
+
+def _bad_task_row():
+    from agentgym.core.task import Task
+
+    Task.from_dict({"prompt": "no id"})
+
+
+def _policy_given_an_argument():
+    from agentgym.core.policies import build_policy
+
+    build_policy("oracle:extra")
+
+
+def _zero_time_limit():
+    from agentgym.core.sandbox import SandboxLimits
+
+    SandboxLimits(timeout_s=0)
+
+
+def _empty_task_file(tmp_path):
+    from agentgym.core.task import load_tasks
+
+    (tmp_path / "tasks.jsonl").write_text("")
+    load_tasks(tmp_path / "tasks.jsonl")
+
+
+@pytest.mark.parametrize("bad_input", [_bad_task_row, _policy_given_an_argument,
+                                       _zero_time_limit, _empty_task_file])
+def test_bad_user_input_raises_agentgyms_typed_errors(bad_input, tmp_path):
+    """What a user types (a task file, --policy, limits) fails with an AgentGymError,
+    which the command line prints without a traceback; still a ValueError."""
+    from agentgym.core.errors import AgentGymError
+
+    args = [tmp_path] if "tmp_path" in inspect.signature(bad_input).parameters else []
+    with pytest.raises(AgentGymError) as error:
+        bad_input(*args)
+    assert isinstance(error.value, ValueError)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import agentgym
-from agentgym.core.errors import DuplicateIdError
+from agentgym.core.errors import DuplicateIdError, InvalidArgumentError
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.plugins import PluginHost, PluginLoadWarning
 from agentgym.core.registry import EnvRegistration
@@ -258,3 +258,87 @@ def test_installed_plugins_that_clash_leave_everything_else_working(tmp_path):
     envs = {r["id"]: r["plugin"] for r in json.loads(cli("list", "envs", "--json").stdout)["envs"]}
     assert (envs["calculator"], envs["twin"], envs["mimic-calc"]) == (
         "calculator", "copycat", "mimic")
+
+
+# A plugin that adds a hook of its own (agentgym_addhooks) and a kind collected from it.
+GRADERS_SPECS = """
+from agentgym.core.hookspecs import hookspec
+
+@hookspec
+def graders_graders():
+    \"\"\"Graders: objects with an id and a description.\"\"\"
+"""
+
+GRADERS = """
+from types import SimpleNamespace
+from agentgym import hookimpl
+
+@hookimpl
+def agentgym_addhooks(pluginmanager):
+    import graders_specs_plugin
+    pluginmanager.add_hookspecs(graders_specs_plugin)
+    pluginmanager.add_kind("graders", "graders_graders")
+
+@hookimpl
+def graders_graders():
+    return [SimpleNamespace(id="exact", description="Exact match.")]
+"""
+
+# Implements the graders plugin's hook; "a-" sorts it before "graders", so it registers first.
+MORE_GRADERS = """
+from types import SimpleNamespace
+from agentgym import hookimpl
+
+@hookimpl
+def graders_graders():
+    return [SimpleNamespace(id="exact", description="A copy."),
+            SimpleNamespace(id="fuzzy", description="Close enough.")]
+"""
+
+
+def test_a_plugin_adds_a_kind_that_other_plugins_contribute_to(fake_plugin):
+    from click.testing import CliRunner
+
+    from agentgym.cli import main
+
+    fake_plugin("graders-specs", GRADERS_SPECS)  # a module only: no hooks of its own
+    fake_plugin("a-more", MORE_GRADERS)
+    fake_plugin("graders", GRADERS)
+    host = PluginHost()
+    assert "graders" in host.kinds
+    with pytest.warns(PluginLoadWarning, match="grader id 'exact'"):
+        graders = host.entries("graders")
+    assert {i: e.plugin for i, e in graders.items()} == {"exact": "a-more", "fuzzy": "a-more"}
+    assert host.get("graders", "fuzzy").description == "Close enough."
+    listed = CliRunner().invoke(main, ["list", "graders", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert [r["id"] for r in json.loads(listed.stdout)["graders"]] == ["exact", "fuzzy"]
+
+
+def test_a_plugin_whose_addhooks_fails_is_skipped(fake_plugin):
+    fake_plugin("badkind", """
+        from agentgym import hookimpl
+
+        @hookimpl
+        def agentgym_addhooks(pluginmanager):
+            pluginmanager.add_kind("graders", "no_such_hook")
+    """)
+    with pytest.warns(PluginLoadWarning, match="'badkind'.*no_such_hook has no hookspec"):
+        host = PluginHost()
+    assert "graders" not in host.kinds and "calculator" in host.entries("envs")
+    info = {i.name: i for i in host.plugin_infos()}["badkind"]
+    assert info.status == "failed"
+
+
+def test_a_kind_name_cannot_be_taken_twice():
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def agentgym_addhooks(pluginmanager):
+            pluginmanager.add_kind("envs", "agentgym_envs")
+
+    with pytest.warns(PluginLoadWarning, match="kind 'envs' is already collected"):
+        host = PluginHost(plugins=[("again", Plugin)], entry_points=False)
+    assert host.kinds["envs"].hook == "agentgym_envs"
+    with pytest.raises(InvalidArgumentError, match="already collected"):
+        host.register(Plugin, "from-code")

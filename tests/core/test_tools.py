@@ -4,7 +4,7 @@ from typing import Literal
 
 import pytest
 
-from agentgym.core.tools import Tool, ToolError, Toolset, coerce, describe, tool
+from agentgym.core.tools import Tool, ToolError, Toolset, check_argument, describe, tool
 
 
 @tool
@@ -120,9 +120,9 @@ def test_tool_needs_a_docstring_and_describable_types():
 
 
 def test_number_accepts_integer_but_not_bool_as_integer():
-    assert coerce(3, {"type": "number"}, "x") == 3
+    assert check_argument(3, {"type": "number"}, "x") == 3
     with pytest.raises(ToolError):
-        coerce(True, {"type": "integer"}, "x")
+        check_argument(True, {"type": "integer"}, "x")
 
 
 def test_a_toolset_is_described_by_its_class_and_bound_per_episode():

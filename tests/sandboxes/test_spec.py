@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from agentgym.core.registry import open_sandbox, sandbox_backend
-from agentgym.core.sandbox import SandboxSpec, SandboxSpecError, UnsupportedFieldError
+from agentgym.core.sandbox import (
+    SandboxError,
+    SandboxSpec,
+    SandboxSpecError,
+    UnsupportedFieldError,
+)
 
 
 def test_the_local_backend_refuses_an_image_naming_the_field_and_the_fix(run):
@@ -24,6 +29,19 @@ def test_the_docker_backend_supports_every_field():
     sandbox_backend("docker").check(SandboxSpec(
         template="/t", image="i", workdir="/testbed", mounts={"/opt/x": "/h"},
         env={"A": "1"}))
+
+
+def test_the_backends_say_what_a_spec_without_an_image_runs_in():
+    from agentgym.sandboxes import image
+
+    docker = sandbox_backend("docker").default_image
+    assert docker is not None
+    assert (docker.name, docker.programs, docker.user, docker.home) == (
+        image.DEFAULT_IMAGE, image.PROGRAMS, image.SANDBOX_USER, image.SANDBOX_HOME)
+    local = sandbox_backend("local")
+    assert local.default_image is None  # the host's own system directories
+    with pytest.raises(SandboxError, match="the local backend runs no images"):
+        local.build_image(base="agentgym/sandbox:default")
 
 
 def test_the_workspace_may_live_elsewhere(make_sandbox, run, tmp_path):

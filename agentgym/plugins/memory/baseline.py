@@ -14,6 +14,7 @@ import json
 import re
 from typing import Any
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.task import Task
 from agentgym.plugins.memory.generator import ABSTAIN_ANSWER
 
@@ -45,7 +46,8 @@ class ContextOnlyPolicy:
 def context_only_policy(argument: str | None = None) -> ContextOnlyPolicy:
     """The registered factory (the policy takes no argument)."""
     if argument:
-        raise ValueError(f"the memory-context-only policy takes no argument; got {argument!r}")
+        raise InvalidArgumentError(
+            f"the memory-context-only policy takes no argument; got {argument!r}")
     return ContextOnlyPolicy()
 
 

@@ -1,15 +1,22 @@
 """The ``swe`` plugin: software-engineering repair tasks in sandboxed repositories.
 
 Contributes the envs ``swe-verified``, ``swe-lite``, ``swe-gym`` and ``swe-synth`` (see
-:mod:`agentgym.plugins.swe.env`), the ``agentgym swe`` commands (``swe synth``: tasks
+:mod:`agentgym.plugins.swe.env`), ``swe-synth``'s default task source ``swe-synth-default``
+(:mod:`agentgym.plugins.swe.default_tasks`), the ``agentgym swe`` commands (``swe synth``: tasks
 from PyPI projects) and the statement writers ``template`` and ``policy`` that
-``swe synth --statement`` uses (:mod:`agentgym.plugins.swe.statements`).
+``swe synth --statement`` uses (:mod:`agentgym.plugins.swe.statements`), through the hook
+``agentgym_statement_writers`` it adds for every plugin (:mod:`agentgym.plugins.swe.hookspecs`).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.registry import EnvRegistration, Spec
+
+if TYPE_CHECKING:
+    from agentgym.core.plugins import PluginManager
 
 _ENVS = {
     "swe-verified": "SWE-bench Verified: 500 human-validated GitHub issues (docker images).",
@@ -28,6 +35,14 @@ def agentgym_envs() -> list[EnvRegistration]:
 
 
 @hookimpl
+def agentgym_addhooks(pluginmanager: PluginManager) -> None:
+    from agentgym.plugins.swe import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+    pluginmanager.add_kind("statement_writers", "agentgym_statement_writers")
+
+
+@hookimpl
 def agentgym_statement_writers() -> list[Spec]:
     return [
         Spec("template", "agentgym.plugins.swe.statements:template_writer",
@@ -37,6 +52,14 @@ def agentgym_statement_writers() -> list[Spec]:
              "policy:POLICY asks a policy (openai:URL, hf:PATH, ...) for a bug report,"
              " checked for leaks; the template when every attempt leaks."),
     ]
+
+
+@hookimpl
+def agentgym_task_sources() -> list[Spec]:
+    from agentgym.plugins.swe.default_tasks import DESCRIPTION, SOURCE_ID
+
+    return [Spec(SOURCE_ID, "agentgym.plugins.swe.default_tasks:default_task_source",
+                 DESCRIPTION)]
 
 
 @hookimpl

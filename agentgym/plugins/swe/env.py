@@ -8,7 +8,7 @@ id            default tasks                               backend    workspace
 swe-verified  princeton-nlp/SWE-bench_Verified (hub)      docker     the instance's image
 swe-lite      princeton-nlp/SWE-bench_Lite (hub)          docker     the instance's image
 swe-gym       SWE-Gym/SWE-Gym (hub, split train)          docker     the instance's image
-swe-synth     synthesized from PyPI sdists, cached        local      the sdist's repository
+swe-synth     swe-synth-default (synthesized, cached)     local      the sdist's repository
 ============  ==========================================  =========  ======================
 
 ``tasks=`` points any id at a local file (JSONL, JSON or parquet of SWE-bench instances)
@@ -53,18 +53,16 @@ import functools
 import os
 import shlex
 import shutil
-import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentgym.core.cache import file_lock
 from agentgym.core.env import AgentEnv
 from agentgym.core.episode import Episode, Submitted
-from agentgym.core.errors import MissingResourceError
+from agentgym.core.errors import InvalidArgumentError, MissingResourceError
 from agentgym.core.parsers import ToolCall
-from agentgym.core.registry import open_sandbox, sandbox_backend
+from agentgym.core.registry import build, open_sandbox, sandbox_backend
 from agentgym.core.reward import RewardResult
 from agentgym.core.sandbox import (
     Sandbox,
@@ -83,17 +81,16 @@ if TYPE_CHECKING:
     from agentgym.plugins.swe.grading import GradeResult
     from agentgym.plugins.swe.repo import Project
 
-#: Default task sources per env id (a hub dataset name, with its split).
+#: Default tasks per env id: a hub dataset name, with its split.
 DATASETS = {
     "swe-verified": ("princeton-nlp/SWE-bench_Verified", "test"),
     "swe-lite": ("princeton-nlp/SWE-bench_Lite", "test"),
     "swe-gym": ("SWE-Gym/SWE-Gym", "train"),
 }
-#: The projects (and tasks per project) of ``swe-synth``'s default task set.
-DEFAULT_SYNTH_PROJECTS = ("toolz==1.2.0", "inflection==0.5.1", "cachetools==8.0.0")
-DEFAULT_SYNTH_TASKS_PER_PROJECT = 5
-#: About how long synthesizing the default task set takes on 2 cores (said before it runs).
-SYNTH_MINUTES = 4
+#: Default tasks per env id: a registered task source (``agentgym list task_sources``),
+#: built with the env's ``backend``; ``swe-synth``'s is synthesized on first use
+#: (:mod:`agentgym.plugins.swe.default_tasks`).
+TASK_SOURCES = {"swe-synth": "swe-synth-default"}
 #: Where the repository is in SWE-bench's per-instance images.
 TESTBED = "/testbed"
 #: Marks the end of a patch in the oracle's heredoc (never a line of a real patch).
@@ -227,7 +224,8 @@ class SWEEnv(AgentEnv):
     ):
         instances = self._instances(tasks, split, env_id, backend)
         if not instances:
-            raise ValueError(f"{tasks!r} holds no SWE instances; pass a file with at least one")
+            raise InvalidArgumentError(
+                f"{tasks!r} holds no SWE instances; pass a file with at least one")
         self.instances = {i.instance_id: i for i in instances}
         packaged = all(i.package for i in instances)
         self.backend = backend or ("local" if packaged else "docker")
@@ -250,8 +248,9 @@ class SWEEnv(AgentEnv):
     def _instances(tasks: Any, split: str, env_id: str, backend: str | None,
                    ) -> list[SWEInstance]:
         if tasks is None:
-            if env_id == "swe-synth":
-                return load_instances(default_synth_tasks(backend or "local"))
+            if env_id in TASK_SOURCES:
+                default = build("task_sources", TASK_SOURCES[env_id], backend=backend or "local")
+                return [SWEInstance.from_dict(task.metadata["instance"]) for task in default]
             source, split = DATASETS[env_id]
             return load_instances(source, split=split, env_id=env_id)
         if isinstance(tasks, (str, os.PathLike)):
@@ -372,62 +371,6 @@ class SWEEnv(AgentEnv):
                                timeout=self.test_timeout_s)
         finally:
             await fresh.close()
-
-
-def default_synth_tasks(backend: str = "local") -> Path:
-    """The default ``swe-synth`` task file for ``backend`` (whose grader validates them):
-    synthesized on first use from :data:`DEFAULT_SYNTH_PROJECTS` (downloads their sdists and
-    builds their test envs, a few minutes), then cached until synthesis or grading
-    changes."""
-    import hashlib
-
-    from agentgym.plugins.swe import repo
-    from agentgym.plugins.swe.synth import FORMAT, synthesize, write_jsonl
-    from agentgym.plugins.swe.validation import GRADER_VERSION
-
-    version = hashlib.sha256(f"{FORMAT} {GRADER_VERSION}".encode()).hexdigest()[:8]
-    path = repo.cache_dir() / "tasks" / (
-        f"swe-synth-default-{DEFAULT_SYNTH_TASKS_PER_PROJECT}x{len(DEFAULT_SYNTH_PROJECTS)}"
-        f"-{backend}-{version}.jsonl")
-    if path.is_file():
-        return path
-    count = len(DEFAULT_SYNTH_PROJECTS)
-    # Minutes of silence read as a hang: say what is built, for how long, and that it is
-    # done once.
-    _say(f"swe-synth: building its default tasks on first use: {count} x"
-         f" {DEFAULT_SYNTH_TASKS_PER_PROJECT} tasks from {', '.join(DEFAULT_SYNTH_PROJECTS)}"
-         " (downloads their sdists, builds their test envs and validates every task:"
-         f" a few minutes, about {SYNTH_MINUTES} on 2 cores). Cached in {path.parent}, so"
-         " later runs start at once; -e tasks=FILE.jsonl skips it.")
-    rows = []
-    # On a thread of its own: envs are often made inside a running event loop. No
-    # progress bar of its own: the caller's (eval's) may be on screen.
-    with ThreadPoolExecutor(1) as thread:
-        for index, spec in enumerate(DEFAULT_SYNTH_PROJECTS, 1):
-            package, version = repo.split_spec(spec)
-            started = time.monotonic()
-            _say(f"swe-synth: [{index}/{count}] {spec}: synthesizing"
-                 f" {DEFAULT_SYNTH_TASKS_PER_PROJECT} tasks")
-            made = thread.submit(synthesize, package, version,
-                                 DEFAULT_SYNTH_TASKS_PER_PROJECT, progress=False,
-                                 backend=backend).result()
-            _say(f"swe-synth: [{index}/{count}] {spec}: {len(made)} tasks in"
-                 f" {time.monotonic() - started:.0f} s")
-            rows += made
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.{os.getpid()}")
-    write_jsonl(rows, staging)
-    staging.replace(path)  # whole or not at all
-    _say(f"swe-synth: wrote {len(rows)} tasks to {path}")
-    return path
-
-
-def _say(message: str) -> None:
-    """A line on stderr, above any progress bar on screen (rich prints through it)."""
-    from rich.console import Console
-    from rich.markup import escape
-
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[dim]{escape(message)}[/]")
 
 
 async def _check_env_runs(box: Sandbox, project: Project) -> None:

@@ -2,8 +2,9 @@
 
 A *statement writer* turns the failing behaviour of a task, its :class:`BugEvidence`, into
 the task's ``problem_statement``. Writers are plugins: the hook
-``agentgym_statement_writers`` returns :class:`~agentgym.core.contributions.Spec` objects,
-and a writer named ``ID`` or ``ID:ARG`` (``agentgym swe synth --statement NAME``) is built
+``agentgym_statement_writers`` (which this plugin adds, :mod:`agentgym.plugins.swe.hookspecs`)
+returns :class:`~agentgym.core.contributions.Spec` objects, and a writer named ``ID`` or
+``ID:ARG`` (``agentgym swe synth --statement NAME``) is built
 by ``factory(ARG)`` (:func:`build_statement_writer`). Built in, from the ``swe`` plugin:
 
 * ``template`` (``template:no-test-ids``): the failing tests' ids (left out with

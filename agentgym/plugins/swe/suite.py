@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.plugins.swe.repo import ENV_MOUNT, Project, RepoError
 
 #: Set before every suite run: ``set`` orders (in messages) the same on every machine.
@@ -270,7 +271,7 @@ def make_runner(project: Project, runner: str = "auto") -> SuiteRunner:
         return SandboxRunner(project)
     if runner == "subprocess":
         return SubprocessRunner(project)
-    raise ValueError(f"runner must be 'auto', 'sandbox' or 'subprocess', got {runner!r}")
+    raise InvalidArgumentError(f"runner must be 'auto', 'sandbox' or 'subprocess', got {runner!r}")
 
 
 __all__ = ["ASSERTION_STYLE", "HASH_SEED", "PASSING", "UNKNOWN_ERROR", "WORKSPACE",

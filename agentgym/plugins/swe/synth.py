@@ -85,6 +85,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.cache import file_lock
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.plugins.swe import repo as repos
 from agentgym.plugins.swe import validation
 from agentgym.plugins.swe.mutations import (
@@ -148,8 +149,9 @@ def kinds_for(difficulty: str) -> tuple[str, ...]:
     """The mutation kinds tasks of ``difficulty`` use: the point kinds for ``easy``, every
     kind for ``medium`` and ``hard``."""
     if difficulty not in DIFFICULTIES:
-        raise ValueError(f"difficulty must be one of {', '.join(DIFFICULTIES)}, got"
-                         f" {difficulty!r}")
+        raise InvalidArgumentError(
+            f"difficulty must be one of {', '.join(DIFFICULTIES)}, got"
+            f" {difficulty!r}")
     return MUTATION_KINDS if difficulty == "easy" else ALL_KINDS
 
 
@@ -410,8 +412,9 @@ async def asynthesize_report(package: str, version: str, n: int, seed: int = 0,
     from agentgym.core.registry import sandbox_backend
 
     if n < 0 or jobs < 1 or max_fail_to_pass < 1:
-        raise ValueError(f"need n >= 0, jobs >= 1 and max_fail_to_pass >= 1; got n={n},"
-                         f" jobs={jobs}, max_fail_to_pass={max_fail_to_pass}")
+        raise InvalidArgumentError(
+            f"need n >= 0, jobs >= 1 and max_fail_to_pass >= 1; got n={n},"
+            f" jobs={jobs}, max_fail_to_pass={max_fail_to_pass}")
     kinds_for(difficulty)  # an unknown difficulty fails now
     sandbox_backend(backend)  # an unknown name fails now, with the list of backends
     if statement == TEMPLATE and not test_ids:
@@ -495,10 +498,16 @@ class _Search:
                 f"{', timed out' if baseline.timed_out else ''}); its last output:\n"
                 + baseline.output[-3000:])
         self.timeout = max(30.0, 5 * baseline.seconds + 10)
-        self.validator = validation.TaskValidator(self.backend, self.cache,
-                                                  test_timeout_s=self.timeout)
+        self.validator = validation.TaskValidator(self._env_grader, self.backend)
         self.bar.log(f"[dim]{len(self.passing)} tests pass on the clean repository"
                      f" ({baseline.seconds:.1f} s); {len(self.candidates)} mutation sites[/]")
+
+    def _env_grader(self, row: dict[str, Any]) -> validation.DiffGrader:
+        """Rows are graded as the ``swe-synth`` env on this backend grades episodes."""
+        from agentgym.plugins.swe.env import SWEEnv
+
+        return SWEEnv([row], backend=self.backend, cache=self.cache,
+                      test_timeout_s=self.timeout, env_id="swe-synth")
 
     def mutant(self, sites: list[Site]) -> tuple[dict[str, str] | None, str | None]:
         """The files of the mutant with ``sites`` applied, or ``(None, reason)``: the

@@ -1,9 +1,9 @@
 """Task validity for SWE rows: the real grader must agree before a task ships.
 
 A row (an SWE-bench instance dict) is valid in a sandbox backend when the grading path of
-an episode, :meth:`SWEEnv.grade_diff <agentgym.plugins.swe.env.SWEEnv.grade_diff>` (a
-fresh workspace built from the row as the env builds it, then
-:func:`agentgym.plugins.swe.grading.grade`), scores
+an episode, a :class:`DiffGrader` (the SWE env's
+:meth:`~agentgym.plugins.swe.env.SWEEnv.grade_diff`: a fresh workspace built from the row
+as the env builds it, then :func:`agentgym.plugins.swe.grading.grade`), scores
 
 * its gold ``patch`` 1.0,
 * no change (an empty diff) 0.0,
@@ -29,16 +29,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentgym import __version__
 from agentgym.plugins.swe import grading
 
 if TYPE_CHECKING:
-    from agentgym.plugins.swe.env import SWEEnv
     from agentgym.plugins.swe.grading import GradeResult
+    from agentgym.plugins.swe.instance import SWEInstance
 
 #: The grader that validates rows: agentgym's version and a digest of the grading code
 #: (the grading module, what it restores from the task, and its pytest plugin).
@@ -86,42 +87,47 @@ class Validation:
                 "no_op": self.no_op, "grader": GRADER_VERSION}
 
 
-class TaskValidator:
-    """Grades rows as the ``swe-synth`` env on ``backend`` grades episodes.
+class DiffGrader(Protocol):
+    """What grades a diff as an episode of a row's task is graded (the SWE env is one):
+    each call opens its own fresh workspace, so calls may overlap."""
 
-    One env is made at the first row and serves every later one (its workspaces are built
-    from each row, its project test envs checked once); :meth:`close` releases it. Calls
-    may overlap: each grading opens its own fresh workspace.
+    async def grade_diff(self, instance: SWEInstance, diff: str) -> GradeResult:
+        """Grade ``diff`` applied to ``instance``'s repository at its base commit."""
+        ...
+
+    def close(self) -> None:
+        """Release what grading holds."""
+        ...
+
+
+class TaskValidator:
+    """Grades rows with the grader ``make_grader(first_row)`` gives: one grader, made at
+    the first row, serves every later one (for the SWE env: its workspaces are built from
+    each row, its project test envs checked once); :meth:`close` releases it. Calls may
+    overlap.
 
     Args:
-        backend: the sandbox backend the rows will be graded in.
-        cache: the SWE cache the rows' repositories and test envs come from.
-        test_timeout_s: the limit of one grading's test run.
+        make_grader: makes the grader from the first row.
+        backend: the sandbox backend the grader runs in (recorded in each verdict).
     """
 
-    def __init__(self, backend: str = "local", cache: Path | None = None,
-                 test_timeout_s: float = 1800.0):
-        self.backend, self.cache, self.test_timeout_s = backend, cache, test_timeout_s
-        self._env: SWEEnv | None = None
-
-    def _env_for(self, row: dict[str, Any]) -> SWEEnv:
-        if self._env is None:
-            from agentgym.plugins.swe.env import SWEEnv
-
-            self._env = SWEEnv([row], backend=self.backend, cache=self.cache,
-                               test_timeout_s=self.test_timeout_s, env_id="swe-synth")
-        return self._env
+    def __init__(self, make_grader: Callable[[dict[str, Any]], DiffGrader],
+                 backend: str = "local"):
+        self.make_grader, self.backend = make_grader, backend
+        self._grader: DiffGrader | None = None
 
     async def validate(self, row: dict[str, Any]) -> Validation:
         """Grade ``row``'s gold patch, no change and :data:`NO_OP_DIFF` at once."""
         from agentgym.plugins.swe.instance import SWEInstance
 
-        env = self._env_for(row)
+        if self._grader is None:
+            self._grader = self.make_grader(row)
+        grader = self._grader
         instance = SWEInstance.from_dict(row)
         started = time.monotonic()
         gold, empty, no_op = await asyncio.gather(
-            env.grade_diff(instance, instance.patch), env.grade_diff(instance, ""),
-            env.grade_diff(instance, NO_OP_DIFF))
+            grader.grade_diff(instance, instance.patch), grader.grade_diff(instance, ""),
+            grader.grade_diff(instance, NO_OP_DIFF))
         seconds = time.monotonic() - started
         reason, detail = None, ""
         if gold.reward < 1.0:
@@ -133,9 +139,9 @@ class TaskValidator:
                           detail, seconds)
 
     async def close(self) -> None:
-        env, self._env = self._env, None
-        if env is not None:
-            await asyncio.to_thread(env.close)
+        grader, self._grader = self._grader, None
+        if grader is not None:
+            await asyncio.to_thread(grader.close)
 
 
 def _why(result: GradeResult) -> str:
@@ -143,4 +149,4 @@ def _why(result: GradeResult) -> str:
 
 
 __all__ = ["GOLD_BELOW_ONE", "GRADER_VERSION", "NO_CHANGE_ABOVE_ZERO", "NO_OP_DIFF", "REASONS",
-           "TaskValidator", "Validation"]
+           "DiffGrader", "TaskValidator", "Validation"]

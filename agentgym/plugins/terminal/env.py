@@ -244,18 +244,17 @@ class TerminalEnv(AgentEnv):
 
     def _programs(self, task: TerminalTask) -> list[str]:
         """The :data:`PROGRAMS` a task's workspace has: on the local backend the host's
-        (its /usr is the sandbox's); in the default image, those it installs; otherwise
-        unknown until the image is built (none named)."""
+        (its /usr is the sandbox's); in the backend's default image, those the backend says
+        it has (:class:`~agentgym.core.sandbox.SandboxImage`); otherwise unknown until the
+        image is built (none named)."""
         if self.backend_of(task) == "local":
             path = "/usr/local/bin:/usr/bin:/bin"
             return [p for p in PROGRAMS if shutil.which(p, path=path)]
-        from agentgym.sandboxes.image import DEFAULT_IMAGE
-        from agentgym.sandboxes.image import PROGRAMS as IMAGE_PROGRAMS
-
-        if task.image:
+        image = sandbox_backend(self.backend_of(task)).default_image
+        if task.image or image is None:
             return []
-        if task.dockerfile is None or task.plan is not None or _base_image(task) == DEFAULT_IMAGE:
-            return [p for p in PROGRAMS if p in IMAGE_PROGRAMS]
+        if task.dockerfile is None or task.plan is not None or _base_image(task) == image.name:
+            return [p for p in PROGRAMS if p in image.programs]
         return []
 
     def terminal_task(self, task: Task | None = None) -> TerminalTask:

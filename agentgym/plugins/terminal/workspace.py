@@ -27,8 +27,8 @@ from pathlib import Path
 
 from agentgym.core.cache import cache_root, file_lock, hash_tree
 from agentgym.core.registry import open_sandbox, sandbox_backend
-from agentgym.core.sandbox import SandboxError, SandboxLimits, SandboxSpec
-from agentgym.plugins.terminal.formats import LOCAL_BASE_IMAGES, TerminalTask
+from agentgym.core.sandbox import SandboxError, SandboxImage, SandboxLimits, SandboxSpec
+from agentgym.plugins.terminal.formats import TerminalTask
 
 #: Bump when the way templates are built changes: old ones are then rebuilt.
 TEMPLATE_VERSION = "1"
@@ -138,33 +138,32 @@ def task_image(task: TerminalTask, backend: str = "docker", log=None) -> str | N
                                f" {task.local_reason}")
         return None
     builder = sandbox_backend(backend)
-    if not hasattr(builder, "build_image"):
+    if builder.default_image is None:
         raise SandboxError(f"task {task.id!r} needs its Dockerfile built, and the {backend}"
                            " backend builds no images; use backend='docker'")
-    dockerfile = plan_dockerfile(task) if task.plan is not None else None
+    dockerfile = plan_dockerfile(task, builder.default_image) if task.plan is not None else None
     return builder.build_image(context=task.context, dockerfile=dockerfile,
                                repository="agentgym/terminal", log=log)
 
 
-def plan_dockerfile(task: TerminalTask) -> str:
-    """The Dockerfile the docker backend builds for a task the local backend can rebuild:
-    the workspace it describes, made as :func:`local_template` makes it (its files copied
-    first, owned by the sandbox user; then each ``RUN`` step run by bash, as that user, in
-    its folder, with every ``ENV``). Built as written, a Dockerfile ``FROM`` the default
-    image would run its ``RUN`` steps as the sandbox user over folders ``WORKDIR`` and
-    ``COPY`` made for root, and fail to write them."""
-    from agentgym.sandboxes.image import SANDBOX_USER  # the docker backend's user
-
+def plan_dockerfile(task: TerminalTask, image: SandboxImage) -> str:
+    """The Dockerfile a backend with images builds for a task the local backend can
+    rebuild, on its default ``image``: the workspace it describes, made as
+    :func:`local_template` makes it (its files copied first, owned by the sandbox user;
+    then each ``RUN`` step run by bash, as that user, in its folder, with every ``ENV``).
+    Built as written, a Dockerfile ``FROM`` the default image would run its ``RUN`` steps
+    as the sandbox user over folders ``WORKDIR`` and ``COPY`` made for root, and fail to
+    write them."""
     plan, context = task.plan, task.context
     assert plan is not None and context is not None
-    workdir = plan.workdir
-    lines = [f"FROM {LOCAL_BASE_IMAGES[0]}", "USER root",
-             f"RUN mkdir -p {shlex.quote(workdir)} && chown {SANDBOX_USER}"
-             f" {shlex.quote(workdir)}", "USER agent", f"WORKDIR {workdir}"]
+    workdir, user = plan.workdir, image.user
+    lines = [f"FROM {image.name}", "USER root",
+             f"RUN mkdir -p {shlex.quote(workdir)} && chown {user}"
+             f" {shlex.quote(workdir)}", f"USER {user}", f"WORKDIR {workdir}"]
     for host, rel in plan.copies:
         source = host.relative_to(Path(context).resolve()).as_posix()
         target = workdir if rel == "." else f"{workdir.rstrip('/')}/{rel}"
-        lines.append(f"COPY --chown={SANDBOX_USER} {json.dumps([source, target])}")
+        lines.append(f"COPY --chown={user} {json.dumps([source, target])}")
     for name, value in plan.env:  # literal values, as the local backend sets them
         quoted = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
         lines.append(f'ENV {name}="{quoted}"')

@@ -35,7 +35,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from agentgym.core.errors import AgentGymError
+from agentgym.core.errors import AgentGymError, InvalidArgumentError
 from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.models import load_causal_lm, load_tokenizer, model_folder, source_folder
 from agentgym.rollout.policies.batching import BatchedPolicy
@@ -103,7 +103,7 @@ class HFPolicy(BatchedPolicy):
             stop_token_ids if stop_token_ids is not None else _default_stops(self)
         )
         if not self.stop_token_ids:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "HFPolicy found no stop token: set the tokenizer's eos_token or pass"
                 " stop_token_ids=[...]"
             )

@@ -46,7 +46,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-from agentgym.core.errors import AgentGymError
+from agentgym.core.errors import AgentGymError, InvalidArgumentError
 from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.models import local_folder
 
@@ -252,7 +252,7 @@ def openai_policy(argument: str | None) -> OpenAIPolicy:
 def _normalize_url(url: str) -> str:
     parsed = urllib.parse.urlsplit(url.strip())
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"not an http(s) URL: {url!r}; give the API root, e.g. http://127.0.0.1:8000/v1"
         )
     root = url.strip().rstrip("/")

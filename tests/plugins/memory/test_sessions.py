@@ -109,6 +109,7 @@ def test_tool_order_mistakes_are_messages_to_the_agent():
     env.close()
 
 
+@pytest.mark.slow
 def test_the_generator_is_seeded_and_scales_to_a_thousand_sessions():
     assert make_task(3, 50, seed=1).to_dict() == make_task(3, 50, seed=1).to_dict()
     assert make_task(3, 50, seed=1).to_dict() != make_task(3, 50, seed=2).to_dict()

@@ -123,6 +123,7 @@ def _play(env, turns) -> tuple[float, dict]:
     return play_turns(env, turns, seed=0)
 
 
+@pytest.mark.slow
 def test_swe_verified_runs_a_local_task_file_on_its_image(swe_image):
     tasks, tag = swe_image
     assert tag == "swebench/sweb.eval.x86_64.demo_1776_calc-1:latest"
@@ -428,6 +429,7 @@ def _apply(patch: str) -> str:
             + '\n</tool_call>')
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("instance_id", ["django__django-90001", "sympy__sympy-90002"])
 def test_harness_runners_grade_oracle_noop_and_a_wrong_patch(harness_tasks, instance_id):
     tasks, wrong = harness_tasks

@@ -30,6 +30,7 @@ def play(env, task_id, turns):
     return play_turns(env, turns, options={"task_id": task_id})
 
 
+@pytest.mark.slow
 def test_oracle_solves_and_noop_fails_every_task(toolz_tasks):
     env = gym.make("swe-synth", tasks=str(toolz_tasks))
     try:
@@ -58,10 +59,12 @@ def test_oracle_solves_and_noop_fails_every_task(toolz_tasks):
         env.close()
 
 
+@pytest.mark.slow
 def test_check_env_passes_for_swe_synth(toolz_tasks):
     check_env(gym.make("swe-synth", tasks=str(toolz_tasks)))
 
 
+@pytest.mark.slow
 def test_eval_cli_scores_the_oracle(toolz_tasks, agentgym_cli):
     done = subprocess.run([agentgym_cli, "eval", "swe-synth", "-e", f"tasks={toolz_tasks}",
                            "--policy", "oracle", "-n", "3", "--json"],
@@ -70,6 +73,7 @@ def test_eval_cli_scores_the_oracle(toolz_tasks, agentgym_cli):
     assert json.loads(done.stdout)["mean_reward"] == 1.0
 
 
+@pytest.mark.slow
 def test_validate_cli_holds_for_every_synthesized_task(toolz_tasks, agentgym_cli):
     # (the exploit probes are played on sampled tasks in test_probes.py)
     done = subprocess.run([agentgym_cli, "validate", "swe-synth", "-e", f"tasks={toolz_tasks}",
@@ -81,6 +85,7 @@ def test_validate_cli_holds_for_every_synthesized_task(toolz_tasks, agentgym_cli
     assert report["ok"] and (report["tasks"], report["checked"]) == (3, 9), report
 
 
+@pytest.mark.slow
 def test_validate_cli_fails_with_a_table_on_a_task_file_with_one_broken_row(toolz_tasks,
                                                                           agentgym_cli,
                                                                           tmp_path):

@@ -221,6 +221,7 @@ def test_the_gold_patch_still_scores_one(workspace):
 
 
 # One test per probe: each attack class has several (see agentgym.plugins.swe.probes).
+@pytest.mark.slow
 @pytest.mark.parametrize("probe_id", sorted(PROBES))
 def test_no_probe_is_paid(workspace, probe_id):
     result = play_and_grade(*workspace, probe_id)
@@ -229,6 +230,7 @@ def test_no_probe_is_paid(workspace, probe_id):
     assert result.f2p_passed == 0, result.tests
 
 
+@pytest.mark.slow
 def test_what_defeated_each_attack_is_reported(workspace):
     backend, options, instance = workspace
     config = play_and_grade(backend, options, instance, "swe.pyproject-addopts")
@@ -278,6 +280,7 @@ def standin_five(scales_standin, tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_validate_holds_with_the_probes_on_five_swe_synth_tasks(standin_five):
     from agentgym.testing import assert_valid
 

@@ -180,6 +180,7 @@ def test_a_task_is_rebuilt_from_its_file_and_its_patch_fixes_it(tasks, tmp_path)
     assert set(statuses().values()) == {"PASSED"}
 
 
+@pytest.mark.slow
 def test_the_same_arguments_give_the_same_tasks(tasks, fresh_task_cache) -> None:
     made, cache = tasks
     # From the cache: immediate, and a prefix for fewer tasks.
@@ -284,6 +285,7 @@ def touched_as_recorded(task: dict) -> set[str]:
     return {owner(function) for function in touched}
 
 
+@pytest.mark.slow
 def test_more_tasks_than_functions_reuse_functions_with_other_sites(scales_standin,
                                                                     fresh_task_cache) -> None:
     package, version = scales_standin
@@ -380,9 +382,20 @@ def test_hard_tasks_touch_several_functions_and_are_valid(tmp_path, fresh_task_c
     assert report.ok and len(report.results) >= 4
 
 
+def test_the_default_task_set_is_a_task_source_that_says_what_it_costs():
+    from agentgym.core.plugins import plugin_host
+    from agentgym.plugins.swe import default_tasks
+    from agentgym.plugins.swe.env import TASK_SOURCES
+
+    entry = plugin_host().entries("task_sources")[TASK_SOURCES["swe-synth"]]
+    assert entry.plugin == "swe"
+    assert f"about {default_tasks.SYNTH_MINUTES} minutes on 2 cores" in entry.description
+    assert "toolz==1.2.0" in entry.description and "cached" in entry.description
+
+
 def test_the_default_task_set_says_it_is_a_one_time_cached_build(tmp_path, monkeypatch,
                                                                  capsys):
-    from agentgym.plugins.swe import env, synth
+    from agentgym.plugins.swe import default_tasks, synth
 
     said_before: list[str] = []
 
@@ -392,10 +405,10 @@ def test_the_default_task_set_says_it_is_a_one_time_cached_build(tmp_path, monke
 
     monkeypatch.setenv("AGENTGYM_SWE_CACHE", str(tmp_path))
     monkeypatch.setattr(synth, "synthesize", fake_synthesize)
-    path = env.default_synth_tasks("local")
+    path = default_tasks.default_synth_tasks("local")
     first = " ".join(said_before[0].split())
     assert "building its default tasks on first use: 3 x 5 tasks from toolz==1.2.0" in first
-    assert f"about {env.SYNTH_MINUTES} on 2 cores" in first
+    assert f"about {default_tasks.SYNTH_MINUTES} on 2 cores" in first
     assert f"Cached in {path.parent}, so later runs start at once" in first
     assert "[1/3] toolz==1.2.0: synthesizing 5 tasks" in first
     assert "[1/3] toolz==1.2.0: 5 tasks in" in said_before[1]
@@ -403,5 +416,5 @@ def test_the_default_task_set_says_it_is_a_one_time_cached_build(tmp_path, monke
     assert f"wrote 15 tasks to {path}" in " ".join(capsys.readouterr().err.split())
     assert len(path.read_text().splitlines()) == 15
     # Cached: the second time builds nothing and says nothing.
-    assert env.default_synth_tasks("local") == path and len(said_before) == 3
+    assert default_tasks.default_synth_tasks("local") == path and len(said_before) == 3
     assert capsys.readouterr().err == ""

@@ -9,6 +9,7 @@ import json
 import re
 
 import gymnasium as gym
+import pytest
 
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.core.policies import ScriptedPolicy
@@ -51,6 +52,7 @@ def run_commands(env, task_id: str, commands: list[str]) -> tuple[list[dict], li
     return trajectory.messages, tools[:-1]
 
 
+@pytest.mark.slow
 def test_an_agent_runs_the_tests_the_project_and_pip_from_its_workspace(backend, toolz_tasks):
     env = gym.make("swe-synth", tasks=str(toolz_tasks), backend=backend)
     raw = env.unwrapped

@@ -87,6 +87,38 @@ def test_prompt_names_the_workspace_and_programs(local) -> None:
     env.close()
 
 
+def test_the_prompt_names_the_programs_the_backend_says_its_image_has() -> None:
+    """Read from the backend's SandboxImage, not from a backend's module: a plugin
+    backend's image is described as truly as docker's."""
+    from agentgym.core import hookimpl
+    from agentgym.core.plugins import PluginHost, plugin_host, set_plugin_host
+    from agentgym.core.sandbox import SandboxBackend, SandboxImage, SandboxSpec
+
+    class Images(SandboxBackend):
+        name = "images"
+        supports = frozenset({"image", "workdir", "limits"})
+        default_image = SandboxImage("images/base", programs=("git", "make"))
+
+        async def start(self, spec: SandboxSpec):
+            raise AssertionError("never started here")
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def agentgym_sandboxes():
+            return [Images()]
+
+    host = PluginHost()
+    host.register(Plugin, "images")
+    old = set_plugin_host(host)
+    try:
+        assert plugin_host() is host
+        prompt = TerminalEnv(DATA / "local-task", backend="images").tasks[0].prompt
+    finally:
+        set_plugin_host(old)
+    assert "Programs on PATH include git, make." in prompt
+
+
 def test_tests_are_out_of_reach_until_grading(local) -> None:
     env = TerminalEnv(DATA / "local-task")
     env.reset(seed=0)
@@ -124,6 +156,7 @@ def test_a_task_needing_an_image_is_refused_on_local() -> None:
         TerminalEnv(DATA / "harbor-image", backend="local")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["harbor-image", "tb-image"])
 def test_tasks_with_their_own_dockerfile_run_on_docker(docker, task) -> None:
     """Built locally FROM the default image (cached by content), graded in the container."""
@@ -135,6 +168,7 @@ def test_tasks_with_their_own_dockerfile_run_on_docker(docker, task) -> None:
     assert sorted(r.check for r in report.results) == ["noop", "oracle", "wrong solution #1"]
 
 
+@pytest.mark.slow
 def test_terminal_bench_fraction_reward(docker) -> None:
     env = TerminalEnv(DATA / "tb-image")
     reward, info = play(env, "tb-image", {"input": "cp /etc/demo/app.conf /app/app.conf"})
@@ -180,6 +214,7 @@ def test_package_sourced_tasks_are_valid_on_docker(docker, env_id, tasks) -> Non
     assert sum(c["played"] for c in report.probe_counts().values()) >= tasks * len(PROBES)
 
 
+@pytest.mark.slow
 def test_validate_runs_a_users_task_folder(local, agentgym_cli) -> None:
     import subprocess
 
@@ -222,6 +257,7 @@ def test_the_verifier_env_reaches_the_tests(local, tmp_path) -> None:
     env.close()
 
 
+@pytest.mark.slow
 def test_a_rebuildable_dockerfile_makes_the_same_workspace_on_both_backends(local, docker,
                                                                           tmp_path) -> None:
     """A Dockerfile FROM the default image with COPY, ENV and RUN: the docker build makes

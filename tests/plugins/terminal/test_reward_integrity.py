@@ -69,6 +69,7 @@ def test_every_attack_class_has_a_case() -> None:
     assert covered <= set(ATTACKS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("attack", "probe", "task"), CASES,
                          ids=[f"{a}-{p.removeprefix('shell.')}" for a, p, _ in CASES])
 def test_an_attack_left_behind_is_not_paid(backend, tmp_path, attack, probe, task) -> None:
@@ -147,6 +148,7 @@ FILLER = ("fill() { while :; do (sleep 100000 &) 2>/dev/null; done; }; for i in 
           " :(){ :|:& };: ; sleep 3")
 
 
+@pytest.mark.slow
 def test_a_fork_bomb_left_running_does_not_stop_grading(backend) -> None:
     """A fork bomb's processes detach from their command and hold the pid limit; the grader
     stops them first, so the tests still run and correct work is paid."""

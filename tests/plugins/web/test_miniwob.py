@@ -32,6 +32,8 @@ except (MissingResourceError, ImportError) as missing:
     pytest.skip(f"MiniWoB++ needs Chromium, playwright and the miniwob package: {missing}",
                 allow_module_level=True)
 
+pytestmark = pytest.mark.browser  # every test here plays pages in Chromium
+
 #: Seeded episodes each solver plays (task ids family/0 .. family/EPISODES-1).
 EPISODES = 3
 #: Families on which doing nothing must score 0.
@@ -78,6 +80,7 @@ def test_there_are_solvers_for_a_dozen_families() -> None:
     assert set(SOLVERS) <= set(families())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(SOLVERS))
 def test_solver_wins_its_family(played, family: str) -> None:
     report = played[0][family]
@@ -96,6 +99,7 @@ def test_solver_wins_its_family(played, family: str) -> None:
             assert t.metrics["done"] and t.metrics["raw_reward"] > 0, details
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", NOOP_FAMILIES)
 def test_noop_scores_zero(played, family: str) -> None:
     (trajectory,) = played[1][family].trajectories
