@@ -3,7 +3,8 @@
 attributes), so no code in the package finds them out with ``hasattr``, ``getattr`` or
 ``inspect`` signatures. The files that drive policies ban those calls outright; everywhere
 else a call whose object is a policy (``policy``, ``self.policy``, ``policy.act``, a
-probe's ``plan``) fails the test."""
+probe's ``plan``) fails the test. What the loop does instead: refuse, up front, a policy
+that declares nothing."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import agentgym
+from agentgym.core.policies import PolicyContractError
+from agentgym.rollout.loop import EpisodeRunner
+from agentgym.testing.protocol_env import EchoEnv
 
 PACKAGE = Path(agentgym.__file__).parent
 
@@ -90,3 +96,12 @@ def test_no_policy_is_probed():
         "policies are declared in agentgym/core/policies.py (isinstance on TextPolicy /"
         " TokenPolicy, policy_level, the capability attributes), not probed:\n"
         + "\n".join(found))
+
+
+def test_the_loop_refuses_an_undeclared_policy_before_the_episode_starts():
+    class ActOnly:  # written against the old docs: act alone, nothing declared
+        def act(self, messages, task):
+            return "hello"
+
+    with pytest.raises(PolicyContractError, match=r"ActOnly is not a policy.*Subclass"):
+        EpisodeRunner(EchoEnv(), ActOnly(), "echo-0", 0)
