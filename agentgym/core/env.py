@@ -520,7 +520,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
             raise EnvStateError(
                 f"{type(self).__name__}.extra_info returned {', '.join(clash)}, which the"
                 " base class sets already: give the env's own info keys names of their own")
-        info.update(extra)
+        info.update(copy.deepcopy(extra))  # the env keeps no handle on what it returned
 
     async def _setup_finished(self) -> None:
         """Wait for an overlapped ``setup_episode``; its error ends the episode here."""
