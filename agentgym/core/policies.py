@@ -24,7 +24,9 @@ serve them together). How to sample is a :class:`Sampling`; what comes back, a
 **Which level.** The loop asks :func:`policy_level`, which checks the two protocols with
 ``isinstance`` (token level first: a policy with both plays with tokens). Capabilities are
 declared, never guessed from a method's signature; an object that keeps neither contract
-fails with :class:`PolicyContractError`, which names the members it lacks.
+fails with :class:`PolicyContractError`, which names the members it lacks. A policy of
+either level that holds resources (a connection pool, an engine) has ``close()``
+(:class:`ClosablePolicy`), which the code that built it calls.
 
 **Names.** A policy is named ``ID`` or ``ID:ARG`` (``--policy`` on the command line, the
 ``policy`` fields of a training config). ``ID`` is looked up among the policies the
