@@ -4,6 +4,7 @@ Each contract is documented in its own module; this package re-exports the publi
 """
 
 from agentgym.core.env import AgentEnv, EnvProtocol
+from agentgym.core.env_info import ExtraInfo, ResetInfo, ResetOptions, StepInfo
 from agentgym.core.episode import Episode, Submitted
 from agentgym.core.errors import (
     AgentGymError,
@@ -20,12 +21,14 @@ from agentgym.core.policies import (
     Generation,
     NoopPolicy,
     OraclePolicy,
+    PolicyContractError,
     Sampling,
     ScriptedPolicy,
     TextPolicy,
     TokenPolicy,
     WrongSolutionPolicy,
     build_policy,
+    policy_level,
 )
 from agentgym.core.probes import ExploitProbe, ProbeTarget
 from agentgym.core.registry import (
@@ -51,6 +54,7 @@ __all__ = [
     "EnvStateError",
     "Episode",
     "ExploitProbe",
+    "ExtraInfo",
     "GeneratedTasks",
     "Generation",
     "InvalidArgumentError",
@@ -59,7 +63,10 @@ __all__ = [
     "NoopPolicy",
     "OraclePolicy",
     "ParsedTurn",
+    "PolicyContractError",
     "ProbeTarget",
+    "ResetInfo",
+    "ResetOptions",
     "Reward",
     "RewardResult",
     "Sampling",
@@ -71,6 +78,7 @@ __all__ = [
     "ScriptedPolicy",
     "SolutionTurn",
     "Spec",
+    "StepInfo",
     "Submitted",
     "Task",
     "TaskList",
@@ -92,6 +100,7 @@ __all__ = [
     "load_tasks",
     "make",
     "open_sandbox",
+    "policy_level",
     "sandbox_backend",
     "submit",
     "tool",

@@ -62,9 +62,11 @@ To write an env, subclass and provide tasks, tools and a reward::
             raise Submitted(answer)
 
 Subclasses may override ``setup_episode`` / ``teardown_episode`` (acquire and release a
-sandbox or browser, and bind the episode's :attr:`toolsets` to it), ``initial_messages``
-and ``grade`` (an env that grades itself, e.g. by running tests in a fresh sandbox,
-overrides ``grade`` and needs no reward).
+sandbox or browser, and bind the episode's :attr:`toolsets` to it), ``initial_messages``,
+``grade`` (an env that grades itself, e.g. by running tests in a fresh sandbox,
+overrides ``grade`` and needs no reward) and ``extra_info`` (keys of its own for the info
+of ``reset`` and every ``step``, such as a screenshot); ``areset`` and ``astep`` stay the
+base class's. The options and info keys are declared in :mod:`agentgym.core.env_info`.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import gymnasium
 
+from agentgym.core.env_info import ExtraInfo, ResetInfo, ResetOptions, StepInfo
 from agentgym.core.episode import Episode, Message, Submitted, _turn_deadline
 from agentgym.core.errors import (
     AgentGymError,
@@ -107,9 +110,6 @@ from agentgym.core.tools import (
 
 AnyTool = Tool | BoundTool
 T = TypeVar("T")
-#: The ``reset`` options the rollout loop passes (see the module docstring).
-RESET_OPTIONS = ("task_id", "overlap_setup", "defer_grading", "attempt", "group",
-                 "setup_timeout_s")
 
 
 @runtime_checkable
@@ -117,13 +117,13 @@ class EnvProtocol(Protocol):
     """What the rollout loop, the pipeline and the Ray executor call on an env; the module
     docstring specifies each call. :class:`AgentEnv` implements it; so may any object."""
 
-    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-                     ) -> tuple[list[Message], dict[str, Any]]:
+    async def areset(self, *, seed: int | None = None, options: ResetOptions | None = None
+                     ) -> tuple[list[Message], ResetInfo]:
         """Start an episode: ``(messages, info)``."""
         ...
 
     async def astep(self, action: Any
-                    ) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
+                    ) -> tuple[list[Message], float, bool, bool, StepInfo]:
         """Play one assistant turn: ``(messages, reward, terminated, truncated, info)``."""
         ...
 
@@ -286,6 +286,16 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         assert self.reward is not None
         return await self.reward(episode)
 
+    async def extra_info(self, episode: Episode) -> ExtraInfo:
+        """Keys this env adds to the info of ``reset`` (``episode.turn`` is 0) and of every
+        ``step`` (after it ran and, unless deferred, was graded; ``episode.done`` once the
+        episode ended): a screenshot, where the agent's context window starts
+        (:class:`~agentgym.core.env_info.ExtraInfo`), or keys of the env's own. It may not
+        replace a key the base class sets. At ``reset`` with ``overlap_setup`` the setup
+        may still be running; an env that needs it there sets :attr:`setup_before_prompt`.
+        Default: none."""
+        return {}
+
     # ---- the Gymnasium API, async-native ------------------------------------------------
 
     @property
@@ -302,14 +312,15 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         return self.tasks.ids()
 
     async def areset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[list[Message], dict[str, Any]]:
+        self, *, seed: int | None = None, options: ResetOptions | None = None
+    ) -> tuple[list[Message], ResetInfo]:
         """Start an episode. ``options``: ``task_id`` picks the task (otherwise it is drawn
         with the env's seeded generator); ``overlap_setup`` returns the opening messages at
         once and runs ``setup_episode`` in the background until the first ``astep`` (or
         ``agrade``) needs it, unless :attr:`setup_before_prompt`; ``defer_grading`` leaves
         the reward to :meth:`agrade`. Returns ``(messages, info)``: info has ``task_id``,
-        ``tools`` (the tools' JSON schemas) and ``task``."""
+        ``tools`` (the tools' JSON schemas), ``task``, ``attempt``, ``group`` and what
+        :meth:`extra_info` adds."""
         self._check_open()
         gymnasium.Env.reset(self, seed=seed)
         await self._end_episode()
@@ -329,13 +340,15 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         else:
             await setup
         episode.messages = self.initial_messages(episode.task)
-        info = {"task_id": task.id, "tools": self.tool_schemas(), "task": episode.task,
-                "attempt": episode.attempt, "group": episode.group}
-        return copy.deepcopy(episode.messages), copy.deepcopy(info)
+        info: ResetInfo = copy.deepcopy({
+            "task_id": task.id, "tools": self.tool_schemas(), "task": episode.task,
+            "attempt": episode.attempt, "group": episode.group})
+        await self._add_extra_info(episode, info)
+        return copy.deepcopy(episode.messages), info
 
     async def astep(
         self, action: str | Message
-    ) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
+    ) -> tuple[list[Message], float, bool, bool, StepInfo]:
         """Play one assistant turn. Returns ``(messages, reward, terminated, truncated,
         info)``:
 
@@ -346,7 +359,8 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         * ``info``: ``turn``, ``assistant_message`` (the turn as recorded: parsed, its
           calls with ids), ``tool_calls`` (parsed, with ids), ``tool_errors`` (count this
           turn), ``errors`` (their messages), ``no_tool_call``; at the end also
-          ``finish_reason``, and ``reward_metrics`` (or ``grading_deferred``).
+          ``finish_reason``, and ``reward_metrics`` (or ``grading_deferred``); and what
+          :meth:`extra_info` adds.
         """
         episode = self._require_episode()
         await self._setup_finished()
@@ -392,7 +406,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         episode.tool_calls += len(calls)
         episode.tool_errors += len(errors)
         episode.messages.extend(new)
-        info: dict[str, Any] = {
+        info: StepInfo = {
             "turn": episode.turn,
             "assistant_message": copy.deepcopy(assistant),
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
@@ -410,6 +424,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
                 info["grading_deferred"] = True
             else:
                 reward, info["reward_metrics"] = await self.agrade()
+        await self._add_extra_info(episode, info)
         return copy.deepcopy(new), reward, terminated, truncated, info
 
     async def aend(self, reason: str) -> None:
@@ -445,12 +460,12 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     # ---- sync wrappers --------------------------------------------------------------------
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[list[Message], dict[str, Any]]:
+        self, *, seed: int | None = None, options: ResetOptions | None = None
+    ) -> tuple[list[Message], ResetInfo]:
         """Sync form of :meth:`areset`."""
         return self._loop.run(self.areset(seed=seed, options=options))
 
-    def step(self, action: str | Message) -> tuple[list[Message], float, bool, bool, dict]:
+    def step(self, action: str | Message) -> tuple[list[Message], float, bool, bool, StepInfo]:
         """Sync form of :meth:`astep`."""
         return self._loop.run(self.astep(action))
 
@@ -497,6 +512,16 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
                 f"the episode already ended ({self.episode.finish_reason}); call reset()"
             )
         return self.episode
+
+    async def _add_extra_info(self, episode: Episode, info: ResetInfo | StepInfo) -> None:
+        """Merge :meth:`extra_info` into ``info``; it adds keys, never replaces one."""
+        extra = await self.extra_info(episode)
+        clash = sorted(set(extra) & set(info))
+        if clash:
+            raise EnvStateError(
+                f"{type(self).__name__}.extra_info returned {', '.join(clash)}, which the"
+                " base class sets already: give the env's own info keys names of their own")
+        info.update(copy.deepcopy(extra))  # the env keeps no handle on what it returned
 
     async def _setup_finished(self) -> None:
         """Wait for an overlapped ``setup_episode``; its error ends the episode here."""

@@ -6,7 +6,11 @@ A policy writes the agent's turns. There are two levels; the rollout loop drives
 is the conversation so far (OpenAI chat format) and ``turn`` is the next assistant turn:
 its text, or an assistant message (``{"role": "assistant", "content": ..., "tool_calls":
 ...}``). ``act`` may be a plain method or a coroutine; the loop awaits an awaitable. It
-serves evaluation, demonstrations and chat APIs that return no tokens.
+serves evaluation, demonstrations and chat APIs that return no tokens. A text policy also
+declares two capabilities as class attributes (subclass :class:`TextPolicy` to get both
+defaults, False): ``whole_conversation`` (it is shown every message, not only the
+context window the env keeps) and ``takes_attempt`` (``act`` is also given ``attempt=``
+and ``group=``, which attempt of its task the episode is and its group).
 
 **Token level** (:class:`TokenPolicy`): a ``tokenizer`` (a Hugging Face tokenizer with
 the model's chat template) and ``async generate(prompt_ids, sampling) ->
@@ -16,6 +20,13 @@ sequence so far as ``prompt_ids``, appends what comes back, and tokenizes only t
 observation messages. Concurrent ``generate`` calls are allowed (batching backends
 serve them together). How to sample is a :class:`Sampling`; what comes back, a
 :class:`Generation`.
+
+**Which level.** The loop asks :func:`policy_level`, which checks the two protocols with
+``isinstance`` (token level first: a policy with both plays with tokens). Capabilities are
+declared, never guessed from a method's signature; an object that keeps neither contract
+fails with :class:`PolicyContractError`, which names the members it lacks. A policy of
+either level that holds resources (a connection pool, an engine) has ``close()``
+(:class:`ClosablePolicy`), which the code that built it calls.
 
 **Names.** A policy is named ``ID`` or ``ID:ARG`` (``--policy`` on the command line, the
 ``policy`` fields of a training config). ``ID`` is looked up among the policies the
@@ -49,7 +60,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from agentgym.core.errors import AgentGymError
 from agentgym.core.plugins import plugin_host
@@ -70,13 +81,20 @@ class TextPolicy(Protocol):
     """Writes the next assistant turn from the conversation so far.
 
     ``messages`` is what the agent sees: when the env bounds the context
-    (:mod:`agentgym.core.context`), only that window. A policy that replays turns by their
-    number rather than reading them (``oracle``, ``wrong``, ``scripted``) sets a class
-    attribute ``whole_conversation = True`` and is always given every message.
+    (:mod:`agentgym.core.context`), only that window. Subclass this class to inherit the
+    capability defaults below, or declare both attributes on a class of your own.
     """
 
+    #: True for a policy that replays turns by their number rather than reading them
+    #: (``oracle``, ``wrong``, ``scripted``): it is always given every message.
+    whole_conversation: bool = False
+    #: True for a policy whose ``act`` also takes the keywords ``attempt`` and ``group``
+    #: (which attempt of its task the episode is, and its group: pass@k, a GRPO group).
+    takes_attempt: bool = False
+
     def act(self, messages: list[Message], task: Task) -> Any:
-        """Return the next turn (text or an assistant message), or an awaitable of it."""
+        """Return the next turn (text or an assistant message), or an awaitable of it.
+        With :attr:`takes_attempt`, called as ``act(messages, task, attempt=, group=)``."""
         ...
 
 
@@ -129,7 +147,8 @@ class Generation:
 
 @runtime_checkable
 class TokenPolicy(Protocol):
-    """Samples completions of token sequences."""
+    """Samples completions of token sequences. A class may subclass this to say that it
+    keeps the contract; it needs nothing more than the two members below."""
 
     #: A Hugging Face tokenizer with the chat template the model was trained with.
     tokenizer: Any
@@ -138,6 +157,50 @@ class TokenPolicy(Protocol):
         """Sample one completion of ``prompt_ids``. Concurrent calls are allowed and are
         where batching backends win."""
         ...
+
+
+@runtime_checkable
+class ClosablePolicy(Protocol):
+    """A policy of either level that holds resources (a connection pool, an engine): the
+    code that built it calls ``close()`` when done with it."""
+
+    def close(self) -> None:
+        """Release what the policy holds."""
+        ...
+
+
+# ---- which level -----------------------------------------------------------------------------
+
+
+class PolicyContractError(AgentGymError, TypeError):
+    """An object played as a policy keeps neither the text nor the token contract."""
+
+
+_MEMBERS = {"text": ("act", "whole_conversation", "takes_attempt"),
+            "token": ("tokenizer", "generate")}
+
+
+def policy_level(policy: object) -> Literal["token", "text"]:
+    """Which contract ``policy`` keeps: ``"token"`` (:class:`TokenPolicy`, checked first)
+    or ``"text"`` (:class:`TextPolicy`).
+
+    Raises:
+        PolicyContractError: it keeps neither; the message names what it lacks.
+    """
+    if isinstance(policy, TokenPolicy):
+        return "token"
+    if isinstance(policy, TextPolicy):
+        return "text"
+    # Only to word the error: which members each contract would still need.
+    present = set(dir(policy))
+    lacks = {level: [m for m in members if m not in present]
+             for level, members in _MEMBERS.items()}
+    raise PolicyContractError(
+        f"{type(policy).__name__} is not a policy: as a text policy it lacks"
+        f" {', '.join(lacks['text'])}; as a token policy, {', '.join(lacks['token'])}."
+        " Subclass agentgym.core.policies.TextPolicy (it declares whole_conversation and"
+        " takes_attempt, both False) and define act(messages, task), or give a token"
+        " policy a tokenizer and async generate(prompt_ids, sampling)")
 
 
 # ---- names -----------------------------------------------------------------------------------
@@ -156,7 +219,7 @@ def lookup_policy(name: str) -> tuple[Spec, str | None]:
     return spec, (argument if colon and argument else None)
 
 
-def build_policy(name: str) -> Any:
+def build_policy(name: str) -> TextPolicy | TokenPolicy:
     """Build policy ``name``: ``ID`` or ``ID:ARG`` (``oracle``, ``wrong:2``,
     ``hf:PATH``; the names are described in :mod:`agentgym.core.policies`), a
     :class:`TextPolicy` or a :class:`TokenPolicy` as the id's plugin makes it.
@@ -175,7 +238,7 @@ def _turn_index(messages: list[Message]) -> int:
     return sum(1 for m in messages if m["role"] == "assistant")
 
 
-class OraclePolicy:
+class OraclePolicy(TextPolicy):
     """Replays ``task.solution``; the env renders it in its own tool-call format."""
 
     whole_conversation = True  # it counts turns (see TextPolicy)
@@ -192,14 +255,14 @@ class OraclePolicy:
         return task.solution[index]
 
 
-class NoopPolicy:
+class NoopPolicy(TextPolicy):
     """Calls no tool and submits nothing: the floor every grader must score 0."""
 
     def act(self, messages: list[Message], task: Task) -> Turn:
         return "I will not do anything."
 
 
-class WrongSolutionPolicy:
+class WrongSolutionPolicy(TextPolicy):
     """Replays the task's known-wrong solution ``index`` (from 0) as the oracle replays the
     reference solution."""
 
@@ -234,7 +297,7 @@ class WrongSolutionPolicy:
         return cls(number - 1)
 
 
-class ScriptedPolicy:
+class ScriptedPolicy(TextPolicy):
     """Plays fixed turns in order, or a function of the conversation.
 
     Args:

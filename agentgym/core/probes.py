@@ -16,9 +16,10 @@ the task as the env rendered it, the names of the tools the episode offered) and
   of another family): validation then skips it silently;
 * a list of turns (assistant messages or text in the env's tool-call format), replayed
   one per step as the oracle replays a solution; or
-* a text-level policy (``act(messages, task)``), for an attack that reads what it sees
-  (say, an answer stuffed with every name the pages showed). Set
-  ``whole_conversation = True`` on it when it counts turns.
+* a text-level policy (a :class:`~agentgym.core.policies.TextPolicy` subclass with
+  ``act(messages, task)``), for an attack that reads what it sees (say, an answer stuffed
+  with every name the pages showed). Set ``whole_conversation = True`` on it when it
+  counts turns.
 
 Plugins contribute probes through the ``agentgym_exploit_probes`` hook; a probe applies to
 any env whose tasks it can attack, so a plugin's shell probes also test a third-party env
@@ -45,8 +46,10 @@ __all__ = ["ATTACKS", "PASS_THRESHOLD", "ExploitProbe", "ProbeTarget", "call_tur
 
 #: A turn: text in the env's tool-call format, or an assistant message.
 Turn = str | dict[str, Any]
-#: What a probe's factory returns: turns to replay, a text-level policy (an object with
-#: ``act(messages, task)``), or None where the probe does not apply.
+#: What a probe's factory returns: turns to replay, a text-level policy (a
+#: :class:`~agentgym.core.policies.TextPolicy`; not imported here, since the policies'
+#: module loads the plugins, whose hookspecs name this one), or None where the probe does
+#: not apply.
 Plan = Sequence[Turn] | Any | None
 
 #: The reward a probe must stay below unless the task says otherwise: a full score, what

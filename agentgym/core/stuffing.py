@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agentgym.core.policies import TextPolicy
 from agentgym.core.probes import ExploitProbe, ProbeTarget, call_turn
 from agentgym.core.task import Task
 
@@ -49,7 +50,7 @@ def candidates(texts: list[str], limit: int = MAX_STUFFED_CHARS) -> str:
     return answer
 
 
-class StuffedAnswer:
+class StuffedAnswer(TextPolicy):
     """Answers the first turn with :func:`candidates` of everything shown so far."""
 
     whole_conversation = True

@@ -14,7 +14,9 @@ With a token-level policy the runner keeps the exact sequence the model saw: eac
 completion is appended as is (loss mask 1, its logprobs kept) and only the environment's
 new messages are tokenized with the chat template (loss mask 0, see
 :mod:`agentgym.rollout.chat`). With a text-level policy (oracle, noop, chat APIs) the same
-stages run on messages and the record has no token ids.
+stages run on messages and the record has no token ids. Which of the two a policy is, and
+what it can take, it declares (:func:`~agentgym.core.policies.policy_level`,
+``whole_conversation``, ``takes_attempt``): the loop never probes it.
 
 An env may bound what the agent sees (``info["context_start"]``, see
 :mod:`agentgym.core.context`): a text-level policy is then shown only that window, while
@@ -30,17 +32,18 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import inspect
+import inspect  # only isawaitable: an act() may return a coroutine
 import time
 import traceback
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from agentgym.core.context import visible
 from agentgym.core.env import EnvProtocol
+from agentgym.core.env_info import ResetInfo, ResetOptions, StepInfo
 from agentgym.core.errors import InvalidArgumentError
-from agentgym.core.policies import Sampling, TokenPolicy
+from agentgym.core.policies import Sampling, TextPolicy, TokenPolicy, policy_level
 from agentgym.core.sandbox import SandboxError
 from agentgym.rollout.chat import ChatTokens
 from agentgym.rollout.scheduler import GenerationGate
@@ -79,10 +82,6 @@ class RolloutConfig:
             raise ValueError(f"max_wall_s must be > 0 or None, got {self.max_wall_s}")
 
 
-def is_token_policy(policy: Any) -> bool:
-    return hasattr(policy, "generate") and hasattr(policy, "tokenizer")
-
-
 @contextlib.asynccontextmanager
 async def _timed(timings: dict[str, float], stage: str) -> AsyncIterator[None]:
     start = time.perf_counter()
@@ -95,13 +94,16 @@ async def _timed(timings: dict[str, float], stage: str) -> AsyncIterator[None]:
 class EpisodeRunner:
     """One episode of ``policy`` on ``env`` for ``task_id``, played in stages."""
 
-    def __init__(self, env: EnvProtocol, policy: Any, task_id: str, episode: int, *,
+    def __init__(self, env: EnvProtocol, policy: TextPolicy | TokenPolicy, task_id: str,
+                 episode: int, *,
                  env_id: str = "", policy_name: str = "",
                  config: RolloutConfig | None = None, overlap_setup: bool = False,
                  attempt: int = 0, group: int | None = None):
         self.env, self.policy, self.config = env, policy, config or RolloutConfig()
+        #: Which contract the policy keeps; one that keeps neither fails here, not per turn.
+        self.level = policy_level(policy)
         #: Which attempt of its task this episode is, and its group of attempts (reset
-        #: options; a text policy whose ``act`` takes ``attempt``/``group`` gets them).
+        #: options; a text policy that declares ``takes_attempt`` gets them).
         self.attempt, self.group = attempt, episode if group is None else group
         #: The reset option ``setup_timeout_s`` (None: the env's setup has no limit).
         self.setup_timeout_s: float | None = None
@@ -138,22 +140,24 @@ class EpisodeRunner:
         if self.failed:
             return
         self.started = time.perf_counter()
-        options = {"task_id": self.record.task_id, "defer_grading": True,
-                   "overlap_setup": self.overlap_setup, "attempt": self.attempt,
-                   "group": self.group}
+        options: ResetOptions = {"task_id": self.record.task_id, "defer_grading": True,
+                                 "overlap_setup": self.overlap_setup,
+                                 "attempt": self.attempt, "group": self.group}
         if self.setup_timeout_s is not None:
             options["setup_timeout_s"] = self.setup_timeout_s
         try:
             async with _timed(self.record.timings, "init"):
+                info: ResetInfo
                 messages, info = await self.env.areset(
                     seed=self.config.seed + self.record.episode, options=options)
                 self.messages = list(messages)
                 self._keep_screenshot(info)
                 self.task = info.get("task")
                 self.record.tools = info.get("tools") or []
-                if is_token_policy(self.policy):
+                if self.level == "token":
                     schemas = info["tools"] if self.config.tool_schemas else None
-                    self.tokens = ChatTokens(self.policy.tokenizer, schemas)
+                    tokenizer = cast(TokenPolicy, self.policy).tokenizer
+                    self.tokens = ChatTokens(tokenizer, schemas)
                     self.record.prompt_ids = self.tokens.prompt(messages)
                     self.ids = list(self.record.prompt_ids)
         except Exception as e:
@@ -231,6 +235,7 @@ class EpisodeRunner:
             await self._end("context_limit")
             return True
         start = time.perf_counter()
+        info: StepInfo
         try:
             new, _, terminated, truncated, info = await self.env.astep(action)
         finally:
@@ -266,10 +271,11 @@ class EpisodeRunner:
     async def _act(self) -> Any:
         """The next assistant turn: sampled tokens (appended) or a text policy's answer."""
         if self.tokens is None:
-            whole = getattr(self.policy, "whole_conversation", False)
-            seen = list(self.messages) if whole else visible(self.messages, self.context_start)
-            action = self.policy.act(seen, self.task, **_attempt_kwargs(
-                self.policy.act, self.attempt, self.group))
+            policy = cast(TextPolicy, self.policy)
+            seen = (list(self.messages) if policy.whole_conversation
+                    else visible(self.messages, self.context_start))
+            action = (policy.act(seen, self.task, attempt=self.attempt, group=self.group)
+                      if policy.takes_attempt else policy.act(seen, self.task))
             return await action if inspect.isawaitable(action) else action
         budget = self.config.max_total_tokens - len(self.ids)
         if budget < 1:
@@ -277,8 +283,7 @@ class EpisodeRunner:
         sampling = self.config.sampling
         turn_sampling = Sampling(min(sampling.max_tokens, budget), sampling.temperature,
                                  sampling.top_p, sampling.seed)
-        policy: TokenPolicy = self.policy
-        generation = await policy.generate(list(self.ids), turn_sampling)
+        generation = await cast(TokenPolicy, self.policy).generate(list(self.ids), turn_sampling)
         self._append(generation.token_ids, model=True, logprobs=generation.logprobs)
         if generation.finish_reason != "stop":
             # The template closes every assistant turn with its end-of-turn token; the model
@@ -286,7 +291,7 @@ class EpisodeRunner:
             self._append([self.tokens.eos_id], model=False)
         return self.tokens.decode_turn(generation.token_ids)
 
-    def _keep_screenshot(self, info: dict[str, Any]) -> None:
+    def _keep_screenshot(self, info: ResetInfo | StepInfo) -> None:
         """Record the env's screenshot (PNG bytes in ``info``) with the latest message."""
         png = info.get("screenshot")
         if isinstance(png, bytes | bytearray) and png:
@@ -321,18 +326,6 @@ class EpisodeRunner:
         self.record.reward = 0.0
 
 
-def _attempt_kwargs(act: Any, attempt: int, group: int) -> dict[str, int]:
-    """``attempt`` and ``group`` for a policy's ``act`` that takes them (by name or
-    ``**kwargs``); nothing for one that does not."""
-    try:
-        parameters = inspect.signature(act).parameters
-    except (TypeError, ValueError):
-        return {}
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return {"attempt": attempt, "group": group}
-    return {k: v for k, v in (("attempt", attempt), ("group", group)) if k in parameters}
-
-
 def _as_message(action: Any) -> dict[str, Any]:
     """An action as the assistant message it stands for (for envs whose step info does not
     carry ``assistant_message``)."""
@@ -341,8 +334,8 @@ def _as_message(action: Any) -> dict[str, Any]:
     return {"role": "assistant", "content": action if isinstance(action, str) else str(action)}
 
 
-async def play_episode(env: EnvProtocol, policy: Any, task_id: str, episode: int = 0,
-                       **kwargs: Any) -> Trajectory:
+async def play_episode(env: EnvProtocol, policy: TextPolicy | TokenPolicy, task_id: str,
+                       episode: int = 0, **kwargs: Any) -> Trajectory:
     """Play one whole episode (init, run, grade) and return its trajectory."""
     runner = EpisodeRunner(env, policy, task_id, episode, **kwargs)
     await runner.init()

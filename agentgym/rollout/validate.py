@@ -41,13 +41,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.core.errors import InvalidArgumentError, UnknownIdError
-from agentgym.core.policies import ScriptedPolicy, WrongSolutionPolicy, build_policy
-from agentgym.core.probes import ExploitProbe, ProbeTarget, pass_threshold
+from agentgym.core.policies import (
+    PolicyContractError,
+    ScriptedPolicy,
+    TextPolicy,
+    TokenPolicy,
+    WrongSolutionPolicy,
+    build_policy,
+    policy_level,
+)
+from agentgym.core.probes import ExploitProbe, Plan, ProbeTarget, pass_threshold
 from agentgym.core.task import Task
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig, RolloutPipeline
@@ -333,25 +341,34 @@ def probes_for(selection: bool | Sequence[str]) -> list[ExploitProbe]:
 # ---- policies and verdicts --------------------------------------------------------------------
 
 
-def _probe_policy(plan: Any) -> Any:
+def _probe_policy(plan: Plan) -> TextPolicy | None:
     """The text policy that plays a probe's plan: its turns replayed in order (then no-op
-    turns until the episode ends), a policy as it is; None when the probe does not apply."""
-    if plan is None or hasattr(plan, "act"):
+    turns until the episode ends), a text policy as it is; None when the probe does not
+    apply. Anything else fails the probe's check with what it lacks."""
+    if plan is None or isinstance(plan, TextPolicy):
         return plan
+    if not isinstance(plan, Iterable):
+        policy_level(plan)  # raises, naming what a text policy lacks
+        raise PolicyContractError(f"a probe's plan is turns or a text-level policy, not the"
+                                  f" token-level {type(plan).__name__}")
     turns = list(plan)
     return ScriptedPolicy(turns) if turns else None
 
 
-class _Seeing:
+class _Seeing(TextPolicy):
     """A text policy that also keeps each task it is shown (the env's rendered copy)."""
 
-    def __init__(self, policy: Any, seen: dict[str, Task]):
+    def __init__(self, policy: TextPolicy | TokenPolicy, seen: dict[str, Task]):
+        if not isinstance(policy, TextPolicy):
+            raise PolicyContractError(f"validation replays text turns; {policy!r} is not a"
+                                      " text-level policy")
         self.policy, self.seen = policy, seen
-        self.whole_conversation = getattr(policy, "whole_conversation", False)
+        self.whole_conversation = policy.whole_conversation
+        self.takes_attempt = policy.takes_attempt
 
-    def act(self, messages: list[dict[str, Any]], task: Task) -> Any:
+    def act(self, messages: list[dict[str, Any]], task: Task, **attempt: int) -> Any:
         self.seen.setdefault(task.id, task)
-        return self.policy.act(messages, task)
+        return self.policy.act(messages, task, **attempt)
 
 
 def _judge(trajectory: Trajectory, task: Task | None, require_solutions: bool) -> CheckResult:

@@ -409,3 +409,56 @@ def test_deferred_grading_and_overlapped_setup_are_reset_options():
             await env.aclose()
 
     asyncio.run(play())
+
+
+class Noting(ToyEnv):
+    """Adds a key of its own to every info, and the turn it was asked at."""
+
+    async def extra_info(self, episode):
+        return {"noted_turn": episode.turn, "noted_done": episode.done}
+
+
+def test_extra_info_adds_an_envs_own_keys_to_reset_and_every_step():
+    env = Noting(max_turns=2)
+    try:
+        _, info = env.reset(seed=0)
+        assert (info["noted_turn"], info["noted_done"], info["task_id"]) == (0, False, "t")
+        *_, info = env.step("no call")
+        assert (info["noted_turn"], info["noted_done"], info["turn"]) == (1, False, 1)
+        *_, truncated, info = env.step("no call")
+        assert truncated and (info["noted_turn"], info["noted_done"]) == (2, True)
+        assert info["finish_reason"] == "max_turns"  # after the episode ended and was graded
+        from agentgym.testing import check_env
+
+        check_env(env)  # Gymnasium's checker and the multi-turn checks pass with it
+    finally:
+        env.close()
+
+
+def test_extra_info_may_not_replace_a_key_the_base_class_sets():
+    class Clashing(ToyEnv):
+        async def extra_info(self, episode):
+            return {"tools": []}
+
+    env = Clashing()
+    try:
+        with pytest.raises(EnvStateError, match=r"Clashing.extra_info returned tools, which"
+                                                r" the base class sets"):
+            env.reset(seed=0)
+    finally:
+        env.close()
+
+
+def test_the_reset_options_and_info_keys_are_declared():
+    from agentgym.core.env_info import RESET_OPTIONS, ResetInfo, StepInfo
+
+    assert RESET_OPTIONS == ("task_id", "overlap_setup", "defer_grading", "attempt", "group",
+                             "setup_timeout_s")
+    env = ToyEnv()
+    try:
+        _, info = env.reset(seed=0)
+        assert ResetInfo.__required_keys__ <= set(info) <= set(ResetInfo.__annotations__)
+        *_, info = env.step(env.task.solution[0])
+        assert set(info) <= set(StepInfo.__annotations__)  # no undeclared key
+    finally:
+        env.close()

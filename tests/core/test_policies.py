@@ -110,3 +110,56 @@ def test_an_unknown_id_names_the_plugins_left_out():
     with pytest.raises(UnknownIdError, match=r"Not loaded \(AGENTGYM_PLUGINS / AGENTGYM_"
                                              r"DISABLE_PLUGINS\): calculator; one of them"):
         host.get("envs", "calculator")
+
+
+# ---- the declared contract -------------------------------------------------------------------
+
+
+class Plain(TextPolicy):
+    """A third-party text policy written from the docs: act, and the defaults."""
+
+    def act(self, messages, task):
+        return "hello"
+
+
+class ActOnly:
+    """A policy that declares nothing: before contracts were declared, the loop guessed."""
+
+    def act(self, messages, task):
+        return "hello"
+
+
+class Tokens:
+    def __init__(self):
+        self.tokenizer = object()
+
+    async def generate(self, prompt_ids, sampling):
+        raise NotImplementedError
+
+
+def test_every_built_in_policy_declares_its_level():
+    from agentgym.core.policies import policy_level
+
+    for name in ("oracle", "noop", "wrong"):
+        assert policy_level(build_policy(name)) == "text", name
+    assert build_policy("oracle").whole_conversation and not build_policy("noop").whole_conversation
+    assert not any(build_policy(n).takes_attempt for n in ("oracle", "noop", "wrong"))
+
+
+def test_a_subclass_gets_the_defaults_and_a_token_policy_needs_no_base():
+    from agentgym.core.policies import TokenPolicy, policy_level
+
+    assert policy_level(Plain()) == "text"
+    assert (Plain.whole_conversation, Plain.takes_attempt) == (False, False)
+    assert policy_level(Tokens()) == "token" and isinstance(Tokens(), TokenPolicy)
+
+
+def test_a_policy_that_declares_nothing_is_told_what_it_lacks_and_the_fix():
+    from agentgym.core.policies import PolicyContractError, policy_level
+
+    with pytest.raises(PolicyContractError) as caught:
+        policy_level(ActOnly())
+    message = str(caught.value)
+    assert "ActOnly is not a policy: as a text policy it lacks whole_conversation," \
+           " takes_attempt; as a token policy, tokenizer, generate" in message
+    assert "Subclass agentgym.core.policies.TextPolicy" in message

@@ -26,10 +26,12 @@ class Recording(CalculatorEnv):
 class AttemptAware(OraclePolicy):
     """The oracle, noting the attempt and group it is told each turn."""
 
+    takes_attempt = True
+
     def __init__(self):
         self.told: set[tuple[int, int]] = set()
 
-    def act(self, messages, task, attempt=None, group=None):
+    def act(self, messages, task, *, attempt, group):
         self.told.add((group, attempt))
         return super().act(messages, task)
 

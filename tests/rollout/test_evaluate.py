@@ -6,6 +6,7 @@ import json
 import pytest
 
 from agentgym.core import NoopPolicy, OraclePolicy
+from agentgym.core.policies import TextPolicy
 from agentgym.rollout.evaluate import evaluate, pass_at_k, plan_jobs, rollout
 from agentgym.rollout.pipeline import MODES, PipelineConfig
 from agentgym.testing import ScriptedPolicy
@@ -54,7 +55,7 @@ def test_a_crashing_policy_ends_its_episode_not_the_run():
 
 
 def test_async_policies_are_awaited():
-    class AsyncOracle:
+    class AsyncOracle(TextPolicy):
         async def act(self, messages, task):
             await asyncio.sleep(0)
             return OraclePolicy().act(messages, task)

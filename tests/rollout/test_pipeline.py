@@ -6,6 +6,7 @@ import time
 import pytest
 
 from agentgym.core import AgentEnv, Reward, RewardResult, Submitted, Task, TaskList, tool
+from agentgym.core.policies import TextPolicy
 from agentgym.rollout.evaluate import rollout
 from agentgym.rollout.pipeline import MODES, PipelineConfig
 
@@ -45,7 +46,7 @@ class SlowSetupEnv(AgentEnv):
         raise Submitted(True)
 
 
-class CountingPolicy:
+class CountingPolicy(TextPolicy):
     """A text policy that takes 50 ms per turn and records concurrency and timing."""
 
     def __init__(self):

@@ -12,6 +12,7 @@ import pytest
 import agentgym
 from agentgym.core import NoopPolicy, OraclePolicy
 from agentgym.core.env import EnvProtocol
+from agentgym.core.policies import TextPolicy
 from agentgym.rollout.evaluate import evaluate
 from agentgym.rollout.pipeline import MODES, PipelineConfig
 from agentgym.testing.protocol_env import EchoEnv
@@ -88,7 +89,7 @@ def test_the_loop_uses_nothing_of_an_agent_env_but_the_protocol(mode):
 def test_a_limit_of_the_loop_ends_the_episode_through_aend():
     from agentgym.rollout.loop import RolloutConfig
 
-    class Slow:
+    class Slow(TextPolicy):
         async def act(self, messages, task):
             await asyncio.sleep(0.02)
             return "still thinking"

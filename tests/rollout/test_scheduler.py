@@ -7,6 +7,7 @@ import pytest
 
 from agentgym.cli import EpisodeProgress
 from agentgym.core import AgentEnv, Reward, RewardResult, Submitted, Task, TaskList, tool
+from agentgym.core.policies import TextPolicy
 from agentgym.rollout.evaluate import evaluate, rollout
 from agentgym.rollout.pipeline import PipelineConfig
 from agentgym.rollout.scheduler import Admission, GenerationGate, PipelineStats, StageCounts
@@ -156,7 +157,7 @@ class TimedEnv(AgentEnv):
         raise Submitted(True)
 
 
-class ThreeTurns:
+class ThreeTurns(TextPolicy):
     """A text policy: 20 ms per turn, two work calls, then submit."""
 
     async def act(self, messages, task):

@@ -416,13 +416,8 @@ def test_screenshots_go_into_the_trajectory_and_onto_the_page(tmp_path):
     from agentgym.rollout.loop import play_episode
 
     class Snapping(CalculatorEnv):
-        async def areset(self, **kwargs):
-            messages, info = await super().areset(**kwargs)
-            return messages, {**info, "screenshot": tiny_png()}
-
-        async def astep(self, action):
-            new, reward, terminated, truncated, info = await super().astep(action)
-            return new, reward, terminated, truncated, {**info, "screenshot": tiny_png()}
+        async def extra_info(self, episode):
+            return {"screenshot": tiny_png()}
 
     env = Snapping()
     try:

@@ -15,13 +15,14 @@ import re
 from typing import Any
 
 from agentgym.core.errors import InvalidArgumentError
+from agentgym.core.policies import TextPolicy
 from agentgym.core.task import Task
 from agentgym.plugins.memory.generator import ABSTAIN_ANSWER
 
 _QUESTION = re.compile(r"Question (\d+) of \d+: ")
 
 
-class ContextOnlyPolicy:
+class ContextOnlyPolicy(TextPolicy):
     """A text-level policy; see the module docstring."""
 
     def act(self, messages: list[dict[str, Any]], task: Task) -> dict[str, Any]:

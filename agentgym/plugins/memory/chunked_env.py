@@ -19,7 +19,8 @@ import dataclasses
 from typing import Any
 
 from agentgym.core.context import CHARS_PER_TOKEN
-from agentgym.core.episode import Message
+from agentgym.core.env_info import ExtraInfo
+from agentgym.core.episode import Episode, Message
 from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.parsers import ToolCall
 from agentgym.core.task import SolutionTurn, Task, TaskSource
@@ -106,14 +107,13 @@ class MemoryChunkedEnv(MemoryTaskEnv):
         return [{"role": "system", "content": self.system_prompt},
                 {"role": "user", "content": self._view(task, "", 0, chunks)}]
 
-    async def astep(self, action: str | Message
-                    ) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
-        new, reward, terminated, truncated, info = await super().astep(action)
-        if self.episode is not None:  # the context is the current turn alone
-            messages = self.episode.messages
-            info["context_start"] = max(i for i, m in enumerate(messages)
-                                        if m.get("role") == "assistant")
-        return new, reward, terminated, truncated, info
+    async def extra_info(self, episode: Episode) -> ExtraInfo:
+        """After each step, the agent's context is that turn alone: it starts at the
+        latest assistant message."""
+        if episode.turn == 0:
+            return {}
+        return {"context_start": max(i for i, m in enumerate(episode.messages)
+                                     if m.get("role") == "assistant")}
 
     @tool
     def write_memory(self, text: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agentgym.core.policies import TextPolicy
 from agentgym.core.probes import ExploitProbe, ProbeTarget, call_turn
 from agentgym.core.stuffing import candidates
 from agentgym.core.task import Task
@@ -20,7 +21,7 @@ from agentgym.core.task import Task
 _QUESTION = re.compile(r"Question \d+ of \d+: ")
 
 
-class StuffedAnswers:
+class StuffedAnswers(TextPolicy):
     """A text policy: walk with ``walk`` (its arguments ``walk_arguments``) until a question
     is asked, then answer each with every candidate."""
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.context import window_start
-from agentgym.core.episode import Message
+from agentgym.core.env_info import ExtraInfo
+from agentgym.core.episode import Episode
 from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.task import Task
 from agentgym.core.tools import ToolError, tool
@@ -103,12 +104,12 @@ class MemorySessionsEnv(MemoryTaskEnv):
             shutil.rmtree(self._folder, ignore_errors=True)
         self._store = self._folder = None
 
-    async def astep(self, action: str | Message
-                    ) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
-        new, reward, terminated, truncated, info = await super().astep(action)
-        if self.context_budget is not None and self.episode is not None:
-            info["context_start"] = window_start(self.episode.messages, self.context_budget)
-        return new, reward, terminated, truncated, info
+    async def extra_info(self, episode: Episode) -> ExtraInfo:
+        """After each step, with a ``context_budget``: where the window of the latest
+        turns that fit it starts."""
+        if self.context_budget is None or episode.turn == 0:
+            return {}
+        return {"context_start": window_start(episode.messages, self.context_budget)}
 
     @tool
     def next_session(self) -> str:

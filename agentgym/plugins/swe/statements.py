@@ -226,17 +226,13 @@ class PolicyWriter:
     """
 
     def __init__(self, policy: str, max_tokens: int = 512):
-        from agentgym.core.policies import build_policy
+        from agentgym.core.policies import build_policy, policy_level
 
         self.name = f"policy:{policy}"
         self.max_tokens = max_tokens
         self.policy = build_policy(policy)
-        if not (callable(getattr(self.policy, "act", None)) or (
-                callable(getattr(self.policy, "generate", None))
-                and getattr(self.policy, "tokenizer", None) is not None)):
-            raise AgentGymError(f"policy {policy!r} is neither a text policy (act) nor a token"
-                                " policy (tokenizer + generate); use one from"
-                                " `agentgym list policies`")
+        #: Which contract it keeps (one that keeps neither raises PolicyContractError).
+        self.level = policy_level(self.policy)
 
     async def write(self, evidence: BugEvidence,
                     rejected: Sequence[tuple[str, list[str]]] = ()) -> str:
@@ -248,7 +244,7 @@ class PolicyWriter:
                          {"role": "user", "content": "That report cannot be filed. "
                           + " ".join(FEEDBACK.get(r, r) for r in reasons)
                           + " Write the whole report again."}]
-        if callable(getattr(self.policy, "act", None)):
+        if self.level == "text":
             turn = self.policy.act(messages, Task(id=f"statement:{evidence.package}",
                                                   prompt=messages))
             if inspect.isawaitable(turn):
@@ -272,9 +268,10 @@ class PolicyWriter:
         return tokenizer.decode(generation.token_ids, skip_special_tokens=True)
 
     def close(self) -> None:
-        close = getattr(self.policy, "close", None)
-        if callable(close):
-            close()
+        from agentgym.core.policies import ClosablePolicy
+
+        if isinstance(self.policy, ClosablePolicy):
+            self.policy.close()
 
 
 def policy_writer(argument: str | None) -> PolicyWriter:

@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentgym.core.env import AgentEnv
-from agentgym.core.episode import Message
+from agentgym.core.env_info import ExtraInfo
+from agentgym.core.episode import Episode, Message
 from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.task import Task, TaskSource
 from agentgym.plugins.web.actions import PageEpisode, WebTools
@@ -157,19 +158,12 @@ class WebEnv(AgentEnv):
         return [{"role": "system", "content": self.system_prompt},
                 {"role": "user", "content": content}]
 
-    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-                     ) -> tuple[list[Message], dict[str, Any]]:
-        messages, info = await super().areset(seed=seed, options=options)
-        if self.screenshot:
-            info["screenshot"] = await self._screenshot()
-        return messages, info
-
-    async def astep(self, action: str | Message
-                    ) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
-        messages, reward, terminated, truncated, info = await super().astep(action)
-        if self.screenshot and not (terminated or truncated):
-            info["screenshot"] = await self._screenshot()
-        return messages, reward, terminated, truncated, info
+    async def extra_info(self, episode: Episode) -> ExtraInfo:
+        """With ``screenshot=True``, the page as PNG at reset and after every step that
+        leaves the episode running (the browser is released once it ends)."""
+        if not self.screenshot or episode.done:
+            return {}
+        return {"screenshot": await self._screenshot()}
 
     async def _screenshot(self) -> bytes:
         assert self.page is not None

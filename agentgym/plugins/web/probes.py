@@ -35,6 +35,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.policies import TextPolicy
 from agentgym.core.probes import ExploitProbe, ProbeTarget, call_turn
 from agentgym.core.task import Task
 
@@ -99,7 +100,7 @@ def _has_text_answer(task: Task) -> bool:
     return isinstance(grade, dict) and bool(grade.get("answer")) and not grade.get("db")
 
 
-class StuffingPolicy:
+class StuffingPolicy(TextPolicy):
     """Visit the answer's pages as the reference solution does, then answer with every
     candidate seen (or, ``short``, the last page's, cut to 150 characters)."""
 
@@ -167,7 +168,7 @@ def _own_socket_inodes() -> set[str]:
     return inodes
 
 
-class ReachPolicy:
+class ReachPolicy(TextPolicy):
     """Open other listening loopback ports than the env's own in one turn: each in the
     plain spelling and one other (in turn), or every port in every spelling
     (``every_spelling``); then answer with what any foreign page showed."""

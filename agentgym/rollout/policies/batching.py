@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agentgym.core.policies import Generation, Sampling
+from agentgym.core.policies import Generation, Sampling, TokenPolicy
 
 
 @dataclass
@@ -28,7 +28,7 @@ class _Request:
     future: asyncio.Future[Generation]
 
 
-class BatchedPolicy:
+class BatchedPolicy(TokenPolicy):
     """Base of token-level policies that batch concurrent requests.
 
     Args:

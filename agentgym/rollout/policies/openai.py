@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentgym.core.errors import AgentGymError, InvalidArgumentError
-from agentgym.core.policies import Generation, Sampling
+from agentgym.core.policies import Generation, Sampling, TokenPolicy
 from agentgym.rollout.models import local_folder
 
 __all__ = ["OpenAIPolicy", "OpenAIServerError", "openai_policy"]
@@ -61,7 +61,7 @@ class OpenAIServerError(AgentGymError):
     """The server could not be reached, or answered with an error or an unusable body."""
 
 
-class OpenAIPolicy:
+class OpenAIPolicy(TokenPolicy):
     """Samples completions from an OpenAI-compatible server, token ids in and out.
 
     Args:

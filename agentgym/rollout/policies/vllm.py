@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentgym.core.errors import AgentGymError, MissingResourceError
-from agentgym.core.policies import Generation, Sampling
+from agentgym.core.policies import Generation, Sampling, TokenPolicy
 
 __all__ = ["VLLMPolicy", "vllm_policy"]
 
 
-class VLLMPolicy:
+class VLLMPolicy(TokenPolicy):
     """Samples completions from an in-process vLLM engine.
 
     Args:

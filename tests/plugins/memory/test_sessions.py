@@ -79,8 +79,11 @@ def test_a_token_level_policy_gets_a_clear_error_instead_of_a_silent_window():
 
     env = agentgym.make("memory-sessions", sessions=30, context_budget=256)
 
-    class Tokens:  # a token-level policy that always moves on
+    class Tokens:  # a token-level policy (it never gets to generate here)
         tokenizer = None
+
+        async def generate(self, prompt_ids, sampling):
+            raise NotImplementedError
 
     runner = EpisodeRunner(env, Tokens(), env.task_ids()[0], 0, config=RolloutConfig())
     runner.tokens = object()  # as if its prompt were tokenized
