@@ -74,7 +74,6 @@ shared toolkits, does all of this for a sandbox).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import os
 import time
@@ -278,9 +277,9 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     async def setup_episode(self, task: Task) -> None:
         """Prepare what the episode needs (a sandbox, a browser page). Default: nothing.
 
-        ``self.episode`` is the episode being set up until this returns, even when the
-        setup overlaps the first turn (the env ends an episode only after its setup
-        finished); its ``attempt`` and ``group`` say which attempt of the task this is.
+        ``self.episode`` is the episode being set up, even when the setup overlaps the
+        first turn (the env ends an episode only after its overlapped setup finished); its
+        ``attempt`` and ``group`` say which attempt of the task this is.
         Hand what must be released to it with ``await self.episode.keep(name, resource,
         release)`` and bind the toolsets with :meth:`bind_toolsets`."""
 
@@ -338,11 +337,11 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
                           group=int(options.get("group", 0)))
         self.episode = episode  # setup_episode may read its attempt and group
         self._defer_grading = bool(options.get("defer_grading", False))
-        # A task of its own either way: ending the episode waits for it (_end_episode).
-        self._setup = asyncio.ensure_future(
-            _within(self.setup_episode(episode.task), options.get("setup_timeout_s")))
-        if not options.get("overlap_setup") or self.setup_before_prompt:
-            await self._setup
+        setup = _within(self.setup_episode(episode.task), options.get("setup_timeout_s"))
+        if options.get("overlap_setup") and not self.setup_before_prompt:
+            self._setup = asyncio.ensure_future(setup)  # ending the episode waits for it
+        else:
+            await setup
         episode.messages = self.initial_messages(episode.task)
         info = {"task_id": task.id, "tools": self.tool_schemas(), "task": episode.task,
                 "attempt": episode.attempt, "group": episode.group}
@@ -517,17 +516,25 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
 
     async def _setup_finished(self) -> None:
         """Wait for the episode's overlapped ``setup_episode``; its error ends the episode
-        here (and at every later call: the episode cannot go on)."""
-        if self._setup is not None:
-            await self._setup
+        here (and at every later call: the episode cannot go on). A setup cancelled with
+        the call that waited for it has left the episode without its resources: the
+        grader says so."""
+        setup = self._setup
+        if setup is not None and not setup.cancelled():
+            await setup
 
     async def _end_episode(self) -> None:
         episode = self.episode
         if episode is None:
             return
-        # The setup reads self.episode until it returns: detach the episode only then.
-        with contextlib.suppress(Exception):  # a failed setup's episode is released too
-            await self._setup_finished()
+        setup = self._setup
+        # An overlapped setup reads self.episode until it returns: detach the episode only
+        # then (on the setup's own loop: a wait from another would never end). Its error
+        # was the episode's to report; here it only has to have finished.
+        if setup is not None and setup.get_loop() is asyncio.get_running_loop():
+            await asyncio.wait([setup])
+            if not setup.cancelled():
+                setup.exception()  # retrieved: asyncio would log it otherwise
         if self.episode is not episode:
             return  # a concurrent call ended it
         self.episode, self._setup = None, None

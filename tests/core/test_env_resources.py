@@ -50,11 +50,13 @@ class RoomEnv(AgentEnv):
         self.rooms: list[Room] = []
 
     async def setup_episode(self, task: Task) -> None:
+        episode = self.episode
+        assert episode is not None
         await asyncio.sleep(self.setup_s)
         room = Room(task.id)
         self.rooms.append(room)
-        assert self.episode is not None and self.episode.task.id == task.id
-        await self.episode.keep("room", room, room.close)
+        await episode.keep("room", room, room.close)
+        assert self.episode is episode  # still this episode's env while it sets up
         self.bind_toolsets(room)
 
     async def grade(self, episode: Episode) -> RewardResult:
@@ -124,16 +126,37 @@ def test_ending_the_env_during_a_setup_leaks_nothing():
         await env.areset(options={"overlap_setup": True})
         await asyncio.gather(env.aclose(), env.aclose())
         assert [r.closed for r in env.rooms] == [True]
-        # Not overlapped: the setup is inside a reset that a release interrupts; the
-        # release waits for the setup, then releases what it kept.
+        # Not overlapped: the setup is inside a reset that a release interrupts; what the
+        # setup opens once its episode was released is released at once.
         env = RoomEnv(setup_s=0.05)
         resetting = asyncio.ensure_future(env.areset())
         await asyncio.sleep(0.01)
         await env.arelease()
-        await resetting
+        with pytest.raises(EnvStateError, match="ended before its 'room' was ready"):
+            await resetting
         assert [r.closed for r in env.rooms] == [True] and env.episode is None
-        with pytest.raises(EnvStateError, match="before reset"):
-            await env.astep(call("where"))
         await env.aclose()
+
+    asyncio.run(play())
+
+
+def test_a_setup_cancelled_with_the_step_that_waited_for_it_ends_quietly():
+    async def play() -> None:
+        env = RoomEnv(setup_s=10)
+        try:
+            await env.areset(options={"task_id": "t0", "overlap_setup": True,
+                                      "defer_grading": True})
+            with pytest.raises(asyncio.TimeoutError):  # a caller's limit cancels the step
+                await asyncio.wait_for(env.astep(call("where")), 0.05)
+            await env.aend("wall_time")
+            with pytest.raises(KeyError, match="room"):  # graded without its room
+                await env.agrade()
+            env.setup_s = 0
+            await env.areset(options={"task_id": "t1"})  # the next episode is unharmed
+            new, *_ = await env.astep(call("where"))
+            assert new[0]["content"] == "t1"
+        finally:
+            await env.aclose()
+        assert [(r.name, r.closed) for r in env.rooms] == [("t1", True)]
 
     asyncio.run(play())
