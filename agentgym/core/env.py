@@ -61,18 +61,21 @@ To write an env, subclass and provide tasks, tools and a reward::
             '''
             raise Submitted(answer)
 
-Subclasses may override ``setup_episode`` / ``teardown_episode`` (acquire and release a
-sandbox or browser, and bind the episode's :attr:`toolsets` to it), ``initial_messages``,
-``grade`` (an env that grades itself, e.g. by running tests in a fresh sandbox,
-overrides ``grade`` and needs no reward) and ``extra_info`` (keys of its own for the info
-of ``reset`` and every ``step``, such as a screenshot); ``areset`` and ``astep`` stay the
-base class's. The options and info keys are declared in :mod:`agentgym.core.env_info`.
+Subclasses may override ``setup_episode`` (acquire what the episode needs, a sandbox or a
+browser page, hand it to the episode with :meth:`Episode.keep
+<agentgym.core.episode.Episode.keep>`, and bind the :attr:`toolsets` to it),
+``initial_messages``, ``grade`` (an env that grades itself, e.g. by running tests in a
+fresh sandbox, overrides ``grade`` and needs no reward; it reads the resources of the
+episode it is given) and ``extra_info`` (keys of its own for the info of ``reset`` and
+every ``step``, such as a screenshot); ``areset`` and ``astep`` stay the base class's. The
+options and info keys are declared in :mod:`agentgym.core.env_info`. The episode is the one
+home of its resources: they are released when the env ends it, and an env keeps none of
+them on itself (``SandboxedEnv``, in the shared toolkits, does all of this for a sandbox).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import os
 import time
@@ -176,8 +179,8 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     #: Toolsets whose tools every episode offers besides the env's own ``@tool`` methods
     #: (a :class:`~agentgym.core.tools.Toolset` class, or a ``functools.partial`` of one
     #: with options). ``setup_episode`` binds them to the episode's resource with
-    #: :meth:`bind_toolsets`; until then their schemas come from the classes. A class
-    #: attribute, or set per instance in ``__init__``.
+    #: :meth:`bind_toolsets`, and the episode keeps them; until then their schemas come
+    #: from the classes. A class attribute, or set per instance in ``__init__``.
     toolsets: Sequence[ToolsetFactory] = ()
     #: True for envs whose ``initial_messages`` read what ``setup_episode`` prepared: their
     #: setup runs before ``areset`` returns even when the caller asks to overlap it.
@@ -222,7 +225,6 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         self.episode: Episode | None = None
         self._setup: asyncio.Future | None = None
         self._defer_grading = False
-        self._bound_toolsets: list[Toolset] | None = None
         self._loop = LoopThread(f"agentgym-{type(self).__name__}")
         self._finalizer = weakref.finalize(self, self._loop.stop)
         self._closed = False
@@ -233,8 +235,9 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         """The tools of the current episode. Default: the tools of :attr:`toolsets` (bound
         to the episode once :meth:`bind_toolsets` ran), then the class's ``@tool``
         methods."""
-        if self._bound_toolsets is not None:
-            shared: list[AnyTool] = [t for ts in self._bound_toolsets for t in ts.tools()]
+        bound = self.episode.toolsets if self.episode is not None else None
+        if bound is not None:
+            shared: list[AnyTool] = [t for ts in bound for t in ts.tools()]
         else:
             shared = [t for factory in self.toolsets for t in describe(factory)]
         found: dict[str, AnyTool] = {}
@@ -260,19 +263,30 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         return [*shared, *((cls.__name__, t) for t in own.values())]
 
     def bind_toolsets(self, resource: Any) -> list[Toolset]:
-        """Build this episode's :attr:`toolsets`, each given ``resource`` (the episode's
-        sandbox, browser page or store); call it from ``setup_episode``. They are unbound
-        when the episode ends. Returns them."""
-        self._bound_toolsets = [factory(resource) for factory in self.toolsets]
-        return list(self._bound_toolsets)
+        """Build the episode's :attr:`toolsets`, each given ``resource`` (the episode's
+        sandbox, browser page or store), and give them to the episode
+        (``episode.toolsets``); call it from ``setup_episode``. They go when the episode
+        is released. Returns them."""
+        episode = self.episode
+        if episode is None:
+            raise EnvStateError("bind_toolsets() binds an episode's toolsets: call it from"
+                                " setup_episode, while the episode is set up")
+        episode.toolsets = [factory(resource) for factory in self.toolsets]
+        return list(episode.toolsets)
 
     async def setup_episode(self, task: Task) -> None:
         """Prepare what the episode needs (a sandbox, a browser page). Default: nothing.
-        ``self.episode`` is set: its ``attempt`` and ``group`` say which attempt of the
-        task this is (to keep per-attempt state)."""
+
+        ``self.episode`` is the episode being set up, even when the setup overlaps the
+        first turn (the env ends an episode only after its overlapped setup finished); its
+        ``attempt`` and ``group`` say which attempt of the task this is.
+        Hand what must be released to it with ``await self.episode.keep(name, resource,
+        release)`` and bind the toolsets with :meth:`bind_toolsets`."""
 
     async def teardown_episode(self) -> None:
-        """Release what ``setup_episode`` acquired. Called once per episode, even on error."""
+        """Release what ``setup_episode`` keeps on the env itself (per-episode state that
+        is not a resource of the episode's). Called once per episode, after the episode's
+        own resources were released, even on error. Default: nothing."""
 
     def initial_messages(self, task: Task) -> list[Message]:
         """The opening messages: the system prompt (if any) and the task's prompt."""
@@ -336,7 +350,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         self._defer_grading = bool(options.get("defer_grading", False))
         setup = _within(self.setup_episode(episode.task), options.get("setup_timeout_s"))
         if options.get("overlap_setup") and not self.setup_before_prompt:
-            self._setup = asyncio.ensure_future(setup)
+            self._setup = asyncio.ensure_future(setup)  # ending the episode waits for it
         else:
             await setup
         episode.messages = self.initial_messages(episode.task)
@@ -440,10 +454,13 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         episode = self.episode
         if episode is None or not episode.done:
             raise EnvStateError("agrade() needs an episode that has ended; step it to the end")
-        await self._setup_finished()
-        if episode.reward is None:
-            result = await self.grade(episode)
-            episode.reward, episode.metrics = float(result.value), dict(result.metrics)
+        # The grader reads this episode's resources: a reset meanwhile (the env's next
+        # episode starting) releases them only once the grade is done.
+        async with episode.in_use():
+            await self._setup_finished()
+            if episode.reward is None:
+                result = await self.grade(episode)
+                episode.reward, episode.metrics = float(result.value), dict(result.metrics)
         return episode.reward, copy.deepcopy(episode.metrics)
 
     async def arelease(self) -> None:
@@ -524,17 +541,32 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         info.update(copy.deepcopy(extra))  # the env keeps no handle on what it returned
 
     async def _setup_finished(self) -> None:
-        """Wait for an overlapped ``setup_episode``; its error ends the episode here."""
-        setup, self._setup = self._setup, None
-        if setup is not None:
+        """Wait for the episode's overlapped ``setup_episode``; its error ends the episode
+        here (and at every later call: the episode cannot go on). A setup cancelled with
+        the call that waited for it has left the episode without its resources: the
+        grader says so."""
+        setup = self._setup
+        if setup is not None and not setup.cancelled():
             await setup
 
     async def _end_episode(self) -> None:
-        if self.episode is not None:
-            self.episode = None
-            with contextlib.suppress(Exception):  # teardown copes with a failed setup
-                await self._setup_finished()
-            self._bound_toolsets = None
+        episode = self.episode
+        if episode is None:
+            return
+        setup = self._setup
+        # An overlapped setup reads self.episode until it returns: detach the episode only
+        # then (on the setup's own loop: a wait from another would never end). Its error
+        # was the episode's to report; here it only has to have finished.
+        if setup is not None and setup.get_loop() is asyncio.get_running_loop():
+            await asyncio.wait([setup])
+            if not setup.cancelled():
+                setup.exception()  # retrieved: asyncio would log it otherwise
+        if self.episode is not episode:
+            return  # a concurrent call ended it
+        self.episode, self._setup = None, None
+        try:
+            await episode.release()  # after its grade, if one is running
+        finally:
             await self.teardown_episode()
 
     def _assistant_message(

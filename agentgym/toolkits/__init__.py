@@ -1,4 +1,5 @@
-"""Toolkits: tools that several plugins' envs share, bound to an episode's sandbox.
+"""Toolkits: tools that several plugins' envs share, bound to an episode's sandbox, and
+the base of those envs (:class:`SandboxedEnv`).
 
 A **toolkit** is a :class:`~agentgym.core.tools.Toolset`: a class whose ``@tool`` methods
 are the tools, built once per episode from that episode's resource (here a
@@ -27,33 +28,34 @@ before it is cut) and, for the editor, ``max_view_lines``. An option out of rang
 dead sandbox (:class:`~agentgym.core.sandbox.SandboxError`) escapes otherwise.
 
 An env uses toolkits by naming them in :attr:`~agentgym.core.env.AgentEnv.toolsets` (a
-class, or a ``functools.partial`` of one with options) and binding them to the episode's
-sandbox in ``setup_episode``; its own ``@tool`` methods (``submit``) come after them::
+class, or a ``functools.partial`` of one with options); its own ``@tool`` methods
+(``submit``) come after them. :class:`SandboxedEnv` (:mod:`agentgym.toolkits.sandboxed`)
+is the base of such an env: each episode's sandbox is opened from the task's spec, kept by
+the episode (closed when the env ends it) and the toolsets are bound to it; a grader reads
+the sandbox of the episode it grades (:func:`episode_sandbox`)::
 
-    class ScriptEnv(AgentEnv):
+    class ScriptEnv(SandboxedEnv):
         toolsets = (functools.partial(BashTools, command_timeout_s=30), EditorTools)
 
-        async def setup_episode(self, task):
-            self.box = await open_sandbox("local")
-            self.episode.resources["sandbox"] = self.box  # for the reward
-            self.bind_toolsets(self.box)
-
-        async def teardown_episode(self):
-            await self.box.close()
+        async def grade(self, episode):
+            ran = await episode_sandbox(episode).exec("python3 hello.py", timeout=30)
+            return RewardResult(float(ran.output.strip() == "hello"))
 
         @tool
         def submit(self) -> str:
             '''Submit your work. This ends the episode.'''
             raise Submitted(None)
 
-Until ``bind_toolsets`` runs (during an overlapped setup, ``reset(options={"overlap_setup":
+Until the toolsets are bound (during an overlapped setup, ``reset(options={"overlap_setup":
 True})``), ``tools()`` gives the described tools, so ``reset``'s info carries their
-schemas; the episode's toolsets are dropped when it ends.
+schemas; the episode's toolsets go with it.
 """
 
 from agentgym.toolkits.bash import BashTools
 from agentgym.toolkits.editor import EditorTools
+from agentgym.toolkits.sandboxed import SandboxedEnv, episode_sandbox
 from agentgym.toolkits.terminal import TerminalTools
 from agentgym.toolkits.workspace import Target, Workspace
 
-__all__ = ["BashTools", "EditorTools", "Target", "TerminalTools", "Workspace"]
+__all__ = ["BashTools", "EditorTools", "SandboxedEnv", "Target", "TerminalTools", "Workspace",
+           "episode_sandbox"]

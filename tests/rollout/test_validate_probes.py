@@ -15,11 +15,11 @@ from tests.conftest import backend_missing
 
 WEAK_ENV = '''
 import agentgym
-from agentgym.core import AgentEnv, RewardResult, Submitted, Task, TaskList, open_sandbox, tool
+from agentgym.core import RewardResult, SandboxSpec, Submitted, Task, TaskList, tool
 from agentgym.core.registry import EnvRegistration
 from agentgym.core.task import SolutionTurn
 from agentgym.core.parsers import ToolCall
-from agentgym.toolkits import BashTools
+from agentgym.toolkits import BashTools, SandboxedEnv, episode_sandbox
 
 CHECK = ("mkdir -p /logs/verifier; cd /workspace && sort in.txt | cmp -s - out.txt"
          " && echo 1 > /logs/verifier/reward.txt; cat /logs/verifier/reward.txt")
@@ -32,7 +32,7 @@ def make_task(i):
                 [solve, SolutionTurn([ToolCall("submit", {})])])
 
 
-class WeakSortEnv(AgentEnv):
+class WeakSortEnv(SandboxedEnv):
     """Sort a file. Its grader trusts /logs/verifier/reward.txt: the agent can write it."""
 
     system_prompt = "Use bash, then submit."
@@ -40,19 +40,14 @@ class WeakSortEnv(AgentEnv):
 
     def __init__(self, backend: str = "local"):
         self.backend = backend
-        self.box = None
         super().__init__(TaskList([make_task(i) for i in range(5)]), max_turns=6)
 
-    async def setup_episode(self, task):
-        self.box = await open_sandbox(self.backend, scratch_dirs=("/logs",))
-        self.episode.resources["sandbox"] = self.box
-        await self.box.write_file("in.txt", "\\n".join(task.metadata["lines"]) + "\\n")
-        self.bind_toolsets(self.box)
+    async def sandbox_spec(self, task):
+        return SandboxSpec(scratch_dirs=("/logs",))
 
-    async def teardown_episode(self):
-        box, self.box = self.box, None
-        if box is not None:
-            await box.close()
+    async def prepare_sandbox(self, sandbox, episode):
+        lines = episode.task.metadata["lines"]
+        await sandbox.write_file("in.txt", "\\n".join(lines) + "\\n")
 
     @tool
     def submit(self) -> str:
@@ -60,7 +55,7 @@ class WeakSortEnv(AgentEnv):
         raise Submitted(None, "Submitted.")
 
     async def grade(self, episode):
-        result = await self.box.exec(CHECK, timeout=30)
+        result = await episode_sandbox(episode).exec(CHECK, timeout=30)
         paid = result.output.strip().endswith("1")
         return RewardResult(float(paid), {"reason": f"reward.txt says {result.output.strip()!r}"})
 

@@ -1,9 +1,9 @@
 """The shared toolkits in a plugin env of its own, on both sandbox backends.
 
-``ScriptEnv`` is written as a plugin author would write one: it names ``BashTools`` and
-``EditorTools`` in ``toolsets``, binds them to the episode's sandbox in ``setup_episode``,
-adds its own ``submit``, and its reward reads the agent's file through
-``episode.resources``. An episode creates a script with the editor, runs it with bash,
+``ScriptEnv`` is written as a plugin author would write one: a ``SandboxedEnv`` that names
+``BashTools`` and ``EditorTools`` in ``toolsets`` (bound to each episode's sandbox) and
+the backend, adds its own ``submit``, and whose reward reads the agent's file in the
+sandbox of the episode it scores. An episode creates a script with the editor, runs it with bash,
 edits it, runs it again, and submits.
 """
 
@@ -12,15 +12,13 @@ from __future__ import annotations
 import asyncio
 import functools
 
-from agentgym.core.env import AgentEnv
 from agentgym.core.episode import Episode, Submitted
 from agentgym.core.parsers import ToolCall
-from agentgym.core.registry import open_sandbox
 from agentgym.core.reward import Reward, RewardResult
-from agentgym.core.sandbox import Sandbox, SandboxLimits
+from agentgym.core.sandbox import SandboxLimits, SandboxSpec, open_sandboxes
 from agentgym.core.task import SolutionTurn, Task, TaskList
 from agentgym.core.tools import tool
-from agentgym.toolkits import BashTools, EditorTools
+from agentgym.toolkits import BashTools, EditorTools, SandboxedEnv, episode_sandbox
 
 SCRIPT = "hello.py"
 
@@ -31,7 +29,8 @@ class ScriptPrints(Reward):
     name = "script_prints"
 
     async def score(self, episode: Episode) -> RewardResult:
-        box: Sandbox = episode.resources["sandbox"]
+        box = episode_sandbox(episode)
+        assert box is not None
         try:
             source = (await box.read_file(SCRIPT)).decode()
         except FileNotFoundError:
@@ -55,7 +54,7 @@ def solution(word: str) -> list[SolutionTurn]:
     ]
 
 
-class ScriptEnv(AgentEnv):
+class ScriptEnv(SandboxedEnv):
     """Write a Python script that prints a word."""
 
     system_prompt = "You write Python scripts in your workspace. Call submit when done."
@@ -64,22 +63,12 @@ class ScriptEnv(AgentEnv):
     def __init__(self, backend: str):
         self.backend = backend
         self.toolsets = (functools.partial(BashTools, command_timeout_s=30), EditorTools)
-        self.box: Sandbox | None = None
         task = Task("goodbye", f"Write {SCRIPT}, which prints goodbye.",
                     metadata={"word": "goodbye"}, solution=list(solution("goodbye")))
         super().__init__(TaskList([task]), max_turns=10)
 
-    async def setup_episode(self, task: Task) -> None:
-        episode = self.episode
-        assert episode is not None
-        self.box = await open_sandbox(self.backend, limits=SandboxLimits(timeout_s=30))
-        episode.resources["sandbox"] = self.box
-        self.bind_toolsets(self.box)
-
-    async def teardown_episode(self) -> None:
-        box, self.box = self.box, None
-        if box is not None:
-            await box.close()
+    async def sandbox_spec(self, task: Task) -> SandboxSpec:
+        return SandboxSpec(limits=SandboxLimits(timeout_s=30))
 
     @tool
     def submit(self) -> str:
@@ -95,7 +84,9 @@ def test_a_plugin_env_runs_the_shared_toolkits(backend: str) -> None:
     run = loop.run_until_complete
     try:
         messages, info = run(env.areset(options={"overlap_setup": True}))
-        assert env.box is None  # the sandbox is still starting: the tools are described
+        first = env.episode
+        assert first is not None and episode_sandbox(first) is None  # still starting:
+        assert first.toolsets is None  # the tools are described
         assert messages[-1]["content"] == f"Write {SCRIPT}, which prints goodbye."
         assert [t["function"]["name"] for t in info["tools"]] == [
             "bash", "str_replace_editor", "submit"]
@@ -116,10 +107,15 @@ def test_a_plugin_env_runs_the_shared_toolkits(backend: str) -> None:
         assert reward == 1.0, step["reward_metrics"]
         assert step["reward_metrics"]["source"] == 'print("goodbye")\n'
 
-        # A new episode gets a new sandbox and new toolsets: the editor's history is gone.
-        first_box = env.box
+        # A new episode gets a new sandbox and new toolsets: the editor's history is gone;
+        # the last episode's sandbox was closed with it.
+        first_box = episode_sandbox(first)
+        assert first_box is not None and first.toolsets is not None
         run(env.areset())
-        assert env.box is not None and env.box is not first_box
+        assert env.episode is not None and env.episode is not first
+        box = episode_sandbox(env.episode)
+        assert box is not None and box is not first_box and first.toolsets is None
+        assert first_box not in open_sandboxes.live and box in open_sandboxes.live
         new, *_ = run(env.astep('<tool_call>{"name": "str_replace_editor", "arguments":'
                                 f' {{"command": "undo_edit", "path": "{SCRIPT}"}}}}'
                                 '</tool_call>'))

@@ -80,8 +80,6 @@ class MemorySessionsEnv(MemoryTaskEnv):
             from agentgym.plugins.memory.embeddings import load_embedder
 
             self.embedder = load_embedder(str(embedding_model))
-        self._folder: Path | None = None
-        self._store: MemoryStore | None = None
         self._shown = 0
 
     async def setup_episode(self, task: Task) -> None:
@@ -89,20 +87,21 @@ class MemorySessionsEnv(MemoryTaskEnv):
         sessions, questions = task_content(task)
         # One turn a session (save, then move on) and two a question (search, answer).
         self.max_turns = len(sessions) + 2 * len(questions) + self.extra_turns
-        self._folder = Path(tempfile.mkdtemp(prefix="agentgym-memory-",
-                                             dir=self.workspace_root))
-        self._store = MemoryStore(self._folder / "memory.db", self.embedder)
-        self._shown = 1
-        self.bind_toolsets(self._store)
-        assert self.episode is not None
-        self.episode.resources["memory"] = self._store
+        folder = Path(tempfile.mkdtemp(prefix="agentgym-memory-", dir=self.workspace_root))
+        try:
+            store = MemoryStore(folder / "memory.db", self.embedder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
 
-    async def teardown_episode(self) -> None:
-        if self._store is not None:
-            self._store.close()
-        if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
-        self._store = self._folder = None
+        async def release() -> None:
+            store.close()
+            shutil.rmtree(folder, ignore_errors=True)
+
+        assert self.episode is not None
+        await self.episode.keep("memory", store, release)  # the episode's: closed with it
+        self._shown = 1
+        self.bind_toolsets(store)
 
     async def extra_info(self, episode: Episode) -> ExtraInfo:
         """After each step, with a ``context_budget``: where the window of the latest

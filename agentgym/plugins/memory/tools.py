@@ -2,7 +2,8 @@
 :class:`~agentgym.plugins.memory.store.MemoryStore`.
 
 Any env can offer them: list :class:`MemoryTools` in its ``toolsets`` and bind it to the
-episode's store in ``setup_episode`` (``self.bind_toolsets(store)``). Every tool answers
+episode's store in ``setup_episode`` (``self.bind_toolsets(store)``; the episode keeps the
+store: ``await self.episode.keep("memory", store, release)``). Every tool answers
 with text; a bad id, an empty text or an oversized note is an error message to the agent.
 """
 

@@ -34,8 +34,9 @@ pytest -x -q`` for a task rebuilt from its sdist, the grader's command for one i
 
 The agent has ``bash`` and ``str_replace_editor`` (the shared toolkits,
 :mod:`agentgym.toolkits`), ``search`` (:mod:`agentgym.plugins.swe.search`) and ``submit``,
-in that order: the env's :attr:`toolsets`, bound to each episode's sandbox, then its own
-tool. Grading takes the workspace's diff, opens a fresh sandbox at the same base, and runs
+in that order: the env's :attr:`toolsets`, bound to each episode's sandbox (which the
+episode keeps: a :class:`~agentgym.toolkits.sandboxed.SandboxedEnv`), then its own
+tool. Grading takes the graded episode's diff, opens a fresh sandbox at the same base, and runs
 the files of the FAIL_TO_PASS and PASS_TO_PASS tests with the test files, the test runner's
 configuration, start-up hooks and packaging metadata restored from the task, reading
 pytest's outcomes from the grader's own report (:func:`agentgym.plugins.swe.grading.grade`):
@@ -58,7 +59,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentgym.core.cache import file_lock
-from agentgym.core.env import AgentEnv
 from agentgym.core.episode import Episode, Submitted
 from agentgym.core.errors import InvalidArgumentError, MissingResourceError
 from agentgym.core.parsers import ToolCall
@@ -75,7 +75,7 @@ from agentgym.core.task import WRONG_SOLUTIONS, SolutionTurn, Task, TaskList, Ta
 from agentgym.core.tools import tool
 from agentgym.plugins.swe.instance import SWEInstance, image_name, load_instances, patch_files
 from agentgym.plugins.swe.search import RepoEditorTools, SearchTools
-from agentgym.toolkits import BashTools
+from agentgym.toolkits import BashTools, SandboxedEnv, episode_sandbox
 
 if TYPE_CHECKING:
     from agentgym.plugins.swe.grading import GradeResult
@@ -176,7 +176,7 @@ def task_source(instances: Sequence[SWEInstance], image: str | None = None) -> T
     return TaskList([instance_task(i, image) for i in instances])
 
 
-class SWEEnv(AgentEnv):
+class SWEEnv(SandboxedEnv):
     """Repair a repository so that its failing tests pass (SWE-bench format).
 
     Args:
@@ -240,7 +240,6 @@ class SWEEnv(AgentEnv):
                               for toolset in SWEEnv.toolsets)
         self._check_backend(instances)
         self._envs_checked: set[Path] = set()
-        self.box: Sandbox | None = None
         super().__init__(task_source(instances, image), parser=parser, max_turns=max_turns,
                          turn_timeout_s=turn_timeout_s, render_mode=render_mode)
 
@@ -320,26 +319,19 @@ class SWEEnv(AgentEnv):
             self._envs_checked.add(project.env)
         return box
 
-    async def setup_episode(self, task: Task) -> None:
-        episode = self.episode  # this episode's, even if the setup runs overlapped
-        self.box = await self.open_workspace(self.instance(task))
-        if episode is not None:
-            episode.resources["sandbox"] = self.box
-        self.bind_toolsets(self.box)
-
-    async def teardown_episode(self) -> None:
-        box, self.box = self.box, None
-        if box is not None:
-            await box.close()
+    async def open_sandbox(self, task: Task) -> Sandbox:
+        """The episode's workspace (:meth:`open_workspace`)."""
+        return await self.open_workspace(self.instance(task))
 
     async def grade(self, episode: Episode) -> RewardResult:
         """Run the tests on the agent's diff in a fresh sandbox at the same base."""
         from agentgym.plugins.swe.grading import diff_of
 
         instance = self.instance(episode.task)
-        if self.box is None:
+        box = episode_sandbox(episode)
+        if box is None:
             return RewardResult(0.0, {"reason": "the episode's sandbox never started"})
-        diff = await diff_of(self.box, base=instance.base_commit)
+        diff = await diff_of(box, base=instance.base_commit)
         result = await self.grade_diff(instance, diff)
         metrics = {
             "resolved": result.resolved,

@@ -49,18 +49,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym.core.env import AgentEnv
 from agentgym.core.episode import Episode, Submitted
 from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.parsers import ToolCall
-from agentgym.core.registry import open_sandbox, sandbox_backend
+from agentgym.core.registry import sandbox_backend
 from agentgym.core.reward import RewardResult
 from agentgym.core.sandbox import Sandbox, SandboxLimits, SandboxSpec, SandboxSpecError
 from agentgym.core.task import WRONG_SOLUTIONS, SolutionTurn, Task, TaskList
 from agentgym.core.tools import tool
 from agentgym.plugins.terminal.formats import LOGS_DIR, TESTS_DIR, TerminalTask, load_tasks
 from agentgym.plugins.terminal.grading import GITCONFIG, grade_task
-from agentgym.toolkits import BashTools, TerminalTools
+from agentgym.toolkits import BashTools, SandboxedEnv, TerminalTools, episode_sandbox
 
 #: The folder of agentgym's own tasks (package data).
 BUILTIN_TASKS = Path(__file__).parent / "tasks"
@@ -71,6 +70,8 @@ PROGRAMS = ("python3", "pip3", "git", "sqlite3", "curl", "make", "gcc", "tar", "
             "zip", "unzip", "jq", "less", "vim", "nano")
 #: Variables of the sandbox's starting environment that belong to one shell, not to it.
 _SHELL_VARIABLES = {"PWD", "OLDPWD", "SHLVL", "_"}
+#: Where an episode keeps its sandbox's starting environment (grading runs with it).
+START_ENV = "start_env"
 
 SYSTEM_PROMPT = """\
 You are working in a Linux terminal to complete a task. Run commands with the tools, check \
@@ -139,7 +140,7 @@ def source_tasks(env_id: str) -> Path:
     return target
 
 
-class TerminalEnv(AgentEnv):
+class TerminalEnv(SandboxedEnv):
     """Do a job in a terminal; the task's tests grade it (see the module docstring).
 
     Args:
@@ -205,8 +206,6 @@ class TerminalEnv(AgentEnv):
                               for name in tools)
         for task in loaded:
             self._check_backend(task)
-        self.box: Sandbox | None = None
-        self._start_env: dict[str, str] | None = None
         super().__init__(TaskList([self._task(t) for t in loaded]), parser=parser,
                          max_turns=max_turns, turn_timeout_s=turn_timeout_s,
                          render_mode=render_mode)
@@ -289,27 +288,23 @@ class TerminalEnv(AgentEnv):
         return SandboxSpec(image=image, workdir=task.workdir, limits=limits,
                            scratch_dirs=scratch)
 
-    async def setup_episode(self, task: Task) -> None:
-        episode = self.episode  # this episode's, even if the setup runs overlapped
-        terminal_task = self.terminal_task(task)
-        self.box = await open_sandbox(self.backend_of(terminal_task),
-                                      await self.workspace_spec(terminal_task))
-        if episode is not None:
-            episode.resources["sandbox"] = self.box
-        self._start_env = await _start_environment(self.box)
-        self.bind_toolsets(self.box)
+    def backend_for(self, task: Task) -> str:
+        return self.backend_of(self.terminal_task(task))
 
-    async def teardown_episode(self) -> None:
-        box, self.box = self.box, None
-        if box is not None:
-            await box.close()
+    async def sandbox_spec(self, task: Task) -> SandboxSpec:
+        return await self.workspace_spec(self.terminal_task(task))
+
+    async def prepare_sandbox(self, sandbox: Sandbox, episode: Episode) -> None:
+        episode.resources[START_ENV] = await _start_environment(sandbox)
 
     async def grade(self, episode: Episode) -> RewardResult:
         """Run the task's tests in the episode's sandbox (see the module docstring)."""
-        if self.box is None:
+        box = episode_sandbox(episode)
+        if box is None:
             return RewardResult(0.0, {"reason": "the episode's sandbox never started"})
-        return await grade_task(self.box, self.terminal_task(episode.task),
-                                env=self._start_env, timeout=self.test_timeout_s)
+        return await grade_task(box, self.terminal_task(episode.task),
+                                env=episode.resources.get(START_ENV),
+                                timeout=self.test_timeout_s)
 
 
 async def _start_environment(box: Sandbox) -> dict[str, str]:

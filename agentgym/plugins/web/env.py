@@ -2,7 +2,9 @@
 page's accessibility tree as the observation, BrowserGym's actions as tools.
 
 An episode (:meth:`WebEnv.setup_episode`) leases a browser from the process's pool
-(:mod:`agentgym.plugins.web.browser`), lets the subclass open the task's page
+(:mod:`agentgym.plugins.web.browser`), which the episode keeps as its ``"page"`` (a
+:class:`~agentgym.plugins.web.actions.PageEpisode`, :func:`episode_page`; released when
+the env ends the episode), lets the subclass open the task's page
 (:meth:`WebEnv.open_page`), and shows the agent the task's goal followed by the first
 observation (:mod:`agentgym.plugins.web.observation`). Every action tool
 (:class:`~agentgym.plugins.web.actions.WebTools`) returns the next observation; the
@@ -22,6 +24,7 @@ and to every ``step`` that leaves the episode running, for multimodal policies.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from agentgym.core.env import AgentEnv
@@ -38,6 +41,14 @@ the open tabs, the page's URL and its accessibility tree, one element a line; el
 you can act on carry a bid in brackets, e.g. [12] button 'Save'. Act with the tools, \
 naming elements by bid. When the task is done, or to give the answer it asks for, call \
 send_msg_to_user with the answer (or a short note that it is done): that ends the task."""
+
+#: The name of an episode's page in ``episode.resources``.
+PAGE = "page"
+
+
+def episode_page(episode: Episode) -> PageEpisode | None:
+    """``episode``'s page; None when its setup never leased a browser."""
+    return episode.resources.get(PAGE)
 
 
 class WebEnv(AgentEnv):
@@ -80,7 +91,6 @@ class WebEnv(AgentEnv):
         self.action_timeout_s = action_timeout_s
         self.settle_timeout_s = settle_timeout_s
         self.screenshot = screenshot
-        self.page: PageEpisode | None = None
         self._first_observation = ""
         super().__init__(tasks, parser=parser, max_turns=max_turns,
                          turn_timeout_s=turn_timeout_s, render_mode=render_mode)
@@ -110,20 +120,26 @@ class WebEnv(AgentEnv):
 
     # ---- episodes ---------------------------------------------------------------------
 
+    @property
+    def page(self) -> PageEpisode | None:
+        """The running episode's page (:func:`episode_page`); graders read the page of the
+        episode they grade instead."""
+        return episode_page(self.episode) if self.episode is not None else None
+
     async def setup_episode(self, task: Task) -> None:
         episode = self.episode
+        assert episode is not None
         pool = browser_pool()
         options = await self.lease_options(task)
         page_done = self.page_done if type(self).page_done is not WebEnv.page_done else None
 
         async def start() -> str:  # on the browsers' loop: one trip there, not four
             session = await pool.lease(**options)
-            page = self.page = PageEpisode(session, self.goal(task), self.max_chars,
-                                           self.action_timeout_s, page_done,
-                                           tick_ms=self.tick_ms,
-                                           settle_timeout_s=self.settle_timeout_s)
-            if episode is not None:
-                episode.resources["page"] = session
+            page = PageEpisode(session, self.goal(task), self.max_chars, self.action_timeout_s,
+                               page_done, tick_ms=self.tick_ms,
+                               settle_timeout_s=self.settle_timeout_s)
+            # Kept before the page opens, so that a failed start releases the browser too.
+            await episode.keep(PAGE, page, functools.partial(pool.release, session))
 
             async def first_page(session: BrowserSession) -> str:
                 await self.open_page(task, session)
@@ -135,15 +151,10 @@ class WebEnv(AgentEnv):
             return observation
 
         self._first_observation = await pool.call(start())
-        self.bind_toolsets(self.page)
+        self.bind_toolsets(episode_page(episode))
 
     async def teardown_episode(self) -> None:
-        page, self.page = self.page, None
-        try:
-            if page is not None:
-                await page.session.pool.release(page.session)
-        finally:
-            await self.close_page()
+        await self.close_page()  # after the episode released its page
 
     def instructions(self, task: Task) -> str:
         """Text of the opening message before the first observation (which starts with the

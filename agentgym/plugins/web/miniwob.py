@@ -33,7 +33,7 @@ from agentgym.core.reward import RewardResult
 from agentgym.core.serving import LocalServer
 from agentgym.core.task import GeneratedTasks, Task
 from agentgym.plugins.web.browser import BrowserSession
-from agentgym.plugins.web.env import WebEnv
+from agentgym.plugins.web.env import WebEnv, episode_page
 
 if TYPE_CHECKING:
     from starlette.responses import Response
@@ -190,10 +190,11 @@ class MiniWoBEnv(WebEnv):
         return f"The page ended the task (reward {raw:g}{why})."
 
     async def grade(self, episode: Episode) -> RewardResult:
-        if self.page is None:
+        page = episode_page(episode)
+        if page is None:
             return RewardResult(0.0, {"reason": "the episode's browser never started"})
-        done, raw, reason = await self.page.session.run(
-            lambda s: s.page.evaluate(_STATE), self.page.deadline_s)
+        done, raw, reason = await page.session.run(
+            lambda s: s.page.evaluate(_STATE), page.deadline_s)
         return RewardResult(max(0.0, float(raw)) if done else 0.0,
                             {"raw_reward": float(raw), "done": bool(done),
                              "reason": reason or ("unfinished" if not done else "")})

@@ -53,7 +53,7 @@ from agentgym.core.reward import RewardResult
 from agentgym.core.task import Task, TaskList
 from agentgym.plugins.web.answers import NUMBER, AnswerSpec, check_answer, normalize
 from agentgym.plugins.web.browser import BrowserSession
-from agentgym.plugins.web.env import WebEnv
+from agentgym.plugins.web.env import WebEnv, episode_page
 from agentgym.plugins.web.reach import origin_of
 
 #: WebArena's sites, as task files name them.
@@ -174,11 +174,12 @@ class WebArenaEnv(WebEnv):
                                 timeout=self.action_timeout_s * 4000)
 
     async def grade(self, episode: Episode) -> RewardResult:
-        if self.page is None:
+        page = episode_page(episode)
+        if page is None:
             return RewardResult(0.0, {"reason": "the episode's browser never started"})
         row = self.rows[episode.task.id]
         answer = episode.submission if isinstance(episode.submission, str) else None
-        session = self.page.session
+        session = page.session
         failed: list[str] = []
         unchecked: list[str] = []
         for spec in _evals(row):
@@ -199,7 +200,7 @@ class WebArenaEnv(WebEnv):
             elif kind == "program_html":
                 failed += await session.run(
                     lambda s, spec=spec: _program_html(s, spec, self.base_urls),
-                    self.page.deadline_s * 4)
+                    page.deadline_s * 4)
         return RewardResult(0.0 if failed else 1.0,
                             {"failed": failed, "unchecked": sorted(set(unchecked)),
                              "answer": answer})

@@ -14,6 +14,7 @@ import pytest
 import agentgym  # noqa: F401  (registers the envs)
 from agentgym.plugins.swe.instance import image_name
 from agentgym.testing import check_env, play_turns
+from agentgym.toolkits import episode_sandbox
 
 INSTANCE_ID = "demo__calc-1"
 
@@ -138,7 +139,7 @@ def test_swe_verified_runs_a_local_task_file_on_its_image(swe_image):
                 in messages[-1]["content"])
         assert {t["function"]["name"] for t in info["tools"]} == {
             "bash", "str_replace_editor", "search", "submit"}
-        assert raw.box.workdir == "/testbed"
+        assert episode_sandbox(raw.episode).workdir == "/testbed"
         oracle = [raw.task.solution[0], raw.task.solution[1]]
         reward, info = _play(env, oracle)
         assert reward == 1.0, info
@@ -185,13 +186,14 @@ def test_swe_synth_runs_on_docker_with_the_project_env_mounted(swe_image, toolz_
         from agentgym.sandboxes.docker import DockerSandbox
         from agentgym.sandboxes.image import DEFAULT_IMAGE
 
-        assert isinstance(raw.box, DockerSandbox)
+        box = episode_sandbox(raw.episode)
+        assert isinstance(box, DockerSandbox)
         # the default image, with the project's dependency env bound read-only
-        assert DEFAULT_IMAGE in raw.box.container.image.tags
-        mounts = {m["Destination"]: m for m in raw.box.container.attrs["Mounts"]}
+        assert DEFAULT_IMAGE in box.container.image.tags
+        mounts = {m["Destination"]: m for m in box.container.attrs["Mounts"]}
         assert mounts[ENV_MOUNT]["RW"] is False
         # the workspace is the task's repository, at its base commit
-        assert raw.box.workdir == "/workspace"
+        assert box.workdir == "/workspace"
         reward, info = _play_task(env, task.id, list(raw.task.solution))
         assert reward == 1.0, info["reward_metrics"]
         assert info["reward_metrics"]["f2p_passed"] == len(instance.FAIL_TO_PASS) > 0

@@ -44,7 +44,7 @@ def test_the_env_offers_bash_editor_search_submit_before_any_sandbox() -> None:
                            FAIL_TO_PASS=["tests/test_calc.py::test_add"])
     env = SWEEnv([instance], backend="docker", command_timeout_s=7)
     try:
-        assert env.box is None
+        assert env.episode is None
         assert [t.name for t in env.tools()] == ["bash", "str_replace_editor", "search",
                                                  "submit"]
         for described in env.tool_schemas():

@@ -16,6 +16,7 @@ from agentgym.core.probes import ATTACKS, ProbeTarget
 from agentgym.plugins.terminal.env import TerminalEnv
 from agentgym.rollout.validate import probes_for
 from agentgym.testing import assert_valid
+from agentgym.toolkits import episode_sandbox
 from agentgym.toolkits.probes import PROBES
 from tests.conftest import backend_missing
 
@@ -93,8 +94,8 @@ def test_a_verifier_link_is_removed_not_followed(backend) -> None:
     try:
         reward, _ = play_probe(env, "shell.verifier-symlink", "log-top-ips")
         assert reward == 0.0
-        left = env.run_coroutine(
-            env.box.exec("ls -ld /logs/verifier; cat /tmp/.probe/v/reward.txt"))
+        box = episode_sandbox(env.episode)
+        left = env.run_coroutine(box.exec("ls -ld /logs/verifier; cat /tmp/.probe/v/reward.txt"))
     finally:
         env.close()
     assert left.output.startswith("d") and left.output.rstrip().endswith("1"), left.output
@@ -163,7 +164,7 @@ def test_a_fork_bomb_left_running_does_not_stop_grading(backend) -> None:
                 {"type": "function", "function": {"name": "submit", "arguments": "{}"}}]})
         assert terminated and reward == 1.0, info["reward_metrics"]
         assert time.monotonic() - start < 60
-        left = env.run_coroutine(env.box.exec("ls -d /proc/[0-9]* | wc -l"))
+        left = env.run_coroutine(episode_sandbox(env.episode).exec("ls -d /proc/[0-9]* | wc -l"))
         assert int(left.output.split()[-1]) < 20, left.output
     finally:
         env.close()
