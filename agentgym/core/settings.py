@@ -35,7 +35,7 @@ __all__ = ["bound_problem", "check_settings", "choice_problem"]
 def bound_problem(value: Any, metadata: Mapping[str, Any]) -> str | None:
     """``"must be >= 1, got 0"`` when the number ``value`` breaks a bound of ``metadata``;
     None when it keeps them (or is not a number)."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
     if "min" in metadata and value < metadata["min"]:
         return f"must be >= {metadata['min']:g}, got {value}"
