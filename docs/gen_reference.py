@@ -213,17 +213,20 @@ def config_page() -> str:
         doc = inspect.getdoc(klass) or ""
         if doc:
             lines += [convert_roles(doc), ""]
-        hints = typing.get_type_hints(klass)
+        if klass is config.RolloutSection:  # its keys are the rollout dataclasses' fields
+            rows = [(owner, item) for owner, item in config.rollout_keys().values()]
+        else:
+            rows = [(klass, item) for item in dataclasses.fields(klass)]
         lines += ["| key | type | default |", "|---|---|---|"]
-        for item in dataclasses.fields(klass):
+        for owner, item in rows:
             if item.default is not dataclasses.MISSING:
                 default = f"`{item.default!r}`"
             elif item.default_factory is not dataclasses.MISSING:
                 default = f"`{item.default_factory()!r}`"
             else:
                 default = "required"
-            lines.append(f"| `{item.name}` | {_cell(_type_name(hints.get(item.name)))} |"
-                         f" {_cell(default)} |")
+            hint = typing.get_type_hints(owner).get(item.name)
+            lines.append(f"| `{item.name}` | {_cell(_type_name(hint))} | {_cell(default)} |")
         lines.append("")
     return "\n".join(lines) + "\n"
 

@@ -20,19 +20,9 @@ import ast
 import functools
 from pathlib import Path
 
-import pytest
-
 import agentgym
 
 PACKAGE = Path(agentgym.__file__).parent
-
-#: Circles known and being removed elsewhere, each with where it goes away.
-KNOWN_CIRCLES = {
-    # trainers.layout imports viewer.report's file name; report looks runs up in layout.
-    frozenset({"agentgym.trainers.layout", "agentgym.viewer.report"}):
-        "removed by the i32-seams branch",
-}
-
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
@@ -124,16 +114,8 @@ def test_circles_are_found():
 
 
 def test_the_package_imports_without_a_circle():
-    found = [c for c in circles(import_graph()) if frozenset(c[:-1]) not in KNOWN_CIRCLES]
+    found = circles(import_graph())
     assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
-
-
-@pytest.mark.parametrize("members", sorted(KNOWN_CIRCLES, key=sorted),
-                         ids=lambda m: " <-> ".join(sorted(m)))
-def test_a_known_circle_is_gone(members):
-    found = [frozenset(c[:-1]) for c in circles(import_graph())]
-    if members in found:
-        pytest.xfail(KNOWN_CIRCLES[members])
 
 
 #: The built-in plugins' packages (entry points in pyproject.toml besides core's own).

@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from agentgym.core.errors import AgentGymError
 from agentgym.core.plugins import plugin_host
+from agentgym.core.settings import check_settings
 from agentgym.core.task import Task
 
 if TYPE_CHECKING:
@@ -113,18 +114,13 @@ class Sampling:
         seed: per-request seed where the backend supports one (None: random).
     """
 
-    max_tokens: int = 256
-    temperature: float = 1.0
-    top_p: float = 1.0
+    max_tokens: int = field(default=256, metadata={"min": 1})
+    temperature: float = field(default=1.0, metadata={"min": 0})
+    top_p: float = field(default=1.0, metadata={"gt": 0, "max": 1})
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_tokens < 1:
-            raise ValueError(f"Sampling.max_tokens must be >= 1, got {self.max_tokens}")
-        if self.temperature < 0:
-            raise ValueError(f"Sampling.temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"Sampling.top_p must be in (0, 1], got {self.top_p}")
+        check_settings(self)  # the bounds above (agentgym.core.settings)
 
 
 @dataclass

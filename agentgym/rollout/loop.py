@@ -45,6 +45,7 @@ from agentgym.core.env_info import ResetInfo, ResetOptions, StepInfo
 from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.policies import Sampling, TextPolicy, TokenPolicy, policy_level
 from agentgym.core.sandbox import SandboxError
+from agentgym.core.settings import check_settings
 from agentgym.rollout.chat import ChatTokens
 from agentgym.rollout.scheduler import GenerationGate
 from agentgym.rollout.trajectory import Trajectory
@@ -70,16 +71,17 @@ class RolloutConfig:
     """
 
     sampling: Sampling = field(default_factory=Sampling)
-    max_total_tokens: int = 8192
-    max_wall_s: float | None = None
+    max_total_tokens: int = field(default=8192, metadata={"min": 1})
+    max_wall_s: float | None = field(default=None, metadata={"gt": 0})
     seed: int = 0
     tool_schemas: bool = True
 
     def __post_init__(self) -> None:
-        if self.max_total_tokens < 1:
-            raise ValueError(f"max_total_tokens must be >= 1, got {self.max_total_tokens}")
-        if self.max_wall_s is not None and self.max_wall_s <= 0:
-            raise ValueError(f"max_wall_s must be > 0 or None, got {self.max_wall_s}")
+        check_settings(self)  # the bounds above (agentgym.core.settings)
+
+
+#: Called with ``("generate" | "tool", seconds, turns played before this one)``.
+OnTiming = Callable[[str, float, int], None]
 
 
 @contextlib.asynccontextmanager
@@ -98,27 +100,20 @@ class EpisodeRunner:
                  episode: int, *,
                  env_id: str = "", policy_name: str = "",
                  config: RolloutConfig | None = None, overlap_setup: bool = False,
-                 attempt: int = 0, group: int | None = None):
+                 setup_timeout_s: float | None = None, attempt: int = 0,
+                 group: int | None = None):
         self.env, self.policy, self.config = env, policy, config or RolloutConfig()
         #: Which contract the policy keeps; one that keeps neither fails here, not per turn.
         self.level = policy_level(policy)
         #: Which attempt of its task this episode is, and its group of attempts (reset
         #: options; a text policy that declares ``takes_attempt`` gets them).
         self.attempt, self.group = attempt, episode if group is None else group
-        #: The reset option ``setup_timeout_s`` (None: the env's setup has no limit).
-        self.setup_timeout_s: float | None = None
         #: Generate the first turn while the env's setup runs (the reset option).
         self.overlap_setup = overlap_setup
+        #: The reset option ``setup_timeout_s`` (None: the env's setup has no limit).
+        self.setup_timeout_s = setup_timeout_s
         self.record = Trajectory(env=env_id or type(env).__name__, task_id=task_id,
                                  episode=episode, policy=policy_name)
-        #: Held around each generation: the pipeline bounds episodes generating at once
-        #: (a :class:`~agentgym.rollout.scheduler.GenerationGate`; the wait is the
-        #: ``queue`` timing).
-        self.generation_gate: GenerationGate | None = None
-        #: Called with ``("generate" | "tool", seconds, turns played before this one)`` as
-        #: each turn's generation and env step end (the pipeline's scheduler measures the
-        #: run with it).
-        self.on_timing: Callable[[str, float, int], None] | None = None
         self.tokens: ChatTokens | None = None
         self.ids: list[int] = []
         #: The conversation so far, and the task (for text-level policies), from the env.
@@ -163,22 +158,33 @@ class EpisodeRunner:
         except Exception as e:
             self._fail(e)
 
-    async def run(self) -> None:
-        """Play turns until the env ends the episode or a limit does."""
+    async def run(self, gate: GenerationGate | None = None,
+                  on_timing: OnTiming | None = None) -> None:
+        """Play turns until the env ends the episode or a limit does (``gate`` and
+        ``on_timing``: as for :meth:`turn`)."""
         if self.failed:
             return
         try:
-            while not await self.turn():
+            while not await self.turn(gate, on_timing):
                 pass
         except Exception as e:
             self._fail(e)
 
-    async def turn(self) -> bool:
-        """Play one turn; True when the episode is over (the sync mode steps turn by turn)."""
+    async def turn(self, gate: GenerationGate | None = None,
+                   on_timing: OnTiming | None = None) -> bool:
+        """Play one turn; True when the episode is over (the sync mode steps turn by turn).
+
+        ``gate`` is held around the generation: the pipeline bounds episodes generating at
+        once (:class:`~agentgym.rollout.scheduler.GenerationGate`; the wait is the
+        ``queue`` timing). ``on_timing`` gets ``("generate" | "tool", seconds, turns
+        played before this one)`` as the generation and the env step end (the pipeline's
+        scheduler measures the run with it). Both belong to the run playing the episode,
+        not to the episode: one prepared ahead is built before that run exists.
+        """
         if self.failed:
             return True
         try:
-            return await self._turn()
+            return await self._turn(gate, on_timing)
         except Exception as e:
             self._fail(e)
             return True
@@ -210,13 +216,13 @@ class EpisodeRunner:
 
     # ---- internals ----------------------------------------------------------------------
 
-    async def _turn(self) -> bool:
+    async def _turn(self, gate: GenerationGate | None, on_timing: OnTiming | None) -> bool:
         if self.over:
             return True
         if self.config.max_wall_s and time.perf_counter() - self.started > self.config.max_wall_s:
             await self._end("wall_time")
             return True
-        timings, gate = self.record.timings, self.generation_gate
+        timings = self.record.timings
         start = time.perf_counter()
         try:
             if gate is None:
@@ -229,8 +235,8 @@ class EpisodeRunner:
         finally:
             generated = time.perf_counter() - start
             timings["generate"] = timings.get("generate", 0.0) + generated
-        if self.on_timing is not None:
-            self.on_timing("generate", generated, self.record.turns)
+        if on_timing is not None:
+            on_timing("generate", generated, self.record.turns)
         if action is None:
             await self._end("context_limit")
             return True
@@ -241,8 +247,8 @@ class EpisodeRunner:
         finally:
             stepped = time.perf_counter() - start
             timings["tool"] = timings.get("tool", 0.0) + stepped
-        if self.on_timing is not None:
-            self.on_timing("tool", stepped, self.record.turns)
+        if on_timing is not None:
+            on_timing("tool", stepped, self.record.turns)
         self.record.turns += 1
         self.record.tool_errors += int(info.get("tool_errors", 0))
         self.messages.append(info.get("assistant_message") or _as_message(action))

@@ -43,13 +43,15 @@ import asyncio
 import contextlib
 import inspect
 import time
+import typing
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentgym.core.env import AgentEnv
 from agentgym.core.errors import AgentGymError
+from agentgym.core.settings import check_settings
 from agentgym.core.task import Task
 from agentgym.rollout.loop import EpisodeRunner, RolloutConfig
 from agentgym.rollout.scheduler import (
@@ -61,7 +63,7 @@ from agentgym.rollout.scheduler import (
 from agentgym.rollout.trajectory import Trajectory
 
 Mode = Literal["sync", "async_batch", "pipeline"]
-MODES: tuple[str, ...] = ("sync", "async_batch", "pipeline")
+MODES: tuple[str, ...] = typing.get_args(Mode)
 
 
 @dataclass
@@ -89,29 +91,16 @@ class PipelineConfig:
     """
 
     mode: Mode = "pipeline"
-    concurrency: int = 8
-    prefetch: int | None = None
+    concurrency: int = field(default=8, metadata={"min": 1})
+    prefetch: int | None = field(default=None, metadata={"min": 0})
     overlap_setup: Literal["auto", "on", "off"] = "auto"
-    max_live_sandboxes: int | None = None
-    grade_concurrency: int | None = None
-    setup_timeout_s: float | None = None
+    max_live_sandboxes: int | None = field(default=None, metadata={"min": 1})
+    grade_concurrency: int | None = field(default=None, metadata={"min": 1})
+    setup_timeout_s: float | None = field(default=None, metadata={"gt": 0})
     raise_on_error: bool = False
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")
-        if self.concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.prefetch is not None and self.prefetch < 0:
-            raise ValueError(f"prefetch must be >= 0, got {self.prefetch}")
-        if self.overlap_setup not in ("auto", "on", "off"):
-            raise ValueError(f"overlap_setup must be auto, on or off; got {self.overlap_setup!r}")
-        for name in ("max_live_sandboxes", "grade_concurrency"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1 or None (no bound), got {value}")
-        if self.setup_timeout_s is not None and not self.setup_timeout_s > 0:
-            raise ValueError(f"setup_timeout_s must be > 0 or None, got {self.setup_timeout_s}")
+        check_settings(self)  # the bounds and choices above (agentgym.core.settings)
 
     @property
     def live_cap(self) -> int:
@@ -123,7 +112,8 @@ class PipelineConfig:
         return self.concurrency + (self.concurrency if self.prefetch is None else self.prefetch)
 
     def overlaps(self) -> bool:
-        """Whether episodes generate their first turn while their setup runs."""
+        """Whether episodes generate their first turn while their setup runs: the one rule
+        for every episode, prepared ones included."""
         return self.overlap_setup == "on" or (self.overlap_setup == "auto"
                                               and self.mode == "pipeline")
 
@@ -249,14 +239,13 @@ class RolloutPipeline:
     def prepare(self, jobs: Iterable[Job]) -> None:
         """Start resetting envs for ``jobs`` in the background (call from the pipeline's
         loop, without awaiting anything): a later :meth:`run` with the same jobs finds them
-        set up. Their sandboxes keep starting in the background (``overlap_setup``)."""
+        set up (with ``overlap_setup``, their sandboxes may still be starting then)."""
         for job in jobs:
             if job not in self._prepared:
                 self._prepared[job] = asyncio.ensure_future(self._prepare_one(job))
 
     async def _prepare_one(self, job: Job) -> EpisodeRunner:
         runner = self._runner(await self._take_env(), job)
-        runner.overlap_setup = self.config.overlap_setup != "off"
         await runner.init()  # records its own failure; a failed init plays as failed
         return runner
 
@@ -301,12 +290,11 @@ class RolloutPipeline:
         policy, name = self.policy_for(job) if self.policy_for else (self.policy,
                                                                       self.policy_name)
         group, attempt = self.attempt_of(job) if self.attempt_of else (job[1], 0)
-        runner = EpisodeRunner(env, policy, job[0], job[1], env_id=self.env_id,
-                               policy_name=name, config=self.rollout,
-                               overlap_setup=self.config.overlaps(), attempt=attempt,
-                               group=group)
-        runner.setup_timeout_s = self.config.setup_timeout_s
-        return runner
+        return EpisodeRunner(env, policy, job[0], job[1], env_id=self.env_id,
+                             policy_name=name, config=self.rollout,
+                             overlap_setup=self.config.overlaps(),
+                             setup_timeout_s=self.config.setup_timeout_s, attempt=attempt,
+                             group=group)
 
     def _finish(self, runner: EpisodeRunner, results: list[Trajectory]) -> None:
         trajectory = runner.trajectory()
@@ -434,18 +422,17 @@ class RolloutPipeline:
                 async with self._sandbox(key) as hold:
                     runner, ready = await self._start(job)
                     hold.runner = runner
-                    runner.generation_gate, runner.on_timing = gate, observe
                     with self._in("init"):  # until the first step's result: the setup
                         if not ready:
                             await runner.init()
-                        over = runner.failed or await runner.turn()
+                        over = runner.failed or await runner.turn(gate, observe)
                     if runner.record.turns:  # the first step waited for the setup
                         admission.setup_done(key, time.perf_counter() - admitted)
                     starting.discard(key)
                     if not over:
                         playing[key] = runner
                         with self._in("run"):
-                            await runner.run()
+                            await runner.run(gate, observe)
                         del playing[key]
                     admission.finished(runner.record.turns)
                     changed.set()

@@ -17,8 +17,12 @@ A config is one YAML mapping (see ``docs/training.md`` for every field)::
 :func:`load_config` reads the file into a :class:`TrainConfig` or raises one
 :class:`ConfigError` listing every problem found, each under the dotted path of its field
 (``stages[1].grpo.args.learning_rat``) with the fix: the closest valid name, the expected
-type, the allowed values. Stage ``args`` are checked against the fields (names and types)
-of ``trl.SFTConfig`` / ``trl.GRPOConfig``, ``options`` against
+type, the allowed values. Numeric bounds are declared in each field's metadata
+(:mod:`agentgym.core.settings`); the ``rollout`` section's keys, with their types, defaults
+and bounds, are the fields of the rollout's own settings dataclasses
+(:class:`RolloutSection`), so a field added there is a config key at once. Stage ``args``
+are checked against the fields (names and types) of ``trl.SFTConfig`` /
+``trl.GRPOConfig``, ``options`` against
 :class:`agentgym.trainers.grpo.GRPOOptions`, ``lora`` against ``peft.LoraConfig``; the env
 id against the plugin registry and its kwargs against the env's constructor (names and
 types: the check ``-e KEY=VALUE`` gets, :mod:`agentgym.core.env_kwargs`). Checks that
@@ -42,7 +46,11 @@ from typing import Any, ClassVar, Literal
 
 from agentgym.core.conversion import ConversionError, closest, convert_to_type, describe, show
 from agentgym.core.errors import AgentGymError
+from agentgym.core.policies import Sampling
+from agentgym.core.settings import bound_problem
+from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.models import looks_like_hub_id
+from agentgym.rollout.pipeline import PipelineConfig
 
 __all__ = [
     "REPORT_TO",
@@ -59,6 +67,7 @@ __all__ = [
     "TrainConfig",
     "load_config",
     "parse_config",
+    "rollout_keys",
 ]
 
 REPORT_TO: tuple[str, ...] = ("none", "wandb", "tensorboard")
@@ -77,21 +86,16 @@ class ConfigError(AgentGymError, ValueError):
 # ---- the schema -------------------------------------------------------------------------------
 
 
-def _limits(**bounds: float) -> dict[str, Any]:
-    """Field metadata: ``min``/``max`` (inclusive) and ``gt`` (exclusive) numeric bounds."""
-    return {"bounds": bounds}
-
-
 @dataclass
 class TinyModel:
     """``model: {tiny: {...}}``: :func:`agentgym.rollout.tiny_model.build_tiny_model` into
     ``<output_dir>/base-model``."""
 
-    hidden_size: int = field(default=64, metadata=_limits(min=16))
-    num_layers: int = field(default=2, metadata=_limits(min=1))
+    hidden_size: int = field(default=64, metadata={"min": 16})
+    num_layers: int = field(default=2, metadata={"min": 1})
     seed: int = 0
     #: Standard deviation of the initial weights; None: transformers' 0.02.
-    init_std: float | None = field(default=None, metadata=_limits(gt=0, max=1))
+    init_std: float | None = field(default=None, metadata={"gt": 0, "max": 1})
 
     def check(self, path: str) -> list[tuple[str, str]]:
         if self.hidden_size % 16:
@@ -115,50 +119,68 @@ class EvalSection:
 
     #: Merged over ``env.kwargs`` (e.g. ``{split: test}``).
     kwargs: dict[str, Any] = field(default_factory=dict)
-    episodes: int = field(default=50, metadata=_limits(min=1))
+    episodes: int = field(default=50, metadata={"min": 1})
     #: 0 is greedy decoding.
-    temperature: float = field(default=0.0, metadata=_limits(min=0))
+    temperature: float = field(default=0.0, metadata={"min": 0})
+
+
+#: Fields of the rollout dataclasses that are not keys of the ``rollout`` section, and why.
+NOT_ROLLOUT_KEYS: dict[str, str] = {
+    "seed": "the run's top-level `seed` seeds the episodes",
+    "sampling": "its fields are keys of the section",
+    "raise_on_error": "a training run records an episode's failure and goes on",
+}
 
 
 @dataclass
 class RolloutSection:
-    """``rollout``: how episodes are played and scheduled in every stage and in eval."""
+    """``rollout``: how episodes are played and scheduled in every stage and in eval.
 
-    mode: Literal["sync", "async_batch", "pipeline"] = "pipeline"
-    concurrency: int = field(default=8, metadata=_limits(min=1))
-    prefetch: int | None = field(default=None, metadata=_limits(min=0))
-    max_live_sandboxes: int | None = field(default=None, metadata=_limits(min=1))
-    grade_concurrency: int | None = field(default=None, metadata=_limits(min=1))
-    overlap_setup: Literal["auto", "on", "off"] = "auto"
-    setup_timeout_s: float | None = field(default=None, metadata=_limits(gt=0))
-    max_tokens: int = field(default=256, metadata=_limits(min=1))
-    max_total_tokens: int = field(default=8192, metadata=_limits(min=1))
-    temperature: float = field(default=1.0, metadata=_limits(min=0))
-    top_p: float = field(default=1.0, metadata=_limits(gt=0, max=1))
-    max_wall_s: float | None = field(default=None, metadata=_limits(gt=0))
-    tool_schemas: bool = True
+    The section holds the rollout's own settings dataclasses, so their fields, defaults and
+    bounds are written once, where they are used: its keys are the fields of
+    :class:`~agentgym.core.policies.Sampling` (per turn),
+    :class:`~agentgym.rollout.loop.RolloutConfig` (per episode) and
+    :class:`~agentgym.rollout.pipeline.PipelineConfig` (scheduling), side by side in one
+    mapping (``{mode: pipeline, concurrency: 8, max_tokens: 256}``), but for
+    :data:`NOT_ROLLOUT_KEYS`. :func:`rollout_keys` lists them.
+    """
 
-    def rollout_config(self, seed: int = 0, temperature: float | None = None) -> Any:
-        """The :class:`~agentgym.rollout.loop.RolloutConfig` (``temperature`` overrides)."""
-        from agentgym.core.policies import Sampling
-        from agentgym.rollout.loop import RolloutConfig
+    #: How each episode is played (its ``seed`` is the run's: see :meth:`rollout_config`).
+    episodes: RolloutConfig = field(default_factory=RolloutConfig)
+    #: How episodes are scheduled.
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
 
-        sampling = Sampling(max_tokens=self.max_tokens, top_p=self.top_p,
-                            temperature=self.temperature if temperature is None else temperature)
-        return RolloutConfig(sampling=sampling, max_total_tokens=self.max_total_tokens,
-                             max_wall_s=self.max_wall_s, seed=seed,
-                             tool_schemas=self.tool_schemas)
+    def rollout_config(self, seed: int = 0, temperature: float | None = None) -> RolloutConfig:
+        """:attr:`episodes` seeded with ``seed`` (``temperature`` overrides the sampling's)."""
+        sampling = self.episodes.sampling
+        if temperature is not None:
+            sampling = dataclasses.replace(sampling, temperature=temperature)
+        return dataclasses.replace(self.episodes, sampling=sampling, seed=seed)
 
-    def pipeline_config(self) -> Any:
-        """The :class:`~agentgym.rollout.pipeline.PipelineConfig`."""
-        from agentgym.rollout.pipeline import PipelineConfig
+    def to_dict(self) -> dict[str, Any]:
+        """The section as its keys (what the YAML file holds)."""
+        return {key: getattr(self._owner(cls), key) for key, (cls, _) in rollout_keys().items()}
 
-        return PipelineConfig(mode=self.mode, concurrency=self.concurrency,
-                              prefetch=self.prefetch,
-                              max_live_sandboxes=self.max_live_sandboxes,
-                              grade_concurrency=self.grade_concurrency,
-                              overlap_setup=self.overlap_setup,
-                              setup_timeout_s=self.setup_timeout_s)
+    def _owner(self, cls: type) -> Any:
+        return {Sampling: self.episodes.sampling, RolloutConfig: self.episodes,
+                PipelineConfig: self.pipeline}[cls]
+
+
+#: The dataclasses whose fields the ``rollout`` section holds, in the docs' order.
+ROLLOUT_PARTS: tuple[type, ...] = (PipelineConfig, Sampling, RolloutConfig)
+
+
+def rollout_keys() -> dict[str, tuple[type, dataclasses.Field]]:
+    """Each key of the ``rollout`` section: the dataclass it belongs to and its field."""
+    keys: dict[str, tuple[type, dataclasses.Field]] = {}
+    for cls in ROLLOUT_PARTS:
+        for f in dataclasses.fields(cls):
+            if f.name not in NOT_ROLLOUT_KEYS:
+                if f.name in keys:  # a new field may not shadow another part's
+                    raise TypeError(f"{cls.__name__}.{f.name} is also a field of"
+                                    f" {keys[f.name][0].__name__}: rename one")
+                keys[f.name] = (cls, f)
+    return keys
 
 
 @dataclass
@@ -167,7 +189,7 @@ class Demonstrations:
     the stage folder."""
 
     policy: str = "oracle"
-    episodes: int = field(default=100, metadata=_limits(min=1))
+    episodes: int = field(default=100, metadata={"min": 1})
     #: Merged over ``env.kwargs``.
     kwargs: dict[str, Any] = field(default_factory=dict)
     #: Keep episodes with at least this reward (and no error); null keeps every episode.
@@ -217,8 +239,8 @@ class RFTStage:
     tasks with the current model, SFT on the ones scoring at least ``threshold``."""
 
     kind: ClassVar[str] = "rft"
-    tasks: int = field(metadata=_limits(min=1))
-    attempts: int = field(default=4, metadata=_limits(min=1))
+    tasks: int = field(metadata={"min": 1})
+    attempts: int = field(default=4, metadata={"min": 1})
     threshold: float = 1.0
     #: ``trl.SFTConfig`` fields.
     args: dict[str, Any] = field(default_factory=dict, metadata={"trl": "SFTConfig"})
@@ -251,7 +273,8 @@ class TrainConfig:
     stages: list[Stage] = field(metadata={"load": "stages"})
     seed: int = 0
     eval: EvalSection | None = None
-    rollout: RolloutSection = field(default_factory=RolloutSection)
+    rollout: RolloutSection = field(default_factory=RolloutSection,
+                                    metadata={"load": "rollout"})
     report_to: Literal["none", "wandb", "tensorboard"] = "none"
 
     def check(self, path: str) -> list[tuple[str, str]]:
@@ -269,6 +292,8 @@ class TrainConfig:
 
 
 def _plain(obj: Any) -> Any:
+    if isinstance(obj, RolloutSection):
+        return obj.to_dict()
     if dataclasses.is_dataclass(obj):
         return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
@@ -360,7 +385,7 @@ def _load_dataclass(cls: type, data: Any, path: str, issues: list[tuple[str, str
         except ConversionError as e:
             issues.append((where, str(e)))
             continue
-        issues += _check_bounds(value, f.metadata.get("bounds", {}), where)
+        issues += _check_bounds(value, f.metadata, where)
         if "trl" in f.metadata:
             value = _check_trl_args(value, f.metadata["trl"], where, issues)
         elif "options" in f.metadata:
@@ -383,16 +408,10 @@ def _coerce(value: Any, annotation: Any, path: str, issues: list[tuple[str, str]
                   load_dataclass=lambda cls, data: _load_dataclass(cls, data, path, issues))
 
 
-def _check_bounds(value: Any, bounds: dict[str, float], path: str) -> list[tuple[str, str]]:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return []
-    if "min" in bounds and value < bounds["min"]:
-        return [(path, f"must be >= {bounds['min']:g}, got {value}")]
-    if "gt" in bounds and value <= bounds["gt"]:
-        return [(path, f"must be > {bounds['gt']:g}, got {value}")]
-    if "max" in bounds and value > bounds["max"]:
-        return [(path, f"must be <= {bounds['max']:g}, got {value}")]
-    return []
+def _check_bounds(value: Any, metadata: Mapping[str, Any], path: str) -> list[tuple[str, str]]:
+    """The field's declared bounds (:mod:`agentgym.core.settings`), under ``path``."""
+    problem = bound_problem(value, metadata)
+    return [] if problem is None else [(path, problem)]
 
 
 def _check_fields(values: dict[str, Any], cls: type, owner: str, path: str,
@@ -532,6 +551,43 @@ def _load_demonstrations(value: Any, path: str,
     return None if None in mixture else mixture
 
 
+def _load_rollout(value: Any, path: str, issues: list[tuple[str, str]]) -> Any:
+    """The ``rollout`` section: each key converted to its field's type and checked against
+    its declared bounds, then the dataclasses built (their own checks then find nothing
+    new, but a rule across fields)."""
+    if not isinstance(value, Mapping):
+        issues.append((path, f"expected a mapping of rollout settings, e.g. {{mode: pipeline,"
+                             f" concurrency: 8}}; got {show(value)}"))
+        return None
+    keys = rollout_keys()
+    before = len(issues)
+    values: dict[type, dict[str, Any]] = {cls: {} for cls in ROLLOUT_PARTS}
+    for key, item in value.items():
+        where = _join(path, str(key))
+        if key not in keys:
+            why = NOT_ROLLOUT_KEYS.get(str(key))
+            issues.append((where, f"not a rollout setting: {why}" if why
+                           else _unknown(key, list(keys), f"`{path}`")))
+            continue
+        cls, f = keys[key]
+        try:
+            item = _coerce(item, typing.get_type_hints(cls)[key], where, issues)
+        except ConversionError as e:
+            issues.append((where, str(e)))
+            continue
+        issues += _check_bounds(item, f.metadata, where)
+        values[cls][key] = item
+    if len(issues) > before:
+        return None
+    try:
+        sampling = Sampling(**values[Sampling])
+        return RolloutSection(RolloutConfig(sampling=sampling, **values[RolloutConfig]),
+                              PipelineConfig(**values[PipelineConfig]))
+    except ValueError as e:
+        issues.append((path, str(e)))
+        return None
+
+
 def _load_env(value: Any, path: str, issues: list[tuple[str, str]]) -> Any:
     """The env section; its id must name a registered env."""
     from agentgym.core.errors import UnknownIdError
@@ -556,6 +612,7 @@ _LOADERS: dict[str, Callable[[Any, str, list[tuple[str, str]]], Any]] = {
     "env": _load_env,
     "stages": _load_stages,
     "demonstrations": _load_demonstrations,
+    "rollout": _load_rollout,
 }
 
 

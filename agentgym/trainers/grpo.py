@@ -40,7 +40,7 @@ and held idle),
 ``prefetch/hits``, and ``rollout/{episodes,sampled_tokens,tokens_per_s}`` (every episode
 played in the call, replacement groups included, and the model tokens it sampled).
 
-Learning health (see :mod:`agentgym.trainers.health`): the rollout logs, per call, the
+Learning health (see :mod:`agentgym.trainers.health`): the rollout measures, per call, the
 shares of groups ``dynamic_sampling/flat_fraction`` (first-played groups without reward
 variance among their scorable episodes, before any replacement), ``groups/with_variance``
 (groups finally trained on that have it) and ``groups/identical`` (first-played groups
@@ -92,6 +92,7 @@ from agentgym.trainers.trl_adapter import (
     log_metrics,
     quiet_expected_warnings,
     repeat_sampler_layout,
+    steps_per_generation_batch,
     stop_token_ids,
     use_console_callback,
     vllm_generate,
@@ -236,7 +237,7 @@ class VLLMTrainerPolicy(BatchedPolicy):
 
 def trainer_policy(trainer: Any) -> Any:
     """The token-level policy that samples with ``trainer``'s current weights."""
-    if getattr(trainer, "use_vllm", False):
+    if trainer.args.use_vllm:
         return VLLMTrainerPolicy(trainer)
     from agentgym.rollout.policies.hf import HFPolicy
 
@@ -258,21 +259,35 @@ class EnvRollout:
     """TRL's ``rollout_func``: plays the episodes of a generation batch (see the module
     docstring). Its envs live on its own event loop thread for the whole training run.
 
+    The seam runs one way: the rollout is built with all it needs from the training
+    configuration, the trainer hands it its policy (:meth:`use_policy`) and its sampler
+    (:meth:`use_sampler`) and collects the metrics of each call (:meth:`take_metrics`);
+    of the trainer TRL passes to each call, the rollout reads only the step counter.
+
     Args:
         env_id, env_kwargs: the env, as for ``agentgym.make``.
+        group_size: episodes per GRPO group (TRL's ``num_generations``): TRL sends each
+            task that many times in a row.
+        tokenizer: the trained model's (its pad and eos tokens fill empty episodes).
+        calls_apart: optimizer steps between two rollout calls
+            (:func:`~agentgym.trainers.trl_adapter.steps_per_generation_batch`), to number
+            the episodes prepared for the next call.
         task_ids: the tasks replacement groups are drawn from (default: the env's).
         options: DAPO and prefetch options; rollout, pipeline: episode settings.
-        policy: a token-level policy to use instead of the trainer's weights (tests).
+        policy: the token-level policy to play (default: the trainer hands its own,
+            sampling with the trained weights, through :meth:`use_policy`).
         rollouts_file: where to append the ``options.log_rollouts`` groups of each call
             (None: nowhere); episodes already in the file (a resumed run) are not added
             again.
     """
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None, *,
+                 group_size: int, tokenizer: Any, calls_apart: int = 1,
                  task_ids: Sequence[str] | None = None, options: GRPOOptions | None = None,
                  rollout: RolloutConfig | None = None, pipeline: PipelineConfig | None = None,
                  policy: Any = None, rollouts_file: str | Path | None = None):
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
+        self.group_size, self.tokenizer, self.calls_apart = group_size, tokenizer, calls_apart
         self.options = options or GRPOOptions()
         self.rollout, self.pipeline_config = rollout or RolloutConfig(), pipeline
         self.policy = policy
@@ -281,30 +296,48 @@ class EnvRollout:
         self.last: list[Trajectory] = []  # the episodes of the last call (tests, logging)
         self.replaced = 0  # groups replaced by dynamic sampling in the current call
         self.played = self.sampled_tokens = 0  # in the current call, replacements included
+        self._metrics: dict[str, float] = {}  # of the last call, until taken
         self._loop = LoopThread("agentgym-grpo-rollout")
         self._pipeline: RolloutPipeline | None = None
-        #: Episodes per GRPO group (the trainer's num_generations, known at the first call).
-        self.group_size = 1
         self._rollouts = (TrajectoryWriter(rollouts_file, resume=True)
                           if rollouts_file is not None and self.options.log_rollouts else None)
+
+    def use_policy(self, policy: Any) -> None:
+        """Play ``policy`` from now on (the trainer's, sampling with its current weights)."""
+        self.policy = policy
+        if self._pipeline is not None:
+            self._pipeline.policy = policy
+
+    def use_sampler(self, sampler: RecordingSampler) -> None:
+        """Predict each next call's tasks from ``sampler`` (the trainer's), to prepare
+        their episodes while the optimizer steps (``options.prefetch``)."""
+        self.sampler = sampler
+
+    def take_metrics(self) -> dict[str, float]:
+        """The metrics of the last call (see the module docstring), once: for the trainer
+        to log with its own."""
+        metrics, self._metrics = self._metrics, {}
+        return metrics
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
         started = time.perf_counter()
         if self.policy is None:
-            self.policy = trainer_policy(trainer)
-        size = self.group_size = trainer.num_generations
+            raise TypeError("EnvRollout has no policy: AgentGRPOTrainer hands it the trainer's"
+                            " (use_policy), or pass policy= when building it")
+        size = self.group_size
         tasks = [_task_id(p) for p in prompts]
         if len(tasks) % size:
-            raise ValueError(f"{len(tasks)} prompts is not a multiple of num_generations={size}")
-        step = trainer.state.global_step
+            raise ValueError(f"{len(tasks)} prompts is not a multiple of the group size"
+                             f" (num_generations) {size}")
+        step = trainer.state.global_step  # the one thing read from the trainer
         jobs = [(task, step * EPISODES_PER_CALL + i) for i, task in enumerate(tasks)]
         episodes = self._loop.run(self._play_call(jobs, size, step))
         self.last = [t for group in episodes.groups for t in group]
-        output = self._output(episodes, trainer)
-        self._log(trainer, episodes, time.perf_counter() - started)
+        output = self._output(episodes)
+        self._log(episodes, time.perf_counter() - started)
         self._keep_sample(episodes)
         if self.options.prefetch:
-            self._prefetch(tasks, trainer)
+            self._prefetch(tasks, step + self.calls_apart)
         return output
 
     def close(self) -> None:
@@ -343,7 +376,6 @@ class EnvRollout:
                 attempt_of=self._attempt_of)
             if self.task_ids is None:
                 self.task_ids = await self._pipeline.task_ids()
-        self._pipeline.policy = self.policy  # known from the first call on (the trainer's)
         return self._pipeline
 
     def _attempt_of(self, job: Job) -> tuple[int, int]:
@@ -400,8 +432,8 @@ class EnvRollout:
 
     # ---- what TRL gets ---------------------------------------------------------------------
 
-    def _output(self, episodes: _Episodes, trainer: Any) -> dict[str, list]:
-        tokenizer = trainer.processing_class
+    def _output(self, episodes: _Episodes) -> dict[str, list]:
+        tokenizer = self.tokenizer
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         eos = tokenizer.eos_token_id
         out: dict[str, list] = {k: [] for k in (
@@ -428,7 +460,7 @@ class EnvRollout:
                 out["task_id"].append(t.task_id)
         return out
 
-    def _log(self, trainer: Any, episodes: _Episodes, seconds: float) -> None:
+    def _log(self, episodes: _Episodes, seconds: float) -> None:
         played = [t for g in episodes.groups for t in g]
         n = len(played)
         metrics: dict[str, float] = {
@@ -458,21 +490,20 @@ class EnvRollout:
         reasons = Counter(t.finish_reason or "unknown" for t in played)
         for reason, count in reasons.items():
             metrics[f"env/finish/{reason}"] = count / n
-        log_metrics(trainer, metrics)
+        self._metrics = metrics
         self.replaced = self.played = self.sampled_tokens = 0
 
     # ---- prefetch --------------------------------------------------------------------------
 
-    def _prefetch(self, tasks: list[str], trainer: Any) -> None:
+    def _prefetch(self, tasks: list[str], step: int) -> None:
+        """Prepare the episodes of the call after the one playing ``tasks``, the call the
+        trainer makes at global step ``step``."""
         if self.sampler is None or self._pipeline is None:
             return
         upcoming = self.sampler.next_chunk(_unique(tasks))
         if upcoming is None:
             return
-        size, args = trainer.num_generations, trainer.args
-        calls_apart = max(1, args.steps_per_generation * trainer.num_iterations
-                          // args.gradient_accumulation_steps)
-        step = trainer.state.global_step + calls_apart
+        size = self.group_size
         jobs = [(task, step * EPISODES_PER_CALL + i)
                 for i, task in enumerate(t for t in upcoming for _ in range(size))]
         pipeline = self._pipeline
@@ -554,45 +585,45 @@ def _trainer_class() -> type:
     from trl import GRPOTrainer
 
     class AgentGRPOTrainer(ModelCardHook, ScoredBatchHook, TrainSamplerHook, GRPOTrainer):
-        """``GRPOTrainer`` whose sampler tells the rollout what comes next (prefetch),
-        whose envs close when training ends, whose model card is agentgym's, and, with an
-        :class:`EnvRollout`, which logs each step's wall time and watches learning health
-        (:mod:`agentgym.trainers.health`) per its options."""
+        """``GRPOTrainer`` whose episodes an :class:`EnvRollout` plays (``rollout``, TRL's
+        ``rollout_func``): the trainer hands it its policy and its sampler (prefetch),
+        logs its metrics with each scored batch, and closes its envs when training
+        ends; it logs each step's wall time and watches learning health
+        (:mod:`agentgym.trainers.health`) per the rollout's options, and its model card
+        is agentgym's."""
 
-        def __init__(self, *args: Any, **kwargs: Any):
-            super().__init__(*args, **kwargs)
+        def __init__(self, *args: Any, rollout: EnvRollout, **kwargs: Any):
+            super().__init__(*args, rollout_func=rollout, **kwargs)
+            self.env_rollout = rollout
+            if rollout.policy is None:
+                rollout.use_policy(trainer_policy(self))
             self.reference_kl: ReferenceKL | None = None
-            if isinstance(self.rollout_func, EnvRollout):
-                options = self.rollout_func.options
-                if options.measure_kl:  # before any update (and before resume loads weights)
-                    self.reference_kl = ReferenceKL(self)
-                self.add_callback(LearningHealth(options.warn_after_steps, options.min_entropy,
-                                                 options.dynamic_sampling))
-                self.add_callback(_StepTimer(self))
+            options = rollout.options
+            if options.measure_kl:  # before any update (and before resume loads weights)
+                self.reference_kl = ReferenceKL(self)
+            self.add_callback(LearningHealth(options.warn_after_steps, options.min_entropy,
+                                             options.dynamic_sampling))
+            self.add_callback(_StepTimer(self))
 
         def model_card(self) -> str:
-            env_id = self.rollout_func.env_id if isinstance(self.rollout_func, EnvRollout) \
-                else None
             return model_card(kind="grpo", base_model=self.model.config.name_or_path,
-                              model_dir=Path(self.args.output_dir) / FINAL_DIR, env_id=env_id)
+                              model_dir=Path(self.args.output_dir) / FINAL_DIR,
+                              env_id=self.env_rollout.env_id)
 
         def on_scored_batch(self, batch: ScoredBatch) -> None:
-            if isinstance(self.rollout_func, EnvRollout):
-                log_metrics(self, batch_metrics(self, batch, self.reference_kl))
+            log_metrics(self, {**self.env_rollout.take_metrics(),
+                               **batch_metrics(self, batch, self.reference_kl)})
 
         def wrap_train_sampler(self, sampler: Any, dataset: Any) -> Any:
-            if isinstance(self.rollout_func, EnvRollout):
-                recording = RecordingSampler(sampler, dataset)
-                self.rollout_func.sampler = recording
-                return recording
-            return sampler
+            recording = RecordingSampler(sampler, dataset)
+            self.env_rollout.use_sampler(recording)
+            return recording
 
         def train(self, *args: Any, **kwargs: Any) -> Any:
             try:
                 return super().train(*args, **kwargs)
             finally:
-                if isinstance(self.rollout_func, EnvRollout):
-                    self.rollout_func.close()
+                self.env_rollout.close()
 
     return AgentGRPOTrainer
 
@@ -640,8 +671,9 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
     rollout = rollout or RolloutConfig()
     config = grpo_config(output_dir, args, rollout=rollout)
     model, tokenizer = load_model_and_tokenizer(model, tokenizer, padding_side="left")
-    env_rollout = EnvRollout(env_id, env_kwargs, options=options, rollout=rollout,
-                             pipeline=pipeline, policy=policy,
+    env_rollout = EnvRollout(env_id, env_kwargs, group_size=config.num_generations,
+                             tokenizer=tokenizer, calls_apart=steps_per_generation_batch(config),
+                             options=options, rollout=rollout, pipeline=pipeline, policy=policy,
                              rollouts_file=output_dir / ROLLOUTS_FILE)
     task_ids = env_rollout.env_task_ids()
     if len(task_ids) * config.num_generations < config.generation_batch_size:
@@ -658,7 +690,7 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
     trainer = _trainer_class()(
         model=model, reward_funcs=[env_reward], args=config,
         train_dataset=task_dataset(task_ids), processing_class=tokenizer,
-        callbacks=list(callbacks), peft_config=peft_config, rollout_func=env_rollout)
+        callbacks=list(callbacks), peft_config=peft_config, rollout=env_rollout)
     use_console_callback(trainer, StepLines("grpo", console))
     checkpoint = get_last_checkpoint(str(output_dir)) if resume and output_dir.is_dir() else None
     trainer.train(resume_from_checkpoint=checkpoint)

@@ -1,6 +1,8 @@
 """The files of an ``agentgym train`` run folder (its ``output_dir``), named in one place
 for the trainers that write them and the commands that read them (``agentgym plot``,
-``view``, ``compare``); importing this module loads no training library.
+``view``, ``compare``); it imports nothing of agentgym (so every side may import it) and
+loads no training library. What an ``eval/<stage>/`` report folder holds is the viewer's
+(:mod:`agentgym.viewer.report`), which also finds a run's evaluations.
 
 ::
 
@@ -21,13 +23,10 @@ for the trainers that write them and the commands that read them (``agentgym plo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from agentgym.viewer.report import TRAJECTORIES_FILE
-
 __all__ = ["BASE_MODEL_DIR", "CURVE_FILE", "DEMONSTRATIONS_FILE", "EVALS_DIR", "EVAL_FILE",
-           "METRICS_FILE", "ROLLOUTS_FILE", "RUN_FILE", "STAGE_FILE", "is_run", "run_evals"]
+           "METRICS_FILE", "ROLLOUTS_FILE", "RUN_FILE", "STAGE_FILE", "is_run"]
 
 RUN_FILE = "run.json"
 STAGE_FILE = "stage.json"
@@ -43,20 +42,3 @@ ROLLOUTS_FILE = "rollouts.jsonl"
 def is_run(folder: str | Path) -> bool:
     """Whether ``folder`` is an ``agentgym train`` run folder (it holds ``run.json``)."""
     return (Path(folder) / RUN_FILE).is_file()
-
-
-def run_evals(folder: str | Path) -> dict[str, Path]:
-    """The evaluations a run kept, stage name to its report folder, in the run's order
-    (``eval.json``'s, else ``base`` then the stages by name); only folders that hold
-    episodes."""
-    folder = Path(folder)
-    kept = {p.name: p for p in (folder / EVALS_DIR).glob("*")
-            if (p / TRAJECTORIES_FILE).is_file()}
-    try:
-        order = [str(e.get("stage")) for e in
-                 json.loads((folder / EVAL_FILE).read_text(encoding="utf-8")).get("stages", [])]
-    except (OSError, ValueError, AttributeError):
-        order = []
-    ranked = sorted(kept, key=lambda s: (s not in order, order.index(s) if s in order else 0,
-                                         s != "base", s))
-    return {stage: kept[stage] for stage in ranked}

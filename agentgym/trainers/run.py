@@ -242,7 +242,7 @@ def _evaluate(config: TrainConfig, model: str, label: str, console: Console) -> 
         with _progress(console, f"eval {label}", section.episodes) as advance:
             report = asyncio.run(evaluate(
                 config.env.id, policy, section.episodes, env_kwargs=kwargs,
-                policy_name=f"hf:{model}", pipeline=config.rollout.pipeline_config(),
+                policy_name=f"hf:{model}", pipeline=config.rollout.pipeline,
                 config=config.rollout.rollout_config(seed=config.seed,
                                                      temperature=section.temperature),
                 on_done=advance))
@@ -301,7 +301,7 @@ def _collect_demonstrations(config: TrainConfig, demo: Demonstrations, path: Pat
                 asyncio.run(rollout(
                     config.env.id, build_policy(demo.policy), demo.episodes,
                     env_kwargs={**config.env.kwargs, **demo.kwargs}, policy_name=demo.policy,
-                    pipeline=config.rollout.pipeline_config(),
+                    pipeline=config.rollout.pipeline,
                     config=config.rollout.rollout_config(seed=config.seed),
                     skip=set(writer.done), on_done=done))
     trajectories = read_trajectories(path)
@@ -325,7 +325,7 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
     stage_dir.mkdir(parents=True, exist_ok=True)
     args = _stage_args(config, stage.args)
     rollout = config.rollout.rollout_config(seed=config.seed)
-    pipeline = config.rollout.pipeline_config()
+    pipeline = config.rollout.pipeline
     if isinstance(stage, SFTStage):
         from agentgym.rollout.models import load_tokenizer
         from agentgym.rollout.trajectory import read_trajectories
@@ -337,7 +337,7 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
             trajectories = _demonstrations(config, stage, stage_dir, console)
         tokenizer = load_tokenizer(model)
         dataset = trajectory_dataset(trajectories, tokenizer,
-                                     tool_schemas=config.rollout.tool_schemas,
+                                     tool_schemas=config.rollout.episodes.tool_schemas,
                                      parser=config.env.kwargs.get("parser"))
         train_sft(model, dataset, output_dir=stage_dir, args=args, tokenizer=tokenizer,
                   resume=resume, callbacks=callbacks, console=console)

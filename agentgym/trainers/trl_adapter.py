@@ -10,6 +10,7 @@ minor versions these were checked against (``trl>=1.16,<1.17``); widen the pin o
 * :func:`log_metrics`: extra per-step metrics, logged with TRL's own.
 * :class:`TrainSamplerHook`: see the sampler TRL builds (to predict the next batch).
 * :func:`repeat_sampler_layout`: how that sampler repeats and batches prompts.
+* :func:`steps_per_generation_batch`: how often TRL calls the ``rollout_func``.
 * :func:`vllm_generate`, :func:`stop_token_ids`: sample with TRL's vLLM engine.
 * :func:`quiet_expected_warnings`: silence what TRL says about agentgym's intended use,
   and the deprecation TRL's own code trips in transformers.
@@ -38,7 +39,7 @@ from typing import Any
 __all__ = ["ModelCardHook", "ScoredBatch", "ScoredBatchHook", "TrainSamplerHook",
            "adapters_disabled", "completion_logps", "frozen_copy", "is_peft_trainer",
            "log_metrics", "quiet_expected_warnings", "repeat_sampler_layout",
-           "stop_token_ids", "use_console_callback", "vllm_generate"]
+           "steps_per_generation_batch", "stop_token_ids", "use_console_callback", "vllm_generate"]
 
 
 def log_metrics(trainer: Any, metrics: dict[str, float]) -> None:
@@ -79,6 +80,18 @@ def repeat_sampler_layout(sampler: Any) -> tuple[int, int, int]:
     # Relies on: the attributes trl.trainer.utils.RepeatSampler.__init__ stores, with the
     # order of indices its __iter__ yields (chunk by chunk, as described above).
     return sampler.batch_size, sampler.mini_repeat_count, sampler.repeat_count
+
+
+def steps_per_generation_batch(args: Any) -> int:
+    """Optimizer steps between two calls of the ``rollout_func`` under ``GRPOConfig``
+    ``args`` (at least 1): each call's generation batch is trained on for that many."""
+    # Relies on: GRPOTrainer._prepare_inputs generating a new batch (one rollout_func call)
+    # every steps_per_generation * num_iterations micro-batches, and transformers' Trainer
+    # stepping the optimizer every gradient_accumulation_steps micro-batches;
+    # GRPOConfig.__post_init__ fills steps_per_generation (default:
+    # gradient_accumulation_steps).
+    return max(1, args.steps_per_generation * args.num_iterations
+               // args.gradient_accumulation_steps)
 
 
 def vllm_generate(trainer: Any, prompts: list[list[int]]) -> tuple[list[list[int]],

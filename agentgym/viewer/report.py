@@ -22,6 +22,7 @@ from typing import Any
 
 from agentgym.rollout.evaluate import STAGES, EvalReport, pass_at_k
 from agentgym.rollout.trajectory import Trajectory, TrajectoryWriter, read_trajectories
+from agentgym.trainers.layout import EVAL_FILE, EVALS_DIR, is_run
 
 SUMMARY_FILE, TRAJECTORIES_FILE, REPORT_FILE = "summary.json", "trajectories.jsonl", "report.html"
 
@@ -193,8 +194,6 @@ def load_run(target: str | Path) -> Run:
     Raises FileNotFoundError saying what was expected, and ValueError for a stage the run
     has not evaluated (listing those it has).
     """
-    from agentgym.trainers.layout import is_run
-
     folder, stage = Path(target), None
     if not folder.exists() and ":" in str(target):  # RUN_DIR:STAGE (paths may hold colons)
         run, _, stage = str(target).rpartition(":")
@@ -227,11 +226,26 @@ def load_run(target: str | Path) -> Run:
     return Run(name, summary, trajectories)
 
 
+def run_evals(folder: str | Path) -> dict[str, Path]:
+    """The evaluations training run ``folder`` kept, stage name to its report folder, in
+    the run's order (``eval.json``'s, else ``base`` then the stages by name); only folders
+    that hold episodes."""
+    folder = Path(folder)
+    kept = {p.name: p for p in (folder / EVALS_DIR).glob("*")
+            if (p / TRAJECTORIES_FILE).is_file()}
+    try:
+        order = [str(e.get("stage")) for e in
+                 json.loads((folder / EVAL_FILE).read_text(encoding="utf-8")).get("stages", [])]
+    except (OSError, ValueError, AttributeError):
+        order = []
+    ranked = sorted(kept, key=lambda s: (s not in order, order.index(s) if s in order else 0,
+                                         s != "base", s))
+    return {stage: kept[stage] for stage in ranked}
+
+
 def _run_stage(run: Path, stage: str | None) -> tuple[str, Path]:
     """``(stage, its eval report folder)`` of training run ``run``: ``stage`` (a name, or
     a kind that one stage has), or the last one evaluated."""
-    from agentgym.trainers.layout import run_evals
-
     evals = run_evals(run)
     if not evals:
         raise FileNotFoundError(

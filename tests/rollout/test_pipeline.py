@@ -6,9 +6,10 @@ import time
 import pytest
 
 from agentgym.core import AgentEnv, Reward, RewardResult, Submitted, Task, TaskList, tool
-from agentgym.core.policies import TextPolicy
+from agentgym.core.policies import Sampling, TextPolicy
 from agentgym.rollout.evaluate import rollout
-from agentgym.rollout.pipeline import MODES, PipelineConfig
+from agentgym.rollout.loop import RolloutConfig
+from agentgym.rollout.pipeline import MODES, PipelineConfig, RolloutPipeline
 
 LIVE = {"now": 0, "max": 0}
 SETUP_DONE = {}
@@ -98,6 +99,48 @@ def test_overlap_setup_is_a_setting_of_every_mode():
                 policy.first_turn_at.items()} == {overlapped}, (mode, setting)
 
 
+@pytest.mark.parametrize(("mode", "setting", "overlapped"), [
+    ("sync", "auto", False), ("pipeline", "auto", True), ("pipeline", "off", False),
+    ("async_batch", "on", True)])
+def test_prepared_episodes_follow_the_same_overlap_rule(mode, setting, overlapped):
+    """An episode prepared ahead of a run is built as a run's own would be (one rule)."""
+    SETUP_DONE.clear()
+    policy = CountingPolicy()
+    jobs = [(f"t{i}", i) for i in range(3)]
+
+    async def main():
+        pipeline = RolloutPipeline(SlowSetupEnv, policy, config=PipelineConfig(
+            mode=mode, concurrency=3, overlap_setup=setting))
+        try:
+            pipeline.prepare(jobs)
+            await pipeline.run(jobs)
+            return pipeline.prepared_hits
+        finally:
+            await pipeline.close()
+
+    assert asyncio.run(main()) == 3
+    assert {(started < SETUP_DONE[task_id]) for task_id, started in
+            policy.first_turn_at.items()} == {overlapped}
+
+
+def test_the_pipeline_builds_its_runners_whole():
+    """Every setting reaches an EpisodeRunner through its constructor: the pipeline assigns
+    no attribute of a runner after building it."""
+    import ast
+    import inspect
+
+    from agentgym.rollout import pipeline
+
+    tree = ast.parse(inspect.getsource(pipeline))
+    assigned = [ast.unparse(target) for node in ast.walk(tree)
+                if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign)
+                for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                for sub in ast.walk(target)
+                if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name)
+                and sub.value.id == "runner"]
+    assert assigned == []
+
+
 class SlowGrade(Reward):
     """Grading takes 0.1 s and counts how many grade at once."""
 
@@ -143,10 +186,18 @@ def test_raise_on_error_raises_after_every_episode_is_delivered():
 
 
 def test_bad_settings_are_named():
-    with pytest.raises(ValueError, match="overlap_setup must be auto, on or off"):
+    with pytest.raises(ValueError, match=r"PipelineConfig\.overlap_setup must be one of auto,"
+                                         " on, off; got 'yes'"):
         PipelineConfig(overlap_setup="yes")
-    with pytest.raises(ValueError, match="grade_concurrency must be >= 1"):
+    with pytest.raises(ValueError, match="grade_concurrency must be >= 1, got 0"):
         PipelineConfig(grade_concurrency=0)
+    with pytest.raises(ValueError, match="mode must be one of sync, async_batch, pipeline;"
+                                         " got 'pipe'; did you mean 'pipeline'"):
+        PipelineConfig(mode="pipe")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"Sampling.top_p must be <= 1, got 1.5"):
+        Sampling(top_p=1.5)
+    with pytest.raises(ValueError, match=r"RolloutConfig.max_wall_s must be > 0, got 0"):
+        RolloutConfig(max_wall_s=0)
 
 
 class Faulty(SlowSetupEnv):

@@ -25,12 +25,12 @@ from agentgym.trainers.config import (
     EvalSection,
     GRPOStage,
     RFTStage,
-    RolloutSection,
     SFTStage,
     TinyModel,
     TrainConfig,
     load_config,
     parse_config,
+    rollout_keys,
 )
 
 ROOT = Path(__file__).parents[2]
@@ -73,7 +73,8 @@ def test_a_valid_config_loads_with_types_converted():
     assert config.model == TinyModel(hidden_size=32)
     assert config.output_dir == Path("runs/test")
     assert config.eval == EvalSection(kwargs={"split": "test"}, episodes=4, temperature=0.0)
-    assert config.rollout.max_tokens == 32 and config.rollout.mode == "pipeline"
+    assert config.rollout.episodes.sampling.max_tokens == 32
+    assert config.rollout.pipeline.mode == "pipeline"
     assert config.rollout.rollout_config().tool_schemas  # schemas in prompts by default
     bare = parse_config({**copy.deepcopy(BASE), "rollout": {"tool_schemas": False}})
     assert bare.rollout.rollout_config().tool_schemas is False
@@ -133,10 +134,9 @@ def test_the_pipeline_settings_are_checked_and_reach_the_pipeline():
     assert "did you mean 'off'?" in found["rollout.overlap_setup"]
     assert found["rollout.max_live_sandboxes"] == "must be >= 1, got 0"
     assert found["rollout.setup_timeout_s"] == "must be > 0, got 0"
-    from agentgym.trainers.config import RolloutSection
-
-    pipeline = RolloutSection(concurrency=4, max_live_sandboxes=6, grade_concurrency=2,
-                              overlap_setup="off", setup_timeout_s=30.0).pipeline_config()
+    pipeline = parse_config({**copy.deepcopy(BASE), "rollout": {
+        "concurrency": 4, "max_live_sandboxes": 6, "grade_concurrency": 2,
+        "overlap_setup": "off", "setup_timeout_s": 30.0}}).rollout.pipeline
     assert (pipeline.live_cap, pipeline.grade_concurrency, pipeline.overlap_setup,
             pipeline.setup_timeout_s) == (6, 2, "off", 30.0)
 
@@ -339,11 +339,80 @@ def test_the_command_refuses_a_reused_output_dir_before_loading_the_trainers(tmp
 
 def test_every_config_field_is_documented():
     doc = (ROOT / "docs" / "training.md").read_text()
-    classes = [TrainConfig, TinyModel, EnvSection, EvalSection, RolloutSection, Demonstrations,
+    classes = [TrainConfig, TinyModel, EnvSection, EvalSection, Demonstrations,
                *STAGE_KINDS.values()]
     missing = [f"{cls.__name__}.{f.name}" for cls in classes for f in dataclasses.fields(cls)
                if not re.search(rf"`{f.name}`", doc)]
     assert not missing, f"docs/training.md lacks: {missing}"
+    # The rollout section's keys come from the rollout's dataclasses: each has its row.
+    table = doc.split("### `rollout`", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)`", table, flags=re.M)
+    assert sorted(rows) == sorted(rollout_keys()), "docs/training.md's rollout table"
+
+
+# ---- the rollout section: the rollout's own dataclasses, written once ------------------------
+
+
+def test_the_rollout_section_is_the_rollout_dataclasses_fields():
+    """A field added to Sampling, RolloutConfig or PipelineConfig is a key of the section
+    (loaded into that dataclass, under its bounds) without another edit; one the section
+    leaves out says why."""
+    from agentgym.core.policies import Sampling
+    from agentgym.rollout.loop import RolloutConfig
+    from agentgym.rollout.pipeline import PipelineConfig
+    from agentgym.trainers.config import NOT_ROLLOUT_KEYS
+
+    fields = {f.name for cls in (Sampling, RolloutConfig, PipelineConfig)
+              for f in dataclasses.fields(cls)}
+    assert set(rollout_keys()) == fields - set(NOT_ROLLOUT_KEYS)
+    assert set(NOT_ROLLOUT_KEYS) <= fields  # no reason kept for a field that is gone
+    # Each key reaches its dataclass, and the defaults are the dataclasses' own.
+    section = parse_config(copy.deepcopy(BASE)).rollout
+    assert section.to_dict() == {**{key: f.default for key, (_, f) in rollout_keys().items()},
+                                 "max_tokens": 32}
+    assert section.rollout_config(seed=7).seed == 7
+    assert "seed" in problems(rollout={"seed": 1})["rollout.seed"]
+
+
+def _below(bounds: dict[str, float]) -> float | None:
+    if "min" in bounds:
+        return bounds["min"] - 1
+    if "gt" in bounds:
+        return bounds["gt"]
+    return None
+
+
+BOUNDED_KEYS = sorted(key for key, (_, f) in rollout_keys().items()
+                      if {"min", "gt", "max"} & set(f.metadata))
+
+
+@pytest.mark.parametrize("key", BOUNDED_KEYS)
+def test_every_rollout_bound_is_checked_under_its_key(key: str):
+    """The config refuses what the dataclass refuses, naming the key, the value and the
+    bound, with every other problem of the file (not one exception at a time)."""
+    cls, f = rollout_keys()[key]
+    bounds = {k: v for k, v in f.metadata.items() if k in ("min", "gt", "max")}
+    bad = _below(bounds)
+    bad = bounds["max"] + 1 if bad is None else bad
+    found = problems(rollout={key: bad}, seed="x")
+    assert found["rollout." + key].startswith("must be "), found
+    assert f"got {bad}" in found["rollout." + key] and "seed" in found
+    with pytest.raises(ValueError, match=rf"{cls.__name__}\.{key} must be "):
+        cls(**{key: bad})
+
+
+def test_a_shadowing_field_is_refused(monkeypatch: pytest.MonkeyPatch):
+    """Two rollout dataclasses may not share a key (the flat section could not tell them
+    apart)."""
+    from agentgym.trainers import config as module
+
+    @dataclasses.dataclass
+    class Shadow:
+        concurrency: int = 1
+
+    monkeypatch.setattr(module, "ROLLOUT_PARTS", (*module.ROLLOUT_PARTS, Shadow))
+    with pytest.raises(TypeError, match=r"Shadow\.concurrency is also a field of PipelineConfig"):
+        rollout_keys()
 
 
 def test_cli_reports_config_errors_without_a_traceback(agentgym_cli: str, tmp_path: Path):

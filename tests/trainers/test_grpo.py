@@ -135,8 +135,8 @@ def test_environment_tokens_get_zero_gradient(tiny_model_dir: Path, tmp_path: Pa
     tokenizer = _tokenizer(tiny_model_dir)
     tokenizer.padding_side = "left"
     policy = CalculatorScript(tokenizer, lambda expr, attempt: ("right", "wrong")[attempt % 2])
-    rollout = EnvRollout("calculator", {"num_tasks": 16}, options=GRPOOptions(prefetch=False),
-                         rollout=ROLLOUT, policy=policy)
+    rollout = EnvRollout("calculator", {"num_tasks": 16}, group_size=4, tokenizer=tokenizer,
+                         options=GRPOOptions(prefetch=False), rollout=ROLLOUT, policy=policy)
     args = grpo_config(tmp_path, {"per_device_train_batch_size": 8, "num_generations": 4},
                        rollout=ROLLOUT)
     trainer = GRPOTrainer(model=str(tiny_model_dir), reward_funcs=[env_reward], args=args,
@@ -187,25 +187,29 @@ def test_dynamic_sampling_replaces_flat_groups(tiny_model_dir: Path, tmp_path: P
         return outcome(expression, attempt)
 
     policy = CalculatorScript(tokenizer, varied)
-    rollout = EnvRollout("calculator", {"num_tasks": 16}, rollout=ROLLOUT, policy=policy,
+    rollout = EnvRollout("calculator", {"num_tasks": 16}, group_size=4, tokenizer=tokenizer,
+                         rollout=ROLLOUT, policy=policy,
                          options=GRPOOptions(prefetch=False, max_resample_rounds=2))
-    trainer = _FakeTrainer(tokenizer)
+    trainer = _Trainer()
     first = [f"calculator-train-{i}" for i in (0, 0, 0, 0, 1, 1, 1, 1)]
     try:
         # Every task is flat and no other task varies: groups stay and are masked.
         out = rollout(first, trainer)
+        logged = rollout.take_metrics()
         assert out["task_id"] == first
         assert all(sum(mask) == 0 for mask in out["env_mask"])
-        assert trainer.logged("dynamic_sampling/masked_groups") == 2
-        assert trainer.logged("dynamic_sampling/replaced_groups") == 0
-        assert trainer.logged("dynamic_sampling/flat_fraction") == 1.0
-        assert trainer.logged("groups/with_variance") == 0.0
-        assert trainer.logged("groups/identical") == 0.0  # attempts are numbered
+        assert logged["dynamic_sampling/masked_groups"] == 2
+        assert logged["dynamic_sampling/replaced_groups"] == 0
+        assert logged["dynamic_sampling/flat_fraction"] == 1.0
+        assert logged["groups/with_variance"] == 0.0
+        assert logged["groups/identical"] == 0.0  # attempts are numbered
+        assert rollout.take_metrics() == {}  # taken once
         # Now the other tasks vary: both flat groups are replaced by groups of other tasks.
         from agentgym.plugins.calculator.env import make_task
 
         mixed.update(make_task(i).metadata["expression"] for i in range(2, 16))
         out = rollout(first, trainer)
+        logged = rollout.take_metrics()
     finally:
         rollout.close()
     assert len(out["prompt_ids"]) == 8
@@ -213,11 +217,11 @@ def test_dynamic_sampling_replaces_flat_groups(tiny_model_dir: Path, tmp_path: P
     assert all(len(set(g)) == 1 and g[0] not in first for g in groups)
     assert all(len(set(out["env_reward"][i:i + 4])) == 2 for i in (0, 4))
     assert all(sum(mask) > 0 for mask in out["env_mask"])
-    assert trainer.logged("dynamic_sampling/replaced_groups") == 2
-    assert trainer.logged("dynamic_sampling/masked_groups") == 0
+    assert logged["dynamic_sampling/replaced_groups"] == 2
+    assert logged["dynamic_sampling/masked_groups"] == 0
     # Flat as first played, with variance as trained on.
-    assert trainer.logged("dynamic_sampling/flat_fraction") == 1.0
-    assert trainer.logged("groups/with_variance") == 1.0
+    assert logged["dynamic_sampling/flat_fraction"] == 1.0
+    assert logged["groups/with_variance"] == 1.0
 
 
 def test_finish_reason_masking(tiny_model_dir: Path) -> None:
@@ -225,11 +229,12 @@ def test_finish_reason_masking(tiny_model_dir: Path) -> None:
     # attempts 1 and 2 stall until the turn limit, 3 succeeds, 4 fails
     verdicts = {1: "stall", 2: "stall", 3: "right", 0: "wrong"}
     policy = CalculatorScript(tokenizer, lambda expr, attempt: verdicts[attempt % 4])
-    rollout = EnvRollout("calculator", {"num_tasks": 16}, rollout=ROLLOUT, policy=policy,
-                         options=GRPOOptions(prefetch=False))
-    trainer = _FakeTrainer(tokenizer)
+    rollout = EnvRollout("calculator", {"num_tasks": 16}, group_size=4, tokenizer=tokenizer,
+                         rollout=ROLLOUT, policy=policy, options=GRPOOptions(prefetch=False))
+    trainer = _Trainer()
     try:
         out = rollout(["calculator-train-3"] * 4, trainer)
+        logged = rollout.take_metrics()
     finally:
         rollout.close()
     reasons = out["finish_reason"]
@@ -239,12 +244,13 @@ def test_finish_reason_masking(tiny_model_dir: Path) -> None:
             assert sum(mask) == 0 and reward is None
         else:
             assert sum(mask) > 0 and reward in (0.0, 1.0)
-    assert trainer.logged("masked/finish_reason") == pytest.approx(0.5)
+    assert logged["masked/finish_reason"] == pytest.approx(0.5)
     # The two scorable episodes (one right, one wrong) carry the group's signal.
-    assert trainer.logged("dynamic_sampling/flat_fraction") == 0.0
-    assert trainer.logged("groups/with_variance") == 1.0
+    assert logged["dynamic_sampling/flat_fraction"] == 0.0
+    assert logged["groups/with_variance"] == 1.0
     # Without the masking the same episodes would train (reward 0, mask kept).
-    unmasked = EnvRollout("calculator", {"num_tasks": 16}, rollout=ROLLOUT, policy=policy,
+    unmasked = EnvRollout("calculator", {"num_tasks": 16}, group_size=4, tokenizer=tokenizer,
+                          rollout=ROLLOUT, policy=policy,
                           options=GRPOOptions(prefetch=False, mask_finish_reasons=()))
     try:
         out = unmasked(["calculator-train-3"] * 4, trainer)
@@ -414,22 +420,13 @@ def test_bad_grpo_args_name_the_field(tmp_path: Path) -> None:
         grpo_config(tmp_path, {"temperature": 0.5}, rollout=ROLLOUT)
 
 
-class _FakeTrainer:
-    """What EnvRollout reads from a GRPOTrainer, for driving it without one."""
+class _Trainer:
+    """All EnvRollout reads from the trainer TRL passes it: the step counter."""
 
-    num_generations = 4
-
-    def __init__(self, tokenizer: Any):
-        from collections import defaultdict
-
+    def __init__(self) -> None:
         from transformers.trainer_callback import TrainerState
 
-        self.processing_class, self.state = tokenizer, TrainerState()
-        self._metrics = {"train": defaultdict(list)}
-        self.model = torch.nn.Linear(1, 1)
-
-    def logged(self, key: str) -> float:
-        return self._metrics["train"][key][-1]
+        self.state = TrainerState()
 
 
 # ---- a sandboxed env, registered through the public plugin API ------------------------------

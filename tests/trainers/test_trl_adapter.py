@@ -24,6 +24,7 @@ from agentgym.trainers.trl_adapter import (
     log_metrics,
     quiet_expected_warnings,
     repeat_sampler_layout,
+    steps_per_generation_batch,
     stop_token_ids,
     use_console_callback,
 )
@@ -85,6 +86,34 @@ def test_the_sampler_hook_sees_trls_repeat_sampler(trainer: Any):
     chunk = indices[:4 * 2]
     assert chunk[::2] == chunk[1::2] and len(set(chunk)) == 4
     assert indices[:8 * 6] == chunk * 6 and indices[8 * 6:8 * 7] != chunk
+
+
+def test_rollout_calls_are_steps_per_generation_batch_apart(tiny_model_dir: Path,
+                                                           tmp_path: Path):
+    """TRL calls the rollout_func every steps_per_generation_batch(args) optimizer steps."""
+    from trl import GRPOTrainer
+
+    from agentgym.rollout.models import load_model_and_tokenizer
+
+    steps: list[int] = []
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list]:
+        steps.append(trainer.state.global_step)
+        n = len(prompts)
+        return {"prompt_ids": [[1]] * n, "completion_ids": [[2, 3]] * n,
+                "logprobs": [[-1.0, -1.0]] * n}
+
+    model, tokenizer = load_model_and_tokenizer(tiny_model_dir, padding_side="left")
+    args = grpo_config(tmp_path, {
+        "max_steps": 3, "per_device_train_batch_size": 2, "num_generations": 2,
+        "gradient_accumulation_steps": 2, "steps_per_generation": 2, "num_iterations": 2,
+        "save_strategy": "no"})
+    assert steps_per_generation_batch(args) == 2
+    quiet_expected_warnings()
+    GRPOTrainer(model=model, reward_funcs=[_zero_reward], args=args,
+                train_dataset=task_dataset([f"t{i}" for i in range(8)]),
+                processing_class=tokenizer, rollout_func=rollout_func).train()
+    assert steps == [0, 2]
 
 
 def test_stop_tokens_hold_the_tokenizers_eos(trainer: Any):
