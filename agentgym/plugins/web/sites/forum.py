@@ -14,18 +14,20 @@ about 100 comments, votes and a few private messages, all dated 2025.
 from __future__ import annotations
 
 import datetime
+import html
 import random
 import sqlite3
 import urllib.parse
 from collections.abc import Iterable
 
-from agentgym.plugins.web.sites.framework import (
-    Request,
-    Response,
-    Site,
-    escape,
-    redirect,
-)
+from starlette.responses import HTMLResponse, Response
+
+from agentgym.plugins.web.sites.site import Site, redirect
+from agentgym.plugins.web.sites.site import SiteRequest as Request
+
+
+def escape(value) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
 
 #: The site's clock for "hot" ranking: seeded content is ranked as of this moment.
 NOW = datetime.datetime(2025, 11, 15, 12, 0)
@@ -653,7 +655,7 @@ def page(request: Request, title: str, main: str, status: int = 200) -> Response
         f'<main id="main">{notice_html}{main}</main>'
         '<footer><p class="meta">A small forum for agentgym episodes.</p></footer>'
         "</body></html>")
-    return Response(body, status)
+    return HTMLResponse(body, status)
 
 
 def quote(value: str) -> str:
@@ -827,7 +829,7 @@ def forums(request: Request) -> Response:
     return page(request, "Forums", main)
 
 
-@SITE.route("/f/<name>")
+@SITE.route("/f/{name}")
 def forum(request: Request, name: str) -> Response:
     f = request.db.execute(f"SELECT {FORUM_COLUMNS} FROM forums f WHERE f.name = ?",
                            (name,)).fetchone()
@@ -852,12 +854,12 @@ def forum(request: Request, name: str) -> Response:
     return page(request, f["name"], main)
 
 
-@SITE.route("/f/<name>/subscribe", methods=("POST",))
+@SITE.route("/f/{name}/subscribe", methods=("POST",))
 def subscribe(request: Request, name: str) -> Response:
     return change_subscription(request, name, True)
 
 
-@SITE.route("/f/<name>/unsubscribe", methods=("POST",))
+@SITE.route("/f/{name}/unsubscribe", methods=("POST",))
 def unsubscribe(request: Request, name: str) -> Response:
     return change_subscription(request, name, False)
 
@@ -998,7 +1000,7 @@ def render_post_page(request: Request, post: sqlite3.Row, error: str = "", draft
     return page(request, post["title"], main, status)
 
 
-@SITE.route("/post/<int:pid>")
+@SITE.route("/post/{pid:int}")
 def show_post(request: Request, pid: int) -> Response:
     post = get_post(request, pid)
     if post is None:
@@ -1018,7 +1020,7 @@ def vote(request: Request, table: str, column: str, item_id: int) -> None:
                            (request.user["id"], item_id, value))
 
 
-@SITE.route("/post/<int:pid>/vote", methods=("POST",))
+@SITE.route("/post/{pid:int}/vote", methods=("POST",))
 def vote_post(request: Request, pid: int) -> Response:
     denied = require_login(request, f"/post/{pid}")
     if denied:
@@ -1030,7 +1032,7 @@ def vote_post(request: Request, pid: int) -> Response:
     return redirect(f"/post/{pid}")
 
 
-@SITE.route("/post/<int:pid>/comment", methods=("POST",))
+@SITE.route("/post/{pid:int}/comment", methods=("POST",))
 def add_comment(request: Request, pid: int) -> Response:
     denied = require_login(request, f"/post/{pid}")
     if denied:
@@ -1106,7 +1108,7 @@ def submit(request: Request) -> Response:
     return redirect(f"/post/{cur.lastrowid}?done=posted")
 
 
-@SITE.route("/post/<int:pid>/edit", methods=("GET", "POST"))
+@SITE.route("/post/{pid:int}/edit", methods=("GET", "POST"))
 def edit_post(request: Request, pid: int) -> Response:
     denied = require_login(request, f"/post/{pid}/edit")
     if denied:
@@ -1130,7 +1132,7 @@ def edit_post(request: Request, pid: int) -> Response:
     return redirect(f"/post/{pid}?done=edited")
 
 
-@SITE.route("/post/<int:pid>/delete", methods=("POST",))
+@SITE.route("/post/{pid:int}/delete", methods=("POST",))
 def delete_post(request: Request, pid: int) -> Response:
     denied = require_login(request, f"/post/{pid}")
     if denied:
@@ -1168,22 +1170,22 @@ def moderate(request: Request, pid: int, action: str) -> Response:
     return redirect(f"/post/{pid}?done={done}")
 
 
-@SITE.route("/post/<int:pid>/lock", methods=("POST",))
+@SITE.route("/post/{pid:int}/lock", methods=("POST",))
 def lock_post(request: Request, pid: int) -> Response:
     return moderate(request, pid, "lock")
 
 
-@SITE.route("/post/<int:pid>/unlock", methods=("POST",))
+@SITE.route("/post/{pid:int}/unlock", methods=("POST",))
 def unlock_post(request: Request, pid: int) -> Response:
     return moderate(request, pid, "unlock")
 
 
-@SITE.route("/post/<int:pid>/remove", methods=("POST",))
+@SITE.route("/post/{pid:int}/remove", methods=("POST",))
 def remove_post(request: Request, pid: int) -> Response:
     return moderate(request, pid, "remove")
 
 
-@SITE.route("/post/<int:pid>/restore", methods=("POST",))
+@SITE.route("/post/{pid:int}/restore", methods=("POST",))
 def restore_post(request: Request, pid: int) -> Response:
     return moderate(request, pid, "restore")
 
@@ -1194,7 +1196,7 @@ def get_comment(request: Request, cid: int) -> sqlite3.Row | None:
         "WHERE c.id = ? AND c.deleted = 0", (cid,)).fetchone()
 
 
-@SITE.route("/comment/<int:cid>/vote", methods=("POST",))
+@SITE.route("/comment/{cid:int}/vote", methods=("POST",))
 def vote_comment(request: Request, cid: int) -> Response:
     comment = get_comment(request, cid)
     if comment is None:
@@ -1206,7 +1208,7 @@ def vote_comment(request: Request, cid: int) -> Response:
     return redirect(f"/post/{comment['post_id']}#comment-{cid}")
 
 
-@SITE.route("/comment/<int:cid>/reply", methods=("GET", "POST"))
+@SITE.route("/comment/{cid:int}/reply", methods=("GET", "POST"))
 def reply_comment(request: Request, cid: int) -> Response:
     comment = get_comment(request, cid)
     if comment is None:
@@ -1236,7 +1238,7 @@ def reply_comment(request: Request, cid: int) -> Response:
     return page(request, "Reply", main, 400 if error else 200)
 
 
-@SITE.route("/comment/<int:cid>/delete", methods=("POST",))
+@SITE.route("/comment/{cid:int}/delete", methods=("POST",))
 def delete_comment(request: Request, cid: int) -> Response:
     comment = get_comment(request, cid)
     if comment is None:
@@ -1261,7 +1263,7 @@ def karma(db: sqlite3.Connection, user_id: int) -> int:
     return posts + comments
 
 
-@SITE.route("/u/<username>")
+@SITE.route("/u/{username}")
 def profile(request: Request, username: str) -> Response:
     db = request.db
     u = db.execute("SELECT * FROM users WHERE username = ?", (username,)).fetchone()
@@ -1353,7 +1355,7 @@ def login(request: Request) -> Response:
     if request.method == "POST":
         u = request.db.execute("SELECT * FROM users WHERE username = ?",
                                (request.field("username"),)).fetchone()
-        if u is not None and u["password"] == request.form.get("password", [""])[0]:
+        if u is not None and u["password"] == request.raw_field("password"):
             request.log_in(u["id"])
             return redirect(back)
         error = "Wrong username or password."
@@ -1464,7 +1466,7 @@ def new_message(request: Request) -> Response:
     return page(request, "New message", main, 400 if errors else 200)
 
 
-@SITE.route("/messages/<int:mid>")
+@SITE.route("/messages/{mid:int}")
 def read_message(request: Request, mid: int) -> Response:
     denied = require_login(request, f"/messages/{mid}")
     if denied:

@@ -15,11 +15,19 @@ episode's new orders and reviews are dated the same on every run.
 
 from __future__ import annotations
 
+import html
 import re
 import sqlite3
 import urllib.parse
 
-from agentgym.plugins.web.sites.framework import Request, Response, Site, escape, redirect
+from starlette.responses import HTMLResponse, Response
+
+from agentgym.plugins.web.sites.site import Site, redirect
+from agentgym.plugins.web.sites.site import SiteRequest as Request
+
+
+def escape(value) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
 
 #: The shop's clock: new orders, reviews and comments are dated at this moment.
 NOW = "2025-12-15 10:30"
@@ -475,7 +483,7 @@ def page(request: Request, title: str, body: str, status: int = 200,
 <main>{notices(request, errors)}{body}</main>
 <footer><p>&copy; 2025 {escape(SITE.title)}. Free returns within 30 days.</p></footer>
 </body></html>"""
-    return Response(html, status)
+    return HTMLResponse(html, status)
 
 
 def error_page(request: Request, status: int, heading: str, text: str) -> Response:
@@ -488,8 +496,8 @@ def missing(request: Request, what: str = "page") -> Response:
 
 
 def login_first(request: Request) -> Response:
-    target = request.path + (f"?{urllib.parse.urlencode(request.query, doseq=True)}"
-                             if request.query and request.method == "GET" else "")
+    target = request.url.path + (f"?{request.url.query}"
+                                 if request.url.query and request.method == "GET" else "")
     return redirect("/login?" + urllib.parse.urlencode({"next": target, "err": "login-required"}))
 
 
@@ -580,7 +588,7 @@ def home(request: Request) -> Response:
     return page(request, "Home", body)
 
 
-@SITE.route("/category/<slug>")
+@SITE.route("/category/{slug}")
 def category(request: Request, slug: str) -> Response:
     cat = request.db.execute("SELECT * FROM categories WHERE slug = ?", (slug,)).fetchone()
     if cat is None:
@@ -620,7 +628,7 @@ def visible_product(request: Request, pid: int) -> sqlite3.Row | None:
     return row
 
 
-@SITE.route("/product/<int:pid>")
+@SITE.route("/product/{pid:int}")
 def product(request: Request, pid: int) -> Response:
     row = visible_product(request, pid)
     if row is None:
@@ -681,7 +689,7 @@ def product_page(request: Request, row: sqlite3.Row, errors: list[str]) -> Respo
     return page(request, row["name"], "".join(parts), 200, errors)
 
 
-@SITE.route("/product/<int:pid>/review", methods=("POST",))
+@SITE.route("/product/{pid:int}/review", methods=("POST",))
 def add_review(request: Request, pid: int) -> Response:
     if request.user is None:
         return login_first(request)
@@ -996,7 +1004,7 @@ def own_order(request: Request, oid: int) -> sqlite3.Row | None:
                               (oid, request.user["id"])).fetchone()
 
 
-@SITE.route("/orders/<int:oid>")
+@SITE.route("/orders/{oid:int}")
 def order_page(request: Request, oid: int) -> Response:
     if request.user is None:
         return login_first(request)
@@ -1014,7 +1022,7 @@ def order_page(request: Request, oid: int) -> Response:
     return page(request, f"Order #{oid}", "".join(parts))
 
 
-@SITE.route("/orders/<int:oid>/cancel", methods=("POST",))
+@SITE.route("/orders/{oid:int}/cancel", methods=("POST",))
 def cancel_order(request: Request, oid: int) -> Response:
     if request.user is None:
         return login_first(request)
@@ -1157,9 +1165,9 @@ def account(request: Request) -> Response:
 def change_password(request: Request) -> Response:
     if request.user is None:
         return login_first(request)
-    current = request.form.get("current_password", [""])[0]
-    new = request.form.get("new_password", [""])[0]
-    confirm = request.form.get("confirm_password", [""])[0]
+    current = request.raw_field("current_password")
+    new = request.raw_field("new_password")
+    confirm = request.raw_field("confirm_password")
     errors = []
     if current != request.user["password"]:
         errors.append("The current password is incorrect.")
@@ -1229,7 +1237,7 @@ def addresses(request: Request) -> Response:
     return redirect("/account/addresses?msg=address-added")
 
 
-@SITE.route("/account/addresses/<int:aid>/default", methods=("POST",))
+@SITE.route("/account/addresses/{aid:int}/default", methods=("POST",))
 def address_default(request: Request, aid: int) -> Response:
     if request.user is None:
         return login_first(request)
@@ -1242,7 +1250,7 @@ def address_default(request: Request, aid: int) -> Response:
     return redirect("/account/addresses?msg=address-default")
 
 
-@SITE.route("/account/addresses/<int:aid>/delete", methods=("POST",))
+@SITE.route("/account/addresses/{aid:int}/delete", methods=("POST",))
 def address_delete(request: Request, aid: int) -> Response:
     if request.user is None:
         return login_first(request)
@@ -1271,7 +1279,7 @@ def login(request: Request) -> Response:
     if request.method == "POST":
         user = request.db.execute("SELECT * FROM users WHERE username = ?",
                                   (request.field("username"),)).fetchone()
-        if user is not None and user["password"] == request.form.get("password", [""])[0]:
+        if user is not None and user["password"] == request.raw_field("password"):
             request.log_in(user["id"])
             return redirect(target)
         errors.append("Invalid username or password.")
@@ -1389,7 +1397,7 @@ def admin_product_page(request: Request, row: sqlite3.Row, values: dict[str, str
     return admin_page(request, row["name"], body, errors)
 
 
-@SITE.route("/admin/products/<int:pid>", methods=("GET", "POST"))
+@SITE.route("/admin/products/{pid:int}", methods=("GET", "POST"))
 def admin_product(request: Request, pid: int) -> Response:
     if not is_admin(request):
         return forbidden(request)
@@ -1435,7 +1443,7 @@ def admin_orders(request: Request) -> Response:
                       + admin_orders_table(rows))
 
 
-@SITE.route("/admin/orders/<int:oid>")
+@SITE.route("/admin/orders/{oid:int}")
 def admin_order(request: Request, oid: int) -> Response:
     if not is_admin(request):
         return forbidden(request)
@@ -1459,7 +1467,7 @@ def admin_order(request: Request, oid: int) -> Response:
     return admin_page(request, f"Order #{oid}", body)
 
 
-@SITE.route("/admin/orders/<int:oid>/status", methods=("POST",))
+@SITE.route("/admin/orders/{oid:int}/status", methods=("POST",))
 def admin_order_status(request: Request, oid: int) -> Response:
     if not is_admin(request):
         return forbidden(request)
@@ -1482,7 +1490,7 @@ def admin_order_status(request: Request, oid: int) -> Response:
     return redirect(f"/admin/orders/{oid}?msg=status-updated")
 
 
-@SITE.route("/admin/orders/<int:oid>/comment", methods=("POST",))
+@SITE.route("/admin/orders/{oid:int}/comment", methods=("POST",))
 def admin_order_comment(request: Request, oid: int) -> Response:
     if not is_admin(request):
         return forbidden(request)
