@@ -85,12 +85,12 @@ class Site:
 
         return register
 
-    def render(self, request: SiteRequest, template: str, status: int = 200,
+    def render(self, request: SiteRequest, template: str, status_code: int = 200,
                **context: Any) -> HTMLResponse:
         """The page ``template`` (a path under ``templates/``) with ``context`` and the
         ``request``."""
         html = self.templates.get_template(template).render(request=request, **context)
-        return HTMLResponse(html, status)
+        return HTMLResponse(html, status_code)
 
     @property
     def session_cookie(self) -> str:
