@@ -4,14 +4,17 @@ A **site** (:class:`Site`) builds its database with ``build(db)`` (schema and se
 rows every time) and registers its pages with :meth:`Site.route`, in Starlette's path syntax
 (``/product/{pid:int}``). A handler is a plain function ``handler(request, **path_params)``
 over a :class:`SiteRequest` (Starlette's request plus the episode's database, the logged-in
-user and the parsed form) that returns a Starlette response: a page from
-:meth:`Site.render`, or :func:`redirect` after a POST. Pages are server-rendered HTML with
-labelled controls, so every element an agent needs is in the accessibility tree.
+user and the parsed form) that returns a Starlette response (a page from
+:meth:`Site.render`, or :func:`redirect` after a POST) or HTML text. It runs in a worker
+thread holding its episode's database, as Starlette runs sync endpoints. Pages are
+server-rendered HTML with labelled controls, so every element an agent needs is in the
+accessibility tree.
 
-Templates live in ``templates/`` (package data); autoescaping is on, so a template prints
-user text safely with ``{{ value }}``, and ``templates/macros.html`` holds the form controls
-both sites share. :mod:`agentgym.plugins.web.sites.server` serves a site, one database per
-episode.
+Templates live in ``templates/`` (package data): ``base.html`` the page, ``macros.html``
+the form controls every site shares, ``<site>/`` a site's own; autoescaping is on, so a
+template prints user text safely with ``{{ value }}``. A site adds its filters and globals
+(money, dates) to :attr:`Site.templates`. :mod:`agentgym.plugins.web.sites.server` serves a
+site, one database per episode.
 
 **Users.** A site with a ``users`` table (columns ``id``, ``username``, ``password``) gets
 logins: :meth:`SiteRequest.log_in` / :meth:`SiteRequest.log_out` keep sessions in
