@@ -1,10 +1,11 @@
 """A site served by agentgym's site server (Starlette on uvicorn), over real HTTP: a page
-that fails rolls its episode back, concurrent episodes keep their own writes, logins set
-and clear the session cookie, and a form field's first value is the one a page reads."""
+that fails rolls its episode back, a slow page holds only its own episode, logins set and
+clear the session cookie, and a form field's first value is the one a page reads."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -23,6 +24,7 @@ class Tally(Site):
 
 
 TALLY = Tally()
+RELEASE = threading.Event()
 
 
 @TALLY.route("/")
@@ -52,6 +54,12 @@ def logout(request: SiteRequest):
     return redirect("/")
 
 
+@TALLY.route("/wait")
+def wait(request: SiteRequest) -> str:
+    RELEASE.wait(30)
+    return "<!doctype html><p>released</p>"
+
+
 @pytest.fixture(scope="module")
 def server() -> SiteServer:
     return site_server(TALLY)
@@ -71,26 +79,21 @@ def test_a_failing_page_rolls_back_and_the_server_goes_on(server: SiteServer) ->
         server.close_episode(token)
 
 
-def test_concurrent_episodes_each_keep_their_own_marks(server: SiteServer) -> None:
-    tokens = [server.open_episode() for _ in range(6)]
-
-    def play(index: int) -> None:
-        client = SiteClient(server, tokens[index])
-        for n in range(index + 1):
-            client.post("/mark", label=f"{index}-{n}")
-
-    threads = [threading.Thread(target=play, args=(i,)) for i in range(len(tokens))]
+def test_a_slow_page_holds_only_its_own_episode(server: SiteServer) -> None:
+    slow, other = server.open_episode(), server.open_episode()
+    RELEASE.clear()
+    waiting = threading.Thread(target=SiteClient(server, slow).get, args=("/wait",))
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        for index, token in enumerate(tokens):
-            assert server.query(token, "SELECT label FROM marks ORDER BY rowid") == [
-                (f"{index}-{n}",) for n in range(index + 1)]
+        waiting.start()
+        time.sleep(0.2)  # the slow page is being served
+        client = SiteClient(server, other)
+        client.get("/")
+        assert client.status == 200 and waiting.is_alive()
     finally:
-        for token in tokens:
-            server.close_episode(token)
+        RELEASE.set()
+        waiting.join(10)
+        server.close_episode(slow)
+        server.close_episode(other)
 
 
 def test_logging_in_and_out_sets_and_clears_the_session(server: SiteServer) -> None:

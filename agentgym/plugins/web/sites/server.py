@@ -9,9 +9,9 @@ episode carries the token in the cookie :attr:`SiteServer.cookie_name`, set by i
 page load (:meth:`SiteServer.entry_url` redirects to the start page with the cookie: no
 browser call of its own). :class:`EpisodeMiddleware` picks each request's database by that
 cookie, so two concurrent episodes never see each other's changes; a request without a
-known token gets 403. A page runs on the server's event loop inside its episode's lock, and
-commits (or rolls back and answers 500 when the site raises). Grading reads the episode's
-database with :meth:`SiteServer.query`; :meth:`SiteServer.close_episode` drops it.
+known token gets 403. A page runs inside its episode's lock and commits (or rolls back and
+answers 500 when the site raises). Grading reads the episode's database with
+:meth:`SiteServer.query`; :meth:`SiteServer.close_episode` drops it.
 
 :class:`SiteClient` is a browser stand-in for tests of a site, over real HTTP.
 """
@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -104,11 +105,9 @@ class Page:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         form = parse_form(await Request(scope, receive).body())
-        # On the event loop, not in Starlette's thread pool: a page is a few queries on an
-        # in-memory database (well under a millisecond), and the two thread switches a pool
-        # adds per request cost more than the page (twice the latency with 8 episodes at
-        # once). The price: a page that waits holds the whole site while it waits.
-        response = self.run(scope, form)
+        # In a worker thread, as Starlette runs sync endpoints: a slow page holds its own
+        # episode only, never the server.
+        response = await run_in_threadpool(self.run, scope, form)
         await response(scope, receive, send)
 
     def run(self, scope: Scope, form: FormData) -> Response:

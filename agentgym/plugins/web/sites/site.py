@@ -5,10 +5,10 @@ rows every time) and registers its pages with :meth:`Site.route`, in Starlette's
 (``/product/{pid:int}``). A handler is a plain function ``handler(request, **path_params)``
 over a :class:`SiteRequest` (Starlette's request plus the episode's database, the logged-in
 user and the parsed form) that returns a Starlette response (a page from
-:meth:`Site.render`, or :func:`redirect` after a POST) or HTML text. It runs on the
-server's event loop holding its episode's database, so it must not wait on anything else
-(a page that sleeps holds the site). Pages are server-rendered HTML with labelled
-controls, so every element an agent needs is in the accessibility tree.
+:meth:`Site.render`, or :func:`redirect` after a POST) or HTML text. It runs in a worker
+thread holding its episode's database, as Starlette runs sync endpoints. Pages are
+server-rendered HTML with labelled controls, so every element an agent needs is in the
+accessibility tree.
 
 Templates live in ``templates/`` (package data): ``base.html`` the page, ``macros.html``
 the form controls every site shares, ``<site>/`` a site's own; autoescaping is on, so a
