@@ -2,7 +2,7 @@
 site's database state and the agent's answer.
 
 **Sites** (:data:`SITES`) are small web applications backed by SQLite
-(:mod:`agentgym.plugins.web.sites.framework`), each served on 127.0.0.1 by one server per
+(:mod:`agentgym.plugins.web.sites.site`), each served on 127.0.0.1 by one server per
 process. Every episode gets its own copy of the site's database, made from the seeded
 template in well under a millisecond; its browser context carries the cookie that names
 it, so concurrent episodes never see each other's changes.
@@ -20,7 +20,7 @@ it, so concurrent episodes never see each other's changes.
     ``answer``: null, ``{"exact": text}``, or ``{"must_include": [phrases], "kinds":
     [...], "must_exclude": [...]}`` against the agent's last ``send_msg_to_user``
     (lower-cased, spaces collapsed): an answer that also names another candidate of its
-    kinds (the site's :attr:`~.sites.framework.Site.answer_kinds`, or ``number``) or is
+    kinds (the site's :attr:`~.sites.site.Site.answer_kinds`, or ``number``) or is
     much longer than the expected phrases fails, so listing every candidate is never paid
     (:mod:`agentgym.plugins.web.answers`). Reward 1.0 when every check passes, else 0.0;
     ``reward_metrics`` says which failed.
@@ -49,9 +49,10 @@ from agentgym.core.task import SolutionTurn, Task, TaskList
 from agentgym.plugins.web.answers import AnswerSpec, check_answer
 from agentgym.plugins.web.browser import BrowserSession
 from agentgym.plugins.web.env import WebEnv
-from agentgym.plugins.web.sites.framework import Site, SiteServer, site_server
+from agentgym.plugins.web.sites.server import SiteServer, site_server
+from agentgym.plugins.web.sites.site import Site
 
-#: Site name -> ``module:attribute`` of its :class:`~.sites.framework.Site` instance.
+#: Site name -> ``module:attribute`` of its :class:`~.sites.site.Site` instance.
 SITES = {"shop": "agentgym.plugins.web.sites.shop:SITE",
          "forum": "agentgym.plugins.web.sites.forum:SITE"}
 #: The folder of the shipped task files, ``<site>.json``.
@@ -59,7 +60,7 @@ TASKS_DIR = Path(__file__).parent / "tasks"
 
 
 def server_of(site: str | Site) -> SiteServer:
-    """The process's server of ``site``: a :class:`~.sites.framework.Site`, or the name of
+    """The process's server of ``site``: a :class:`~.sites.site.Site`, or the name of
     one of agentgym's (:data:`SITES`)."""
     if isinstance(site, Site):
         return site_server(site)
@@ -135,7 +136,7 @@ class SiteEnv(WebEnv):
 
     Args:
         site: ``shop`` or ``forum`` (its shipped tasks unless ``tasks`` is given), or a
-            :class:`~agentgym.plugins.web.sites.framework.Site` of your own (with
+            :class:`~agentgym.plugins.web.sites.site.Site` of your own (with
             ``tasks``): every task then runs on it, whatever its ``site`` field says.
         tasks: a task file (JSON list of task objects) instead of the shipped ones.
         max_turns: turns before truncation.

@@ -3,15 +3,17 @@ is missing, and a small site of the tests' own for the browser layer."""
 
 from __future__ import annotations
 
+import html
 import json
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from starlette.responses import Response
 
 from agentgym.core import MissingResourceError
-from agentgym.plugins.web.sites.framework import Response, Site, escape, redirect
+from agentgym.plugins.web.sites.site import Site, redirect
 
 
 def chromium_missing() -> str:
@@ -53,8 +55,8 @@ NOTES = Notes()
 @NOTES.route("/")
 def home(request) -> str:
     rows = request.db.execute("SELECT id, text, colour, pinned FROM notes").fetchall()
-    items = "".join(f"<li>{escape(r[1])} ({escape(r[2])}{', pinned' if r[3] else ''})</li>"
-                    for r in rows)
+    items = "".join(f"<li>{html.escape(r[1])} ({html.escape(r[2])}"
+                    f"{', pinned' if r[3] else ''})</li>" for r in rows)
     return f"""<!doctype html><title>Notes</title><main><h1>Notes</h1>
 <form method=post action=/add>
 <label for=text>Note</label><input id=text name=text>
@@ -110,7 +112,7 @@ def held(request) -> str:
 @NOTES.route("/go")
 def open_redirect(request) -> Response:
     """An open redirect, as real sites have them (the framework's redirect() refuses)."""
-    return Response(status=302, headers={"Location": request.arg("to")})
+    return Response(status_code=302, headers={"Location": request.arg("to")})
 
 
 @NOTES.route("/inject")
@@ -118,7 +120,7 @@ def inject(request) -> str:
     """A page that reaches for another origin every way a page can (as if the agent had
     got HTML onto the site): image, iframe, stylesheet, prefetch, fetch, beacon, worker,
     WebSocket, EventSource, a popup link and a script that opens one."""
-    other = escape(request.arg("to"))
+    other = html.escape(request.arg("to"))
     ws = other.replace("http://", "ws://")
     return f"""<!doctype html><title>Inject</title>
 <img src="{other}/img"><iframe src="{other}/iframe"></iframe>

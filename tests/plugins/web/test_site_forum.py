@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from agentgym.plugins.web.sites.forum import SITE, Forum
-from agentgym.plugins.web.sites.framework import SiteClient as Client
-from agentgym.plugins.web.sites.framework import SiteServer, site_server
+from agentgym.plugins.web.sites.server import SiteClient as Client
+from agentgym.plugins.web.sites.server import SiteServer, site_server
 from agentgym.plugins.web.sites_env import failed_checks
 
 TASK_FILE = (Path(__file__).resolve().parents[3]

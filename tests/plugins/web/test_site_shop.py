@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from agentgym.plugins.web.sites.framework import SiteClient as Client
-from agentgym.plugins.web.sites.framework import SiteServer, site_server
+from agentgym.plugins.web.sites.server import SiteClient as Client
+from agentgym.plugins.web.sites.server import SiteServer, site_server
 from agentgym.plugins.web.sites.shop import SITE, money, parse_money
 from agentgym.plugins.web.sites_env import failed_checks
 
@@ -620,14 +620,31 @@ def test_entry_url_sets_the_episode_cookies_and_refuses_strangers() -> None:
     try:
         session = server.log_in(token, "alice")
         url = server.entry_url(token, "/account", session)
-        entered = server.serve("GET", url.removeprefix(server.base_url), b"", "")
-        assert entered.status == 303 and entered.headers["Location"] == "/account"
-        assert entered.cookies == {server.cookie_name: token,
-                                   SITE.session_cookie: session}
-        path = server.entry_url("not-a-token", "/").removeprefix(server.base_url)
-        assert server.serve("GET", path, b"", "").status == 403
+        client = Client(server, None)
+        client.request("GET", url.removeprefix(server.base_url), follow=False)
+        assert client.status == 303 and client.headers["Location"] == "/account"
+        assert client.cookies == {server.cookie_name: token, SITE.session_cookie: session}
+        client.request("GET", server.entry_url("not-a-token", "/").removeprefix(server.base_url))
+        assert client.status == 403
         for outside in ("//example.com/", "http://example.com/"):
-            path = server.entry_url(token, outside).removeprefix(server.base_url)
-            assert server.serve("GET", path, b"", "").status == 403, outside
+            client.request("GET", server.entry_url(token, outside).removeprefix(server.base_url))
+            assert client.status == 403, outside
+        client.request("GET", "/")  # the cookies of the first request, without its query
+        assert client.status == 200 and "Signed in as Alice Johnson" in client.text
     finally:
         server.close_episode(token)
+
+
+def test_a_request_without_an_episode_is_refused(server: SiteServer) -> None:
+    client = Client(server, None)
+    for path in ("/", "/cart", "/no/such/page"):
+        client.get(path)
+        assert client.status == 403 and "No episode" in client.text, path
+
+
+def test_pages_are_not_cached_and_wrong_methods_are_405(server: SiteServer, token: str) -> None:
+    client = Client(server, token)
+    client.get("/")
+    assert client.headers["Cache-Control"] == "no-store"
+    client.get("/cart/add")
+    assert client.status == 405

@@ -1,2 +1,3 @@
-"""agentgym's local web sites, each a :class:`~agentgym.plugins.web.sites.framework.Site`
-over SQLite served on 127.0.0.1 (see :mod:`agentgym.plugins.web.sites.framework`)."""
+"""agentgym's local web sites, each a :class:`~agentgym.plugins.web.sites.site.Site` over
+SQLite with Jinja2 templates (:mod:`agentgym.plugins.web.sites.site`), served on 127.0.0.1 as
+a Starlette app with a database per episode (:mod:`agentgym.plugins.web.sites.server`)."""

@@ -19,13 +19,10 @@ import sqlite3
 import urllib.parse
 from collections.abc import Iterable
 
-from agentgym.plugins.web.sites.framework import (
-    Request,
-    Response,
-    Site,
-    escape,
-    redirect,
-)
+from starlette.responses import Response
+
+from agentgym.plugins.web.sites.site import Site, redirect
+from agentgym.plugins.web.sites.site import SiteRequest as Request
 
 #: The site's clock for "hot" ranking: seeded content is ranked as of this moment.
 NOW = datetime.datetime(2025, 11, 15, 12, 0)
@@ -576,29 +573,6 @@ SITE = Forum()
 
 # ---- helpers ----------------------------------------------------------------------------
 
-CSS = """
-body{font-family:system-ui,sans-serif;margin:0;color:#1b1b1b;background:#f6f6f4}
-header{background:#23395d;color:#fff;padding:.5rem 1rem;display:flex;flex-wrap:wrap;
-gap:1rem;align-items:center}
-header a,header button.linkish{color:#fff}
-header nav ul{list-style:none;display:flex;gap:1rem;margin:0;padding:0;align-items:center}
-header form{margin:0}
-main{max-width:60rem;margin:1rem auto;padding:0 1rem}
-article.post-item,article.comment,section.box,article.post{background:#fff;
-border:1px solid #ddd;border-radius:4px;padding:.6rem .9rem;margin:.6rem 0}
-.meta{color:#555;font-size:.9rem}
-.replies{margin-left:1.5rem;border-left:2px solid #ddd;padding-left:.6rem}
-.error{color:#a00;font-weight:bold}
-.notice{background:#e7f4e4;border:1px solid #9c9;padding:.4rem .8rem}
-.badge{background:#ccc;border-radius:3px;padding:0 .3rem;font-size:.8rem}
-form.inline{display:inline}
-label{display:block;margin-top:.5rem;font-weight:600}
-input[type=text],input[type=email],input[type=password],textarea,select{font:inherit;
-padding:.25rem;max-width:100%}
-textarea{width:40rem;height:7rem}
-table{border-collapse:collapse}
-td,th{border-bottom:1px solid #ddd;padding:.3rem .6rem;text-align:left}
-"""
 
 NOTICES = {
     "saved": "Settings saved.",
@@ -622,48 +596,28 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def page(request: Request, title: str, main: str, status: int = 200) -> Response:
-    """The shared layout around ``main``."""
-    user = request.user
-    items = ['<li><a href="/">Home</a></li>', '<li><a href="/forums">Forums</a></li>',
-             '<li><a href="/submit">Submit post</a></li>']
-    if user is not None:
+def page(request: Request, template: str, title: str, status_code: int = 200,
+         **context: object) -> Response:
+    """``forum/<template>.html`` in the layout (``forum/layout.html``): navigation, unread
+    messages, the ``done`` notice of the URL."""
+    unread = 0
+    if request.user is not None:
         unread = request.db.execute(
             "SELECT COUNT(*) FROM messages WHERE recipient_id = ? AND read = 0",
-            (user["id"],)).fetchone()[0]
-        label = f"Messages ({unread} unread)" if unread else "Messages"
-        items += [f'<li><a href="/messages">{label}</a></li>',
-                  f'<li><a href="/u/{quote(user["username"])}">{escape(user["username"])}'
-                  '</a></li>',
-                  '<li><a href="/settings">Settings</a></li>',
-                  '<li><form method="post" action="/logout">'
-                  '<button type="submit">Log out</button></form></li>']
-    else:
-        items.append('<li><a href="/login">Log in</a></li>')
-    notice = NOTICES.get(request.arg("done"), "")
-    notice_html = f'<p class="notice" role="status">{escape(notice)}</p>' if notice else ""
-    body = (
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{escape(title)} - Forum</title><style>{CSS}</style></head><body>"
-        '<header><nav aria-label="Main"><ul>' + "".join(items) + "</ul></nav>"
-        '<form role="search" method="get" action="/search">'
-        '<label for="search-q" style="display:inline">Search</label> '
-        f'<input type="text" id="search-q" name="q" value="{escape(request.arg("q"))}"> '
-        '<button type="submit">Search</button></form></header>'
-        f'<main id="main">{notice_html}{main}</main>'
-        '<footer><p class="meta">A small forum for agentgym episodes.</p></footer>'
-        "</body></html>")
-    return Response(body, status)
+            (request.user["id"],)).fetchone()[0]
+    return SITE.render(request, f"forum/{template}.html", status_code, title=title,
+                       unread=unread, notice=NOTICES.get(request.arg("done"), ""), **context)
 
 
 def quote(value: str) -> str:
-    return escape(urllib.parse.quote(value, safe=""))
+    """``value`` as one path segment or query value."""
+    return urllib.parse.quote(value, safe="")
 
 
-def paragraphs(text: str) -> str:
-    blocks = [b.strip() for b in text.replace("\r\n", "\n").split("\n\n") if b.strip()]
-    return "".join("<p>" + "<br>".join(escape(line) for line in b.split("\n")) + "</p>"
-                   for b in blocks)
+def blocks(text: str) -> list[list[str]]:
+    """A text's paragraphs (blank lines apart), each a list of its lines."""
+    return [b.split("\n") for b in (b.strip() for b in text.replace("\r\n", "\n").split("\n\n"))
+            if b]
 
 
 def require_login(request: Request, next_path: str) -> Response | None:
@@ -703,29 +657,9 @@ def sort_posts(rows: Iterable[sqlite3.Row], sort: str) -> list[sqlite3.Row]:
     return rows
 
 
-def post_item(row: sqlite3.Row, show_forum: bool = True) -> str:
-    forum = (f' in <a href="/f/{quote(row["forum"])}">{escape(row["forum"])}</a>'
-             if show_forum else "")
-    locked = ' · <span class="badge">Locked</span>' if row["locked"] else ""
-    return (f'<article class="post-item"><h3><a href="/post/{row["id"]}">'
-            f'{escape(row["title"])}</a></h3><p class="meta">{points(row["score"])}'
-            f'{forum} · by <a href="/u/{quote(row["author"])}">{escape(row["author"])}</a>'
-            f' · <time datetime="{escape(row["created"])}">{escape(row["created"])}</time>'
-            f' · <a href="/post/{row["id"]}#comments">{plural(row["n_comments"], "comment")}'
-            f"</a>{locked}</p></article>")
-
-
-def sort_form(action: str, sort: str) -> str:
-    options = "".join(f'<option value="{v}"{" selected" if v == sort else ""}>{label}</option>'
-                      for v, label in SORTS)
-    return (f'<form method="get" action="{escape(action)}" class="sort">'
-            '<label for="sort" style="display:inline">Sort by</label> '
-            f'<select id="sort" name="sort">{options}</select> '
-            '<button type="submit">Sort</button></form>')
-
-
-def listing(request: Request, rows: list[sqlite3.Row], base: str, show_forum: bool = True
-            ) -> str:
+def listing(request: Request, rows: list[sqlite3.Row], base: str) -> dict[str, object]:
+    """One page of ``rows`` in the order the URL asks (``sort``, ``page``), for the
+    ``listing`` macro (forum/macros.html)."""
     sort = request.arg("sort") or "hot"
     if sort not in dict(SORTS):
         sort = "hot"
@@ -736,16 +670,8 @@ def listing(request: Request, rows: list[sqlite3.Row], base: str, show_forum: bo
         number = 1
     pages = max((len(rows) + PAGE_SIZE - 1) // PAGE_SIZE, 1)
     number = min(number, pages)
-    shown = rows[(number - 1) * PAGE_SIZE:number * PAGE_SIZE]
-    items = "".join(post_item(r, show_forum) for r in shown) or "<p>No posts yet.</p>"
-    links = []
-    if number > 1:
-        links.append(f'<a href="{base}?sort={sort}&amp;page={number - 1}">Previous page</a>')
-    if number < pages:
-        links.append(f'<a href="{base}?sort={sort}&amp;page={number + 1}">Next page</a>')
-    pager = (f'<nav aria-label="Pages"><p>Page {number} of {pages} ' + " ".join(links)
-             + "</p></nav>")
-    return sort_form(base, sort) + f'<div class="posts">{items}</div>' + pager
+    return {"rows": rows[(number - 1) * PAGE_SIZE:number * PAGE_SIZE], "base": base,
+            "sort": sort, "number": number, "pages": pages}
 
 
 def get_post(request: Request, pid: int) -> sqlite3.Row | None:
@@ -762,11 +688,15 @@ def is_moderator(request: Request, forum_id: int) -> bool:
 
 
 def forbidden(request: Request, message: str) -> Response:
-    return page(request, "Forbidden", f"<h1>Forbidden</h1><p>{escape(message)}</p>", 403)
+    return page(request, "message", "Forbidden", 403, heading="Forbidden", text=message)
 
 
 def missing(request: Request, what: str) -> Response:
-    return page(request, "Not found", f"<h1>Not found</h1><p>{escape(what)}</p>", 404)
+    return page(request, "message", "Not found", 404, heading="Not found", text=what)
+
+
+SITE.templates.filters.update(quote=quote, blocks=blocks, points=points, plural=plural)
+SITE.templates.globals.update(sorts=SORTS)
 
 
 def safe_next(value: str, default: str = "/") -> str:
@@ -781,22 +711,7 @@ def safe_next(value: str, default: str = "/") -> str:
 def front(request: Request) -> Response:
     rows = request.db.execute(f"SELECT {POST_COLUMNS} {POST_FROM} WHERE p.removed = 0"
                               ).fetchall()
-    main = ('<h1>All posts</h1><p>Recent posts from every forum.</p>'
-            + listing(request, rows, "/"))
-    return page(request, "All posts", main)
-
-
-def subscribe_button(request: Request, forum: sqlite3.Row, subscribed: bool, named: bool,
-                     back: str) -> str:
-    if request.user is None:
-        return ""
-    action, text = ("unsubscribe", "Unsubscribe") if subscribed else ("subscribe", "Subscribe")
-    label = f' aria-label="{text} to {escape(forum["name"])}"' if named else ""
-    if named and subscribed:
-        label = f' aria-label="Unsubscribe from {escape(forum["name"])}"'
-    return (f'<form class="inline" method="post" action="/f/{quote(forum["name"])}/{action}">'
-            f'<input type="hidden" name="next" value="{escape(back)}">'
-            f'<button type="submit"{label}>{text}</button></form>')
+    return page(request, "front", "All posts", page=listing(request, rows, "/"))
 
 
 FORUM_COLUMNS = """f.*,
@@ -804,30 +719,22 @@ FORUM_COLUMNS = """f.*,
     (SELECT COUNT(*) FROM posts p WHERE p.forum_id = f.id AND p.removed = 0) AS n_posts"""
 
 
-def subscribed_to(request: Request, forum_id: int) -> bool:
+def subscriptions(request: Request) -> set[int]:
+    """The ids of the forums the user subscribes to."""
     if request.user is None:
-        return False
-    return request.db.execute("SELECT 1 FROM subscriptions WHERE user_id = ? AND forum_id = ?",
-                              (request.user["id"], forum_id)).fetchone() is not None
+        return set()
+    return {row[0] for row in request.db.execute(
+        "SELECT forum_id FROM subscriptions WHERE user_id = ?", (request.user["id"],))}
 
 
 @SITE.route("/forums")
 def forums(request: Request) -> Response:
     rows = request.db.execute(f"SELECT {FORUM_COLUMNS} FROM forums f ORDER BY f.name"
                               ).fetchall()
-    body = []
-    for f in rows:
-        button = subscribe_button(request, f, subscribed_to(request, f["id"]), True, "/forums")
-        body.append(f'<tr><td><a href="/f/{quote(f["name"])}">{escape(f["name"])}</a></td>'
-                    f'<td>{escape(f["description"])}</td><td>{f["subscribers"]}</td>'
-                    f'<td>{f["n_posts"]}</td><td>{button}</td></tr>')
-    main = ("<h1>Forums</h1><table><caption>All forums</caption><thead><tr><th>Forum</th>"
-            "<th>Description</th><th>Subscribers</th><th>Posts</th><th>Subscription</th>"
-            "</tr></thead><tbody>" + "".join(body) + "</tbody></table>")
-    return page(request, "Forums", main)
+    return page(request, "forums", "Forums", rows=rows, subscribed=subscriptions(request))
 
 
-@SITE.route("/f/<name>")
+@SITE.route("/f/{name}")
 def forum(request: Request, name: str) -> Response:
     f = request.db.execute(f"SELECT {FORUM_COLUMNS} FROM forums f WHERE f.name = ?",
                            (name,)).fetchone()
@@ -839,25 +746,17 @@ def forum(request: Request, name: str) -> Response:
     mods = [r[0] for r in request.db.execute(
         "SELECT u.username FROM forum_moderators m JOIN users u ON u.id = m.user_id "
         "WHERE m.forum_id = ? ORDER BY u.username", (f["id"],))]
-    mod_links = ", ".join(f'<a href="/u/{quote(m)}">{escape(m)}</a>' for m in mods) or "none"
-    button = subscribe_button(request, f, subscribed_to(request, f["id"]), False,
-                              f"/f/{name}")
-    main = (f'<h1>{escape(f["name"])}</h1><section class="box" aria-label="About this forum">'
-            f'<p>{escape(f["description"])}</p>'
-            f'<p>{plural(f["subscribers"], "subscriber")} · {plural(f["n_posts"], "post")} · '
-            f'created {escape(f["created"])}</p><p>Moderators: {mod_links}</p>'
-            f'<p>{button} <a href="/submit?forum={quote(f["name"])}">'
-            f'New post in {escape(f["name"])}</a></p></section>'
-            + listing(request, rows, f"/f/{quote(f['name'])}", show_forum=False))
-    return page(request, f["name"], main)
+    return page(request, "forum", f["name"], forum=f, moderators=mods,
+                subscribed=f["id"] in subscriptions(request),
+                page=listing(request, rows, f"/f/{quote(f['name'])}"))
 
 
-@SITE.route("/f/<name>/subscribe", methods=("POST",))
+@SITE.route("/f/{name}/subscribe", methods=("POST",))
 def subscribe(request: Request, name: str) -> Response:
     return change_subscription(request, name, True)
 
 
-@SITE.route("/f/<name>/unsubscribe", methods=("POST",))
+@SITE.route("/f/{name}/unsubscribe", methods=("POST",))
 def unsubscribe(request: Request, name: str) -> Response:
     return change_subscription(request, name, False)
 
@@ -898,107 +797,34 @@ def my_vote(request: Request, table: str, column: str, item_id: int) -> int:
     return row[0] if row else 0
 
 
-def render_comment(request: Request, c: sqlite3.Row, children: dict[int | None, list],
-                   post: sqlite3.Row) -> str:
-    replies = "".join(render_comment(request, r, children, post)
-                      for r in children.get(c["id"], []))
-    replies_html = f'<div class="replies">{replies}</div>' if replies else ""
-    if c["deleted"]:
-        if not replies:
-            return ""
-        return (f'<article class="comment" id="comment-{c["id"]}"><p class="meta">'
-                f"[deleted]</p><p>This comment was deleted.</p>{replies_html}</article>")
-    who = escape(c["author"])
-    controls = ""
+def thread(request: Request, post: sqlite3.Row) -> dict[str, object]:
+    """The post's comments for the ``comment`` macro (forum/macros.html): replies by parent
+    id (None: top level), the user's votes, how many are not deleted."""
+    comments = comment_rows(request, post["id"])
+    children: dict[int | None, list[sqlite3.Row]] = {}
+    for c in comments:
+        children.setdefault(c["parent_id"], []).append(c)
+    votes = {}
     if request.user is not None:
-        vote = my_vote(request, "comment_votes", "comment_id", c["id"])
-        controls = (
-            f'<form class="inline" method="post" action="/comment/{c["id"]}/vote">'
-            f'<button type="submit" name="dir" value="up" aria-pressed="{str(vote == 1).lower()}"'
-            f' aria-label="Upvote comment by {who}">Upvote</button> '
-            f'<button type="submit" name="dir" value="down" '
-            f'aria-pressed="{str(vote == -1).lower()}" aria-label="Downvote comment by {who}">'
-            "Downvote</button></form> ")
-        if not post["locked"]:
-            controls += f'<a href="/comment/{c["id"]}/reply">Reply to {who}</a> '
-        if request.user["id"] == c["user_id"]:
-            controls += (f'<form class="inline" method="post" action="/comment/{c["id"]}/delete">'
-                         '<button type="submit">Delete comment</button></form>')
-    return (f'<article class="comment" id="comment-{c["id"]}" aria-label="Comment by {who}">'
-            f'<p class="meta"><a href="/u/{quote(c["author"])}">{who}</a> · '
-            f'{points(c["score"])} · <time datetime="{escape(c["created"])}">'
-            f'{escape(c["created"])}</time></p>{paragraphs(c["body"])}'
-            f"<p>{controls}</p>{replies_html}</article>")
+        votes = dict(request.db.execute(
+            "SELECT v.comment_id, v.value FROM comment_votes v JOIN comments c ON c.id ="
+            " v.comment_id WHERE v.user_id = ? AND c.post_id = ?",
+            (request.user["id"], post["id"])).fetchall())
+    return {"children": children, "votes": votes, "user": request.user,
+            "locked": post["locked"], "count": sum(1 for c in comments if not c["deleted"])}
 
 
 def render_post_page(request: Request, post: sqlite3.Row, error: str = "", draft: str = "",
                      status: int = 200) -> Response:
-    user = request.user
-    mod = is_moderator(request, post["forum_id"])
-    if post["removed"] and not mod:
-        main = (f'<h1>Removed post</h1><p>This post in <a href="/f/{quote(post["forum"])}">'
-                f'{escape(post["forum"])}</a> was removed by a moderator.</p>')
-        return page(request, "Removed post", main, status)
-    badges = ""
-    if post["locked"]:
-        badges += '<p><span class="badge">Locked</span> This post is locked.</p>'
-    if post["removed"]:
-        badges += '<p><span class="badge">Removed</span> This post was removed.</p>'
-    edited = f' · edited {escape(post["edited"])}' if post["edited"] else ""
-    controls = []
-    if user is not None:
-        vote = my_vote(request, "post_votes", "post_id", post["id"])
-        state = {1: " You upvoted this post.", -1: " You downvoted this post."}.get(vote, "")
-        controls.append(
-            f'<form class="inline" method="post" action="/post/{post["id"]}/vote">'
-            f'<button type="submit" name="dir" value="up" aria-pressed="{str(vote == 1).lower()}"'
-            '>Upvote post</button> <button type="submit" name="dir" value="down" '
-            f'aria-pressed="{str(vote == -1).lower()}">Downvote post</button></form>{state}')
-        if user["id"] == post["user_id"]:
-            controls.append(f'<a href="/post/{post["id"]}/edit">Edit post</a>')
-            controls.append(f'<form class="inline" method="post" action="/post/{post["id"]}/'
-                            'delete"><button type="submit">Delete post</button></form>')
-        if mod:
-            lock = "unlock" if post["locked"] else "lock"
-            remove = "restore" if post["removed"] else "remove"
-            controls.append(
-                f'<form class="inline" method="post" action="/post/{post["id"]}/{lock}">'
-                f'<button type="submit">{lock.title()} post</button></form>'
-                f'<form class="inline" method="post" action="/post/{post["id"]}/{remove}">'
-                f'<button type="submit">{remove.title()} post</button></form>')
-    article = (
-        f'<article class="post" aria-labelledby="post-title"><h1 id="post-title">'
-        f'{escape(post["title"])}</h1><p class="meta">{points(post["score"])} · '
-        f'posted by <a href="/u/{quote(post["author"])}">{escape(post["author"])}</a> in '
-        f'<a href="/f/{quote(post["forum"])}">{escape(post["forum"])}</a> on '
-        f'<time datetime="{escape(post["created"])}">{escape(post["created"])}</time>'
-        f'{edited}</p>{badges}<div class="body">{paragraphs(post["body"])}</div>'
-        f'<p>{" ".join(controls)}</p></article>')
-    comments = comment_rows(request, post["id"])
-    children: dict[int | None, list] = {}
-    for c in comments:
-        children.setdefault(c["parent_id"], []).append(c)
-    thread = "".join(render_comment(request, c, children, post) for c in children.get(None, []))
-    count = sum(1 for c in comments if not c["deleted"])
-    if post["locked"]:
-        form = "<p>This post is locked. New comments are disabled.</p>"
-    elif user is None:
-        form = (f'<p><a href="/login?next=/post/{post["id"]}">Log in</a> to comment.</p>')
-    else:
-        err = f'<p class="error" role="alert">{escape(error)}</p>' if error else ""
-        form = (f'<form method="post" action="/post/{post["id"]}/comment">{err}'
-                '<label for="comment">Comment</label>'
-                f'<textarea id="comment" name="body">{escape(draft)}</textarea><br>'
-                '<button type="submit">Post comment</button></form>')
-    if error and post["locked"]:
-        form = f'<p class="error" role="alert">{escape(error)}</p>' + form
-    main = (article + f'<section id="comments" aria-labelledby="comments-h">'
-            f'<h2 id="comments-h">{plural(count, "comment")}</h2>{form}'
-            f'{thread or "<p>No comments yet.</p>"}</section>')
-    return page(request, post["title"], main, status)
+    moderator = is_moderator(request, post["forum_id"])
+    if post["removed"] and not moderator:
+        return page(request, "post", "Removed post", status, hidden=True, post=post)
+    return page(request, "post", post["title"], status, hidden=False, post=post,
+                moderator=moderator, vote=my_vote(request, "post_votes", "post_id", post["id"]),
+                thread=thread(request, post), comment_error=error, draft=draft)
 
 
-@SITE.route("/post/<int:pid>")
+@SITE.route("/post/{pid:int}")
 def show_post(request: Request, pid: int) -> Response:
     post = get_post(request, pid)
     if post is None:
@@ -1018,7 +844,7 @@ def vote(request: Request, table: str, column: str, item_id: int) -> None:
                            (request.user["id"], item_id, value))
 
 
-@SITE.route("/post/<int:pid>/vote", methods=("POST",))
+@SITE.route("/post/{pid:int}/vote", methods=("POST",))
 def vote_post(request: Request, pid: int) -> Response:
     denied = require_login(request, f"/post/{pid}")
     if denied:
@@ -1030,7 +856,7 @@ def vote_post(request: Request, pid: int) -> Response:
     return redirect(f"/post/{pid}")
 
 
-@SITE.route("/post/<int:pid>/comment", methods=("POST",))
+@SITE.route("/post/{pid:int}/comment", methods=("POST",))
 def add_comment(request: Request, pid: int) -> Response:
     denied = require_login(request, f"/post/{pid}")
     if denied:
@@ -1049,25 +875,14 @@ def add_comment(request: Request, pid: int) -> Response:
     return redirect(f"/post/{pid}?done=commented#comment-{cur.lastrowid}")
 
 
-def post_form(request: Request, action: str, heading: str, button: str, values: dict[str, str],
-              errors: list[str], choose_forum: bool) -> str:
-    err = "".join(f"<li>{escape(e)}</li>" for e in errors)
-    err_html = f'<ul class="error" role="alert">{err}</ul>' if err else ""
-    forum_field = ""
+def post_form(request: Request, action: str, title: str, button: str, values: dict[str, str],
+              errors: list[str], choose_forum: bool) -> Response:
+    forums = None
     if choose_forum:
-        options = ['<option value="">Choose a forum</option>']
-        for (name,) in request.db.execute("SELECT name FROM forums ORDER BY name"):
-            sel = " selected" if name == values.get("forum") else ""
-            options.append(f'<option value="{escape(name)}"{sel}>{escape(name)}</option>')
-        forum_field = ('<label for="forum">Forum</label>'
-                       f'<select id="forum" name="forum">{"".join(options)}</select>')
-    return (f"<h1>{escape(heading)}</h1>{err_html}"
-            f'<form method="post" action="{escape(action)}">{forum_field}'
-            '<label for="title">Title</label><input type="text" id="title" name="title" '
-            f'size="60" value="{escape(values.get("title", ""))}">'
-            '<label for="body">Body</label>'
-            f'<textarea id="body" name="body">{escape(values.get("body", ""))}</textarea><br>'
-            f'<button type="submit">{escape(button)}</button></form>')
+        forums = [(name, name) for (name,) in
+                  request.db.execute("SELECT name FROM forums ORDER BY name")]
+    return page(request, "post_form", title, 400 if errors else 200, action=action,
+                button=button, values=values, messages=errors, forums=forums)
 
 
 def check_post_fields(title: str, body: str) -> list[str]:
@@ -1087,26 +902,23 @@ def submit(request: Request) -> Response:
     if denied:
         return denied
     if request.method == "GET":
-        values = {"forum": request.arg("forum")}
-        return page(request, "Submit a post",
-                    post_form(request, "/submit", "Submit a post", "Create post", values, [],
-                              True))
+        return post_form(request, "/submit", "Submit a post", "Create post",
+                         {"forum": request.arg("forum")}, [], True)
     values = {k: request.field(k) for k in ("forum", "title", "body")}
     f = request.db.execute("SELECT id FROM forums WHERE name = ?", (values["forum"],)
                            ).fetchone()
     errors = [] if f else ["Choose a forum."]
     errors += check_post_fields(values["title"], values["body"])
     if errors:
-        return page(request, "Submit a post",
-                    post_form(request, "/submit", "Submit a post", "Create post", values,
-                              errors, True), 400)
+        return post_form(request, "/submit", "Submit a post", "Create post", values, errors,
+                         True)
     cur = request.db.execute(
         "INSERT INTO posts (forum_id, user_id, title, body, created) VALUES (?, ?, ?, ?, ?)",
         (f["id"], request.user["id"], values["title"], values["body"], now()))
     return redirect(f"/post/{cur.lastrowid}?done=posted")
 
 
-@SITE.route("/post/<int:pid>/edit", methods=("GET", "POST"))
+@SITE.route("/post/{pid:int}/edit", methods=("GET", "POST"))
 def edit_post(request: Request, pid: int) -> Response:
     denied = require_login(request, f"/post/{pid}/edit")
     if denied:
@@ -1118,19 +930,19 @@ def edit_post(request: Request, pid: int) -> Response:
         return forbidden(request, "You can only edit your own posts.")
     if request.method == "GET":
         values = {"title": post["title"], "body": post["body"]}
-        return page(request, "Edit post", post_form(request, f"/post/{pid}/edit", "Edit post",
-                                                     "Save changes", values, [], False))
+        return post_form(request, f"/post/{pid}/edit", "Edit post", "Save changes", values,
+                         [], False)
     values = {"title": request.field("title"), "body": request.field("body")}
     errors = check_post_fields(values["title"], values["body"])
     if errors:
-        return page(request, "Edit post", post_form(request, f"/post/{pid}/edit", "Edit post",
-                                                    "Save changes", values, errors, False), 400)
+        return post_form(request, f"/post/{pid}/edit", "Edit post", "Save changes", values,
+                         errors, False)
     request.db.execute("UPDATE posts SET title = ?, body = ?, edited = ? WHERE id = ?",
                        (values["title"], values["body"], now(), pid))
     return redirect(f"/post/{pid}?done=edited")
 
 
-@SITE.route("/post/<int:pid>/delete", methods=("POST",))
+@SITE.route("/post/{pid:int}/delete", methods=("POST",))
 def delete_post(request: Request, pid: int) -> Response:
     denied = require_login(request, f"/post/{pid}")
     if denied:
@@ -1168,22 +980,22 @@ def moderate(request: Request, pid: int, action: str) -> Response:
     return redirect(f"/post/{pid}?done={done}")
 
 
-@SITE.route("/post/<int:pid>/lock", methods=("POST",))
+@SITE.route("/post/{pid:int}/lock", methods=("POST",))
 def lock_post(request: Request, pid: int) -> Response:
     return moderate(request, pid, "lock")
 
 
-@SITE.route("/post/<int:pid>/unlock", methods=("POST",))
+@SITE.route("/post/{pid:int}/unlock", methods=("POST",))
 def unlock_post(request: Request, pid: int) -> Response:
     return moderate(request, pid, "unlock")
 
 
-@SITE.route("/post/<int:pid>/remove", methods=("POST",))
+@SITE.route("/post/{pid:int}/remove", methods=("POST",))
 def remove_post(request: Request, pid: int) -> Response:
     return moderate(request, pid, "remove")
 
 
-@SITE.route("/post/<int:pid>/restore", methods=("POST",))
+@SITE.route("/post/{pid:int}/restore", methods=("POST",))
 def restore_post(request: Request, pid: int) -> Response:
     return moderate(request, pid, "restore")
 
@@ -1194,7 +1006,7 @@ def get_comment(request: Request, cid: int) -> sqlite3.Row | None:
         "WHERE c.id = ? AND c.deleted = 0", (cid,)).fetchone()
 
 
-@SITE.route("/comment/<int:cid>/vote", methods=("POST",))
+@SITE.route("/comment/{cid:int}/vote", methods=("POST",))
 def vote_comment(request: Request, cid: int) -> Response:
     comment = get_comment(request, cid)
     if comment is None:
@@ -1206,7 +1018,7 @@ def vote_comment(request: Request, cid: int) -> Response:
     return redirect(f"/post/{comment['post_id']}#comment-{cid}")
 
 
-@SITE.route("/comment/<int:cid>/reply", methods=("GET", "POST"))
+@SITE.route("/comment/{cid:int}/reply", methods=("GET", "POST"))
 def reply_comment(request: Request, cid: int) -> Response:
     comment = get_comment(request, cid)
     if comment is None:
@@ -1226,17 +1038,11 @@ def reply_comment(request: Request, cid: int) -> Response:
                 "VALUES (?, ?, ?, ?, ?)", (post["id"], request.user["id"], cid, body, now()))
             return redirect(f"/post/{post['id']}?done=commented#comment-{cur.lastrowid}")
         error = "Write a reply first."
-    err = f'<p class="error" role="alert">{escape(error)}</p>' if error else ""
-    main = (f'<h1>Reply to {escape(comment["author"])}</h1>'
-            f'<p>On <a href="/post/{post["id"]}">{escape(post["title"])}</a></p>'
-            f'<blockquote>{paragraphs(comment["body"])}</blockquote>{err}'
-            f'<form method="post" action="/comment/{cid}/reply"><label for="reply">Reply</label>'
-            '<textarea id="reply" name="body"></textarea><br>'
-            '<button type="submit">Post reply</button></form>')
-    return page(request, "Reply", main, 400 if error else 200)
+    return page(request, "reply", "Reply", 400 if error else 200, comment=comment, post=post,
+                reply_error=error)
 
 
-@SITE.route("/comment/<int:cid>/delete", methods=("POST",))
+@SITE.route("/comment/{cid:int}/delete", methods=("POST",))
 def delete_comment(request: Request, cid: int) -> Response:
     comment = get_comment(request, cid)
     if comment is None:
@@ -1261,7 +1067,7 @@ def karma(db: sqlite3.Connection, user_id: int) -> int:
     return posts + comments
 
 
-@SITE.route("/u/<username>")
+@SITE.route("/u/{username}")
 def profile(request: Request, username: str) -> Response:
     db = request.db
     u = db.execute("SELECT * FROM users WHERE username = ?", (username,)).fetchone()
@@ -1274,32 +1080,11 @@ def profile(request: Request, username: str) -> Response:
         "COALESCE((SELECT SUM(value) FROM comment_votes v WHERE v.comment_id = c.id), 0) "
         "AS score FROM comments c JOIN posts p ON p.id = c.post_id WHERE c.user_id = ? AND "
         "c.deleted = 0 AND p.removed = 0 ORDER BY c.created DESC", (u["id"],)).fetchall()
-    mods = [r[0] for r in db.execute(
+    moderates = [r[0] for r in db.execute(
         "SELECT f.name FROM forum_moderators m JOIN forums f ON f.id = m.forum_id "
         "WHERE m.user_id = ? ORDER BY f.name", (u["id"],))]
-    moderates = ""
-    if mods:
-        moderates = ("<dt>Moderates</dt><dd>" + ", ".join(
-            f'<a href="/f/{quote(m)}">{escape(m)}</a>' for m in mods) + "</dd>")
-    badge = ' <span class="badge">Moderator</span>' if u["is_moderator"] else ""
-    message = ""
-    if request.user is not None and request.user["id"] != u["id"]:
-        message = (f'<p><a href="/messages/new?to={quote(u["username"])}">'
-                   f'Send a message to {escape(u["username"])}</a></p>')
-    post_items = "".join(post_item(p) for p in posts) or "<p>No posts.</p>"
-    comment_items = "".join(
-        f'<article class="comment"><p class="meta">{points(c["score"])} · on '
-        f'<a href="/post/{c["post_id"]}#comment-{c["id"]}">{escape(c["title"])}</a> · '
-        f'<time datetime="{escape(c["created"])}">{escape(c["created"])}</time></p>'
-        f'{paragraphs(c["body"])}</article>' for c in comments) or "<p>No comments.</p>"
-    main = (f"<h1>{escape(u['username'])}{badge}</h1>"
-            f'<dl><dt>Joined</dt><dd>{escape(u["joined"])}</dd>'
-            f'<dt>Karma</dt><dd>{karma(db, u["id"])}</dd>'
-            f'<dt>Bio</dt><dd>{escape(u["bio"]) or "No bio yet."}</dd>{moderates}</dl>'
-            f'{message}<section aria-labelledby="posts-h"><h2 id="posts-h">Posts '
-            f'({len(posts)})</h2>{post_items}</section><section aria-labelledby="comments-h">'
-            f'<h2 id="comments-h">Comments ({len(comments)})</h2>{comment_items}</section>')
-    return page(request, u["username"], main)
+    return page(request, "profile", u["username"], u=u, karma=karma(db, u["id"]),
+                posts=posts, comments=comments, moderates=moderates)
 
 
 @SITE.route("/settings", methods=("GET", "POST"))
@@ -1327,23 +1112,8 @@ def settings(request: Request) -> Response:
                                (values["email"], values["bio"], values["timezone"],
                                 int(values["email_replies"]), u["id"]))
             return redirect("/settings?done=saved")
-    err = "".join(f"<li>{escape(e)}</li>" for e in errors)
-    err_html = f'<ul class="error" role="alert">{err}</ul>' if err else ""
-    zones = "".join(f'<option value="{z}"{" selected" if z == values["timezone"] else ""}>'
-                    f"{z}</option>" for z in TIME_ZONES)
-    checked = " checked" if values["email_replies"] else ""
-    main = (f"<h1>Settings</h1>{err_html}<form method=\"post\" action=\"/settings\">"
-            '<label for="email">Email</label><input type="email" id="email" name="email" '
-            f'size="40" value="{escape(values["email"])}">'
-            '<label for="bio">Bio</label>'
-            f'<textarea id="bio" name="bio">{escape(values["bio"])}</textarea>'
-            f'<p><input type="checkbox" id="email_replies" name="email_replies"{checked}> '
-            '<label for="email_replies" style="display:inline">Email me about replies'
-            "</label></p>"
-            f'<label for="timezone">Time zone</label><select id="timezone" name="timezone">'
-            f"{zones}</select><br><br>"
-            '<button type="submit">Save settings</button></form>')
-    return page(request, "Settings", main, 400 if errors else 200)
+    return page(request, "settings", "Settings", 400 if errors else 200, values=values,
+                messages=errors, zones=[(z, z) for z in TIME_ZONES])
 
 
 @SITE.route("/login", methods=("GET", "POST"))
@@ -1353,20 +1123,12 @@ def login(request: Request) -> Response:
     if request.method == "POST":
         u = request.db.execute("SELECT * FROM users WHERE username = ?",
                                (request.field("username"),)).fetchone()
-        if u is not None and u["password"] == request.form.get("password", [""])[0]:
+        if u is not None and u["password"] == request.raw_field("password"):
             request.log_in(u["id"])
             return redirect(back)
         error = "Wrong username or password."
-    err = f'<p class="error" role="alert">{escape(error)}</p>' if error else ""
-    main = (f"<h1>Log in</h1>{err}<form method=\"post\" action=\"/login\">"
-            f'<input type="hidden" name="next" value="{escape(back)}">'
-            '<label for="username">Username</label>'
-            f'<input type="text" id="username" name="username" '
-            f'value="{escape(request.field("username"))}">'
-            '<label for="password">Password</label>'
-            '<input type="password" id="password" name="password"><br><br>'
-            '<button type="submit">Log in</button></form>')
-    return page(request, "Log in", main, 401 if error else 200)
+    return page(request, "login", "Log in", 401 if error else 200, back=back,
+                login_error=error)
 
 
 @SITE.route("/logout", methods=("GET", "POST"))
@@ -1377,50 +1139,27 @@ def logout(request: Request) -> Response:
 
 # ---- messages --------------------------------------------------------------------------
 
-def message_tabs() -> str:
-    return ('<nav aria-label="Messages"><ul><li><a href="/messages">Inbox</a></li>'
-            '<li><a href="/messages/sent">Sent</a></li>'
-            '<li><a href="/messages/new">New message</a></li></ul></nav>')
 
-
-def message_table(rows: list[sqlite3.Row], who: str) -> str:
-    if not rows:
-        return "<p>No messages.</p>"
-    body = []
-    for m in rows:
-        unread = " <strong>(unread)</strong>" if who == "From" and not m["read"] else ""
-        body.append(f'<tr><td><a href="/u/{quote(m["other"])}">{escape(m["other"])}</a></td>'
-                    f'<td><a href="/messages/{m["id"]}">{escape(m["subject"])}</a>{unread}</td>'
-                    f'<td><time datetime="{escape(m["sent"])}">{escape(m["sent"])}</time></td>'
-                    "</tr>")
-    return (f"<table><thead><tr><th>{who}</th><th>Subject</th><th>Date</th></tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+def messages_page(request: Request, title: str, who: str, sent: bool) -> Response:
+    """The inbox (``who`` "From") or the sent messages ("To")."""
+    mine, other = ("sender_id", "recipient_id") if sent else ("recipient_id", "sender_id")
+    rows = request.db.execute(
+        f"SELECT m.*, u.username AS other FROM messages m JOIN users u ON u.id = m.{other}"
+        f" WHERE m.{mine} = ? ORDER BY m.sent DESC, m.id DESC",
+        (request.user["id"],)).fetchall()
+    return page(request, "messages", title, rows=rows, who=who)
 
 
 @SITE.route("/messages")
 def inbox(request: Request) -> Response:
-    denied = require_login(request, "/messages")
-    if denied:
-        return denied
-    rows = request.db.execute(
-        "SELECT m.*, u.username AS other FROM messages m JOIN users u ON u.id = m.sender_id "
-        "WHERE m.recipient_id = ? ORDER BY m.sent DESC, m.id DESC",
-        (request.user["id"],)).fetchall()
-    main = "<h1>Inbox</h1>" + message_tabs() + message_table(rows, "From")
-    return page(request, "Inbox", main)
+    return require_login(request, "/messages") or messages_page(request, "Inbox", "From",
+                                                                 sent=False)
 
 
 @SITE.route("/messages/sent")
 def sent(request: Request) -> Response:
-    denied = require_login(request, "/messages/sent")
-    if denied:
-        return denied
-    rows = request.db.execute(
-        "SELECT m.*, u.username AS other FROM messages m JOIN users u ON u.id = m.recipient_id"
-        " WHERE m.sender_id = ? ORDER BY m.sent DESC, m.id DESC",
-        (request.user["id"],)).fetchall()
-    main = "<h1>Sent messages</h1>" + message_tabs() + message_table(rows, "To")
-    return page(request, "Sent messages", main)
+    return require_login(request, "/messages/sent") or messages_page(
+        request, "Sent messages", "To", sent=True)
 
 
 @SITE.route("/messages/new", methods=("GET", "POST"))
@@ -1451,20 +1190,11 @@ def new_message(request: Request) -> Response:
                 "VALUES (?, ?, ?, ?, ?)",
                 (request.user["id"], recipient["id"], values["subject"], values["body"], now()))
             return redirect("/messages/sent?done=sent")
-    err = "".join(f"<li>{escape(e)}</li>" for e in errors)
-    err_html = f'<ul class="error" role="alert">{err}</ul>' if err else ""
-    main = ("<h1>New message</h1>" + message_tabs() + err_html
-            + '<form method="post" action="/messages/new"><label for="to">To</label>'
-            f'<input type="text" id="to" name="to" value="{escape(values["to"])}">'
-            '<label for="subject">Subject</label><input type="text" id="subject" '
-            f'name="subject" size="60" value="{escape(values["subject"])}">'
-            '<label for="message-body">Message</label>'
-            f'<textarea id="message-body" name="body">{escape(values["body"])}</textarea><br>'
-            '<button type="submit">Send message</button></form>')
-    return page(request, "New message", main, 400 if errors else 200)
+    return page(request, "new_message", "New message", 400 if errors else 200, values=values,
+                messages=errors)
 
 
-@SITE.route("/messages/<int:mid>")
+@SITE.route("/messages/{mid:int}")
 def read_message(request: Request, mid: int) -> Response:
     denied = require_login(request, f"/messages/{mid}")
     if denied:
@@ -1476,39 +1206,24 @@ def read_message(request: Request, mid: int) -> Response:
     me = request.user["id"]
     if m is None or me not in (m["sender_id"], m["recipient_id"]):
         return missing(request, f"There is no message {mid}.")
-    reply = ""
+    subject = ""  # a reply's subject: only the recipient replies
     if m["recipient_id"] == me:
         if not m["read"]:
             request.db.execute("UPDATE messages SET read = 1 WHERE id = ?", (mid,))
         subject = m["subject"] if m["subject"].startswith("Re: ") else f"Re: {m['subject']}"
-        reply = (f'<p><a href="/messages/new?to={quote(m["sender"])}&amp;subject='
-                 f'{quote(subject)}">Reply</a></p>')
-    main = (message_tabs() + f'<article aria-labelledby="message-subject">'
-            f'<h1 id="message-subject">{escape(m["subject"])}</h1><dl><dt>From</dt><dd>'
-            f'<a href="/u/{quote(m["sender"])}">{escape(m["sender"])}</a></dd><dt>To</dt><dd>'
-            f'<a href="/u/{quote(m["recipient"])}">{escape(m["recipient"])}</a></dd>'
-            f'<dt>Date</dt><dd><time datetime="{escape(m["sent"])}">{escape(m["sent"])}</time>'
-            f'</dd></dl>{paragraphs(m["body"])}{reply}</article>')
-    return page(request, m["subject"], main)
-
-
-# ---- search ----------------------------------------------------------------------------
+    return page(request, "message_read", m["subject"], m=m, reply_subject=subject)
 
 @SITE.route("/search")
 def search(request: Request) -> Response:
     q = request.arg("q")
     if not q:
-        return page(request, "Search", "<h1>Search</h1><p>Enter a search term in the search "
-                    "box. Search looks in post titles and text.</p>")
+        return page(request, "search", "Search", q="")
     pattern = "%" + q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     rows = request.db.execute(
         f"SELECT {POST_COLUMNS} {POST_FROM} WHERE p.removed = 0 AND "
         "(lower(p.title) LIKE ? ESCAPE '\\' OR lower(p.body) LIKE ? ESCAPE '\\') "
         "ORDER BY p.created DESC", (pattern, pattern)).fetchall()
-    items = "".join(post_item(r) for r in rows) or "<p>No posts matched your search.</p>"
-    main = (f"<h1>Search results</h1><p role=\"status\">{plural(len(rows), 'post')} found for "
-            f"“{escape(q)}”.</p>{items}")
-    return page(request, f"Search: {q}", main)
+    return page(request, "search", f"Search: {q}", q=q, rows=rows)
 
 
 __all__ = ["SITE", "Forum"]

@@ -19,7 +19,10 @@ import re
 import sqlite3
 import urllib.parse
 
-from agentgym.plugins.web.sites.framework import Request, Response, Site, escape, redirect
+from starlette.responses import Response
+
+from agentgym.plugins.web.sites.site import Site, redirect
+from agentgym.plugins.web.sites.site import SiteRequest as Request
 
 #: The shop's clock: new orders, reviews and comments are dated at this moment.
 NOW = "2025-12-15 10:30"
@@ -372,24 +375,6 @@ SITE = Shop()
 
 # ---- layout ---------------------------------------------------------------------------------
 
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
-header{background:#1f4e79;color:#fff;padding:.5rem 1rem}
-header a{color:#fff;margin-right:.9rem}
-.brand{font-size:1.4rem;font-weight:bold;margin:.2rem 0}
-.bar{display:flex;flex-wrap:wrap;align-items:center;gap:.5rem}
-nav.categories{background:#e8eef5;padding:.4rem 1rem}
-nav.categories a{margin-right:1rem}
-main{padding:1rem 1.5rem;max-width:70rem}
-table{border-collapse:collapse;margin:.5rem 0}
-th,td{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}
-.notice{background:#e6f4ea;border:1px solid #8c8;padding:.5rem;margin:.5rem 0}
-.error{background:#fde8e8;border:1px solid #d88;padding:.5rem;margin:.5rem 0}
-form.stacked label{display:block;margin-top:.5rem}
-.review{border-top:1px solid #ddd;padding:.3rem 0}
-.price{font-weight:bold}
-"""
-
 MESSAGES = {
     "added": "The product was added to your shopping cart.",
     "cart-updated": "Your shopping cart was updated.",
@@ -432,95 +417,37 @@ def cart_count(request: Request) -> int:
     return int(row[0])
 
 
-def notices(request: Request, errors: list[str] | None = None) -> str:
-    parts = []
-    message = MESSAGES.get(request.arg("msg"))
-    if message:
-        parts.append(f'<div class="notice" role="status">{escape(message)}</div>')
+def page(request: Request, template: str, title: str, status_code: int = 200,
+         errors: list[str] | None = None, **context: object) -> Response:
+    """``shop/<template>.html`` in the layout (``shop/layout.html``): navigation, the
+    ``msg``/``err`` notices of the URL and ``errors``."""
     error = ERRORS.get(request.arg("err"))
-    all_errors = ([error] if error else []) + list(errors or [])
-    if all_errors:
-        items = "".join(f"<li>{escape(e)}</li>" for e in all_errors)
-        parts.append(f'<div class="error" role="alert"><ul>{items}</ul></div>')
-    return "".join(parts)
-
-
-def page(request: Request, title: str, body: str, status: int = 200,
-         errors: list[str] | None = None) -> Response:
-    """The whole page: header, navigation, messages and ``body`` inside ``<main>``."""
-    user = request.user
-    links = ['<a href="/">Home</a>']
-    if user is not None:
-        links += ['<a href="/wishlist">Wishlist</a>', '<a href="/orders">My orders</a>',
-                  '<a href="/account">My account</a>']
-    links.append(f'<a href="/cart">Cart ({cart_count(request)})</a>')
-    if user is not None and user["is_admin"]:
-        links.append('<a href="/admin">Admin</a>')
-    links.append('<a href="/logout">Log out</a>' if user is not None
-                 else '<a href="/login">Log in</a>')
-    greeting = (f'<p>Signed in as {escape(user["full_name"])}</p>' if user is not None else "")
-    categories = "".join(
-        f'<a href="/category/{escape(row["slug"])}">{escape(row["name"])}</a>'
-        for row in request.db.execute("SELECT slug, name FROM categories ORDER BY id"))
-    html = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<title>{escape(title)} | {escape(SITE.title)}</title><style>{STYLE}</style></head>
-<body><header><p class="brand">{escape(SITE.title)}</p><div class="bar">
-<nav aria-label="Main">{"".join(links)}</nav>
-<form role="search" action="/search" method="get">
-<label for="site-search">Search</label>
-<input type="text" id="site-search" name="q" value="{escape(request.arg("q"))}">
-<button type="submit">Search</button></form>{greeting}</div></header>
-<nav class="categories" aria-label="Categories">{categories}</nav>
-<main>{notices(request, errors)}{body}</main>
-<footer><p>&copy; 2025 {escape(SITE.title)}. Free returns within 30 days.</p></footer>
-</body></html>"""
-    return Response(html, status)
-
-
-def error_page(request: Request, status: int, heading: str, text: str) -> Response:
-    return page(request, heading, f"<h1>{escape(heading)}</h1><p>{escape(text)}</p>", status)
+    categories = request.db.execute("SELECT slug, name FROM categories ORDER BY id").fetchall()
+    return SITE.render(request, f"shop/{template}.html", status_code, title=title,
+                       notice=MESSAGES.get(request.arg("msg")), cart_count=cart_count(request),
+                       errors=([error] if error else []) + list(errors or []),
+                       categories=categories, **context)
 
 
 def missing(request: Request, what: str = "page") -> Response:
-    return error_page(request, 404, "Page not found",
-                      f"Sorry, the {what} you are looking for does not exist.")
+    return page(request, "message", "Page not found", 404, heading="Page not found",
+                text=f"Sorry, the {what} you are looking for does not exist.")
 
 
 def login_first(request: Request) -> Response:
-    target = request.path + (f"?{urllib.parse.urlencode(request.query, doseq=True)}"
-                             if request.query and request.method == "GET" else "")
+    target = request.url.path + (f"?{request.url.query}"
+                                 if request.url.query and request.method == "GET" else "")
     return redirect("/login?" + urllib.parse.urlencode({"next": target, "err": "login-required"}))
 
 
 def forbidden(request: Request) -> Response:
-    body = ("<h1>Access denied</h1><p>This area is for store administrators only.</p>")
-    if request.user is None:
-        body += '<p><a href="/login?next=/admin">Log in as an administrator</a></p>'
-    return page(request, "Access denied", body, 403)
+    return page(request, "message", "Access denied", 403, heading="Access denied",
+                text="This area is for store administrators only.",
+                login_link=request.user is None)
 
 
 def is_admin(request: Request) -> bool:
     return request.user is not None and bool(request.user["is_admin"])
-
-
-def select(field_id: str, label: str, options: list[tuple[str, str]], current: str) -> str:
-    opts = "".join(
-        f'<option value="{escape(value)}"{" selected" if value == current else ""}>'
-        f"{escape(text)}</option>" for value, text in options)
-    return (f'<label for="{field_id}">{escape(label)}</label> '
-            f'<select id="{field_id}" name="{field_id}">{opts}</select>')
-
-
-def text_input(field_id: str, label: str, value: str = "", kind: str = "text",
-               extra: str = "") -> str:
-    return (f'<label for="{field_id}">{escape(label)}</label> <input type="{kind}" '
-            f'id="{field_id}" name="{field_id}" value="{escape(value)}"{extra}>')
-
-
-def checkbox(field_id: str, label: str, checked: bool) -> str:
-    return (f'<label><input type="checkbox" id="{field_id}" name="{field_id}" value="1"'
-            f'{" checked" if checked else ""}> {escape(label)}</label>')
 
 
 # ---- catalog ------------------------------------------------------------------------------
@@ -546,26 +473,11 @@ def availability(stock: int) -> str:
     return "In stock" if stock > 0 else "Out of stock"
 
 
-def product_table(rows: list[sqlite3.Row]) -> str:
-    if not rows:
-        return "<p>No products found.</p>"
-    body = "".join(
-        f'<tr><td><a href="/product/{row["id"]}">{escape(row["name"])}</a></td>'
-        f'<td>{money(row["price"])}</td><td>{availability(row["stock"])}</td>'
-        f'<td>{rating_text(row["avg_rating"], row["review_count"])}</td></tr>'
-        for row in rows)
-    return ("<table><thead><tr><th scope=\"col\">Product</th><th scope=\"col\">Price</th>"
-            "<th scope=\"col\">Availability</th><th scope=\"col\">Rating</th></tr></thead>"
-            f"<tbody>{body}</tbody></table>")
-
-
-def sort_form(action: str, current: str, hidden: dict[str, str]) -> str:
-    fields = "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">'
-                     for k, v in hidden.items())
-    options = [(key, label) for key, (label, _) in SORTS.items()]
-    return (f'<form action="{escape(action)}" method="get">{fields}'
-            f'{select("sort", "Sort by", options, current)} '
-            '<button type="submit">Apply</button></form>')
+SITE.templates.filters.update(money=money, nice_date=nice_date, month_label=month_label,
+                              availability=availability)
+SITE.templates.globals.update(
+    rating_text=rating_text, sort_options=[(key, label) for key, (label, _) in SORTS.items()],
+    shipping_label=lambda method: SHIPPING.get(method, (method, 0))[0])
 
 
 @SITE.route("/")
@@ -573,44 +485,37 @@ def home(request: Request) -> Response:
     rows = request.db.execute(PRODUCT_ROWS + " WHERE p.enabled = 1 AND p.featured = 1"
                               " ORDER BY p.name").fetchall()
     count = request.db.execute("SELECT COUNT(*) FROM products WHERE enabled = 1").fetchone()[0]
-    body = (f"<h1>Welcome to {escape(SITE.title)}</h1>"
-            f"<p>Everyday goods for the kitchen, the desk and the pantry: {count} products in "
-            "five departments. Standard shipping is $5.00, express shipping $15.00.</p>"
-            "<h2>Featured products</h2>" + product_table(rows))
-    return page(request, "Home", body)
+    return page(request, "home", "Home", rows=rows, count=count)
 
 
-@SITE.route("/category/<slug>")
+def sort_of(request: Request) -> str:
+    sort = request.arg("sort", "name")
+    return sort if sort in SORTS else "name"
+
+
+@SITE.route("/category/{slug}")
 def category(request: Request, slug: str) -> Response:
     cat = request.db.execute("SELECT * FROM categories WHERE slug = ?", (slug,)).fetchone()
     if cat is None:
         return missing(request, "category")
-    sort = request.arg("sort", "name")
-    sort = sort if sort in SORTS else "name"
+    sort = sort_of(request)
     rows = request.db.execute(PRODUCT_ROWS + " WHERE p.enabled = 1 AND p.category_id = ?"
                               f" ORDER BY {SORTS[sort][1]}", (cat["id"],)).fetchall()
-    body = (f'<h1>{escape(cat["name"])}</h1><p>{escape(cat["description"])}</p>'
-            f"<p>{len(rows)} products</p>"
-            + sort_form(f"/category/{slug}", sort, {}) + product_table(rows))
-    return page(request, cat["name"], body)
+    return page(request, "category", cat["name"], category=cat, sort=sort, rows=rows)
 
 
 @SITE.route("/search")
 def search(request: Request) -> Response:
     query = request.arg("q")
     if not query:
-        return page(request, "Search", "<h1>Search</h1><p>Enter a word to search for.</p>")
-    sort = request.arg("sort", "name")
-    sort = sort if sort in SORTS else "name"
+        return page(request, "search", "Search", query="")
+    sort = sort_of(request)
     pattern = "%" + re.sub(r"([\\%_])", r"\\\1", query) + "%"
     rows = request.db.execute(
         PRODUCT_ROWS + " WHERE p.enabled = 1 AND (p.name LIKE ? ESCAPE '\\'"
         f" OR p.description LIKE ? ESCAPE '\\') ORDER BY {SORTS[sort][1]}",
         (pattern, pattern)).fetchall()
-    found = f"{len(rows)} product{'s' if len(rows) != 1 else ''} found"
-    body = (f"<h1>Search results for \u201c{escape(query)}\u201d</h1><p>{found}</p>"
-            + sort_form("/search", sort, {"q": query}) + product_table(rows))
-    return page(request, f"Search: {query}", body)
+    return page(request, "search", f"Search: {query}", query=query, sort=sort, rows=rows)
 
 
 def visible_product(request: Request, pid: int) -> sqlite3.Row | None:
@@ -620,7 +525,7 @@ def visible_product(request: Request, pid: int) -> sqlite3.Row | None:
     return row
 
 
-@SITE.route("/product/<int:pid>")
+@SITE.route("/product/{pid:int}")
 def product(request: Request, pid: int) -> Response:
     row = visible_product(request, pid)
     if row is None:
@@ -631,57 +536,18 @@ def product(request: Request, pid: int) -> Response:
 def product_page(request: Request, row: sqlite3.Row, errors: list[str]) -> Response:
     db, pid = request.db, row["id"]
     cat = db.execute("SELECT name FROM categories WHERE id = ?", (row["category_id"],)).fetchone()
-    parts = [f'<h1>{escape(row["name"])}</h1>']
-    if not row["enabled"]:
-        parts.append("<p><strong>This product is disabled and hidden from customers."
-                     "</strong></p>")
-    stock = (f'In stock ({row["stock"]} available)' if row["stock"] > 0 else "Out of stock")
-    parts.append(
-        f'<p class="price">Price: {money(row["price"])}</p>'
-        f"<p>Availability: {stock}</p>"
-        f'<p>SKU: {escape(row["sku"])}</p><p>Category: {escape(cat["name"])}</p>'
-        f'<p>Average rating: {rating_text(row["avg_rating"], row["review_count"])}</p>'
-        f'<h2>Description</h2><p>{escape(row["description"])}</p>')
-    if row["stock"] > 0 and row["enabled"]:
-        parts.append(
-            '<form method="post" action="/cart/add">'
-            f'<input type="hidden" name="product_id" value="{pid}">'
-            + text_input("quantity", "Quantity", "1", "number", ' min="1"')
-            + ' <button type="submit">Add to cart</button></form>')
-    if request.user is not None:
-        listed = db.execute("SELECT 1 FROM wishlist WHERE user_id = ? AND product_id = ?",
-                            (request.user["id"], pid)).fetchone()
-        action, label = (("/wishlist/remove", "Remove from wishlist") if listed
-                         else ("/wishlist/add", "Add to wishlist"))
-        parts.append(f'<form method="post" action="{action}">'
-                     f'<input type="hidden" name="product_id" value="{pid}">'
-                     f'<input type="hidden" name="next" value="/product/{pid}">'
-                     f'<button type="submit">{label}</button></form>')
+    listed = request.user is not None and db.execute(
+        "SELECT 1 FROM wishlist WHERE user_id = ? AND product_id = ?",
+        (request.user["id"], pid)).fetchone() is not None
     reviews = db.execute("SELECT r.*, u.full_name FROM reviews r JOIN users u"
                          " ON u.id = r.user_id WHERE r.product_id = ?"
                          " ORDER BY r.created DESC, r.id DESC", (pid,)).fetchall()
-    parts.append("<h2>Customer reviews</h2>")
-    if not reviews:
-        parts.append("<p>There are no reviews yet.</p>")
-    for review in reviews:
-        parts.append(f'<div class="review"><p><strong>{escape(review["full_name"])}</strong>'
-                     f' rated it {review["rating"]} out of 5 on '
-                     f'{nice_date(review["created"])}</p><p>{escape(review["body"])}</p></div>')
-    if request.user is not None:
-        options = [(str(n), f"{n} star{'s' if n > 1 else ''}") for n in range(5, 0, -1)]
-        parts.append(
-            '<h2>Write a review</h2><form class="stacked" method="post" '
-            f'action="/product/{pid}/review">{select("rating", "Rating", options, "5")}'
-            '<label for="review">Review</label>'
-            '<textarea id="review" name="review" rows="4" cols="50"></textarea>'
-            '<p><button type="submit">Submit review</button></p></form>')
-    else:
-        parts.append(f'<p><a href="/login?next=/product/{pid}">Log in to write a review</a>'
-                     "</p>")
-    return page(request, row["name"], "".join(parts), 200, errors)
+    ratings = [(str(n), f"{n} star{'s' if n > 1 else ''}") for n in range(5, 0, -1)]
+    return page(request, "product", row["name"], 200, errors, row=row, category=cat["name"],
+                listed=listed, reviews=reviews, ratings=ratings)
 
 
-@SITE.route("/product/<int:pid>/review", methods=("POST",))
+@SITE.route("/product/{pid:int}/review", methods=("POST",))
 def add_review(request: Request, pid: int) -> Response:
     if request.user is None:
         return login_first(request)
@@ -700,7 +566,6 @@ def add_review(request: Request, pid: int) -> Response:
     request.db.execute("INSERT INTO reviews (product_id, user_id, rating, body, created)"
                        " VALUES (?, ?, ?, ?, ?)", (pid, request.user["id"], rating, text, NOW))
     return redirect(f"/product/{pid}?msg=review-added")
-
 
 
 # ---- cart and checkout --------------------------------------------------------------------
@@ -752,53 +617,9 @@ def cart_add(request: Request) -> Response:
 def cart(request: Request) -> Response:
     if request.user is None:
         return login_first(request)
-    lines = cart_lines(request)
-    if not lines:
-        body = ("<h1>Shopping cart</h1><p>Your shopping cart is empty.</p>"
-                '<p><a href="/">Continue shopping</a></p>')
-        return page(request, "Shopping cart", body)
-    rows, removers = [], []
-    for line in lines:
-        pid, name = line["product_id"], line["name"]
-        rows.append(
-            f'<tr><td><a href="/product/{pid}">{escape(name)}</a></td>'
-            f'<td>{money(line["price"])}</td>'
-            f'<td><label for="qty_{pid}">Quantity of {escape(name)}</label> '
-            f'<input type="number" min="0" id="qty_{pid}" name="qty_{pid}" '
-            f'value="{line["quantity"]}"></td>'
-            f'<td>{money(line["price"] * line["quantity"])}</td>'
-            f'<td><button type="submit" form="remove-{pid}">Remove {escape(name)}</button>'
-            "</td></tr>")
-        # Remove buttons submit forms of their own (form=...), so that Enter in a quantity
-        # field submits "Update cart", the update form's only submit button.
-        removers.append(f'<form id="remove-{pid}" method="post" action="/cart/remove">'
-                        f'<input type="hidden" name="product_id" value="{pid}"></form>')
     subtotal, discount, coupon = cart_totals(request)
-    if coupon:
-        coupon_html = (f'<p>Coupon {escape(coupon["code"])} applied: '
-                       f'{coupon["percent_off"]}% off.</p>'
-                       '<form method="post" action="/cart/coupon/remove">'
-                       '<button type="submit">Remove coupon</button></form>')
-    else:
-        coupon_html = ('<form method="post" action="/cart/coupon">'
-                       + text_input("coupon", "Coupon code")
-                       + ' <button type="submit">Apply coupon</button></form>')
-    body = (
-        "<h1>Shopping cart</h1>"
-        '<form method="post" action="/cart/update"><table><thead><tr>'
-        '<th scope="col">Product</th><th scope="col">Price</th><th scope="col">Quantity</th>'
-        '<th scope="col">Subtotal</th><th scope="col">Remove</th></tr></thead>'
-        f'<tbody>{"".join(rows)}</tbody></table>'
-        '<p><button type="submit">Update cart</button></p></form>'
-        + "".join(removers)
-        + f"<h2>Discount code</h2>{coupon_html}"
-        "<h2>Summary</h2><table><tbody>"
-        f'<tr><th scope="row">Subtotal</th><td>{money(subtotal)}</td></tr>'
-        f'<tr><th scope="row">Discount</th><td>{money(-discount)}</td></tr>'
-        f'<tr><th scope="row">Total before shipping</th><td>{money(subtotal - discount)}</td>'
-        "</tr></tbody></table>"
-        '<p><a href="/checkout">Proceed to checkout</a></p>')
-    return page(request, "Shopping cart", body)
+    return page(request, "cart", "Shopping cart", lines=cart_lines(request), subtotal=subtotal,
+                discount=discount, coupon=coupon)
 
 
 @SITE.route("/cart/update", methods=("POST",))
@@ -856,29 +677,11 @@ def cart_coupon_remove(request: Request) -> Response:
 
 
 def checkout_page(request: Request, values: dict[str, str], errors: list[str]) -> Response:
-    lines = cart_lines(request)
     subtotal, discount, coupon = cart_totals(request)
-    items = "".join(f'<tr><td>{escape(line["name"])}</td><td>{line["quantity"]}</td>'
-                    f'<td>{money(line["price"] * line["quantity"])}</td></tr>'
-                    for line in lines)
     methods = [(key, f"{label} ({money(cents)})") for key, (label, cents) in SHIPPING.items()]
-    coupon_row = (f'<tr><th scope="row" colspan="2">Discount ({escape(coupon["code"])})</th>'
-                  f"<td>{money(-discount)}</td></tr>" if coupon else "")
-    body = (
-        "<h1>Checkout</h1><h2>Order summary</h2><table><thead><tr><th scope=\"col\">Product"
-        '</th><th scope="col">Quantity</th><th scope="col">Subtotal</th></tr></thead>'
-        f"<tbody>{items}</tbody><tfoot>"
-        f'<tr><th scope="row" colspan="2">Subtotal</th><td>{money(subtotal)}</td></tr>'
-        f"{coupon_row}</tfoot></table>"
-        '<h2>Shipping address</h2><form class="stacked" method="post" action="/checkout">'
-        + text_input("full_name", "Full name", values.get("full_name", ""))
-        + text_input("street", "Street address", values.get("street", ""))
-        + text_input("city", "City", values.get("city", ""))
-        + text_input("zip", "ZIP code", values.get("zip", ""))
-        + "<h2>Shipping method</h2>"
-        + select("shipping", "Shipping method", methods, values.get("shipping", "standard"))
-        + '<p><button type="submit">Place order</button></p></form>')
-    return page(request, "Checkout", body, 200, errors)
+    return page(request, "checkout", "Checkout", 200, errors, lines=cart_lines(request),
+                subtotal=subtotal, discount=discount, coupon=coupon, methods=methods,
+                values=values)
 
 
 @SITE.route("/checkout", methods=("GET", "POST"))
@@ -941,37 +744,13 @@ def restock(db: sqlite3.Connection, oid: int, sign: int) -> None:
                    (sign * item["quantity"], item["product_id"]))
 
 
-def order_details(request: Request, order: sqlite3.Row, admin: bool) -> str:
-    db = request.db
-    items = db.execute("SELECT * FROM order_items WHERE order_id = ? ORDER BY id",
-                       (order["id"],)).fetchall()
-    rows = "".join(
-        f'<tr><td><a href="/{"admin/products" if admin else "product"}/{item["product_id"]}">'
-        f'{escape(item["name"])}</a></td><td>{money(item["price"])}</td>'
-        f'<td>{item["quantity"]}</td><td>{money(item["price"] * item["quantity"])}</td></tr>'
-        for item in items)
-    discount = (f'<tr><th scope="row" colspan="3">Discount ({escape(order["coupon_code"])})'
-                f'</th><td>{money(-order["discount"])}</td></tr>' if order["discount"] else "")
-    method = SHIPPING.get(order["shipping_method"], (order["shipping_method"], 0))[0]
-    comments = db.execute("SELECT * FROM order_comments WHERE order_id = ? ORDER BY created, id",
-                          (order["id"],)).fetchall()
-    history = "".join(f'<li>{nice_date(c["created"])}, {escape(c["author"])}: '
-                      f'{escape(c["body"])}</li>' for c in comments)
-    return (
-        f'<p>Order date: {nice_date(order["created"])}</p>'
-        f'<p>Status: <strong>{order["status"].capitalize()}</strong></p>'
-        "<h2>Items ordered</h2><table><thead><tr><th scope=\"col\">Product</th>"
-        '<th scope="col">Price</th><th scope="col">Quantity</th><th scope="col">Subtotal</th>'
-        f"</tr></thead><tbody>{rows}</tbody><tfoot>"
-        f'<tr><th scope="row" colspan="3">Subtotal</th><td>{money(order["subtotal"])}</td></tr>'
-        f"{discount}"
-        f'<tr><th scope="row" colspan="3">Shipping ({escape(method)})</th>'
-        f'<td>{money(order["shipping"])}</td></tr>'
-        f'<tr><th scope="row" colspan="3">Grand total</th><td>{money(order["total"])}</td></tr>'
-        "</tfoot></table>"
-        f'<h2>Shipping address</h2><address>{escape(order["full_name"])}<br>'
-        f'{escape(order["street"])}<br>{escape(order["city"])} {escape(order["zip"])}</address>'
-        f"<h2>Order history</h2>{f'<ul>{history}</ul>' if history else '<p>No comments.</p>'}")
+def order_context(request: Request, order: sqlite3.Row) -> dict[str, object]:
+    """What ``order_details`` (shop/macros.html) shows of ``order``: its items, its history."""
+    return {"order": order,
+            "items": request.db.execute("SELECT * FROM order_items WHERE order_id = ?"
+                                        " ORDER BY id", (order["id"],)).fetchall(),
+            "comments": request.db.execute("SELECT * FROM order_comments WHERE order_id = ?"
+                                           " ORDER BY created, id", (order["id"],)).fetchall()}
 
 
 @SITE.route("/orders")
@@ -980,15 +759,7 @@ def orders(request: Request) -> Response:
         return login_first(request)
     rows = request.db.execute("SELECT * FROM orders WHERE user_id = ? ORDER BY created DESC",
                               (request.user["id"],)).fetchall()
-    if not rows:
-        return page(request, "My orders", "<h1>My orders</h1><p>You have placed no orders.</p>")
-    body = "".join(f'<tr><td><a href="/orders/{o["id"]}">Order #{o["id"]}</a></td>'
-                   f'<td>{nice_date(o["created"])}</td><td>{o["status"].capitalize()}</td>'
-                   f'<td>{money(o["total"])}</td></tr>' for o in rows)
-    return page(request, "My orders",
-                "<h1>My orders</h1><table><thead><tr><th scope=\"col\">Order</th>"
-                '<th scope="col">Date</th><th scope="col">Status</th>'
-                f'<th scope="col">Total</th></tr></thead><tbody>{body}</tbody></table>')
+    return page(request, "orders", "My orders", rows=rows)
 
 
 def own_order(request: Request, oid: int) -> sqlite3.Row | None:
@@ -996,25 +767,18 @@ def own_order(request: Request, oid: int) -> sqlite3.Row | None:
                               (oid, request.user["id"])).fetchone()
 
 
-@SITE.route("/orders/<int:oid>")
+@SITE.route("/orders/{oid:int}")
 def order_page(request: Request, oid: int) -> Response:
     if request.user is None:
         return login_first(request)
     order = own_order(request, oid)
     if order is None:
         return missing(request, "order")
-    parts = [f"<h1>Order #{oid}</h1>"]
-    if request.arg("placed"):
-        parts.append('<div class="notice" role="status">Thank you for your order! Your order '
-                     f"number is #{oid}.</div>")
-    parts.append(order_details(request, order, admin=False))
-    if order["status"] == "pending":
-        parts.append(f'<form method="post" action="/orders/{oid}/cancel">'
-                     '<button type="submit">Cancel order</button></form>')
-    return page(request, f"Order #{oid}", "".join(parts))
+    return page(request, "order", f"Order #{oid}", placed=bool(request.arg("placed")),
+                **order_context(request, order))
 
 
-@SITE.route("/orders/<int:oid>/cancel", methods=("POST",))
+@SITE.route("/orders/{oid:int}/cancel", methods=("POST",))
 def cancel_order(request: Request, oid: int) -> Response:
     if request.user is None:
         return login_first(request)
@@ -1040,24 +804,7 @@ def wishlist(request: Request) -> Response:
     rows = request.db.execute(
         "SELECT p.* FROM wishlist w JOIN products p ON p.id = w.product_id"
         " WHERE w.user_id = ? ORDER BY w.added", (request.user["id"],)).fetchall()
-    if not rows:
-        return page(request, "My wishlist",
-                    "<h1>My wishlist</h1><p>Your wishlist is empty.</p>")
-    body = []
-    for row in rows:
-        pid, name = row["id"], escape(row["name"])
-        move = (f'<button type="submit" formaction="/wishlist/move">Move {name} to cart</button>'
-                if row["stock"] > 0 and row["enabled"] else "")
-        body.append(
-            f'<tr><td><a href="/product/{pid}">{name}</a></td><td>{money(row["price"])}</td>'
-            f'<td>{availability(row["stock"])}</td><td><form method="post" '
-            f'action="/wishlist/remove"><input type="hidden" name="product_id" value="{pid}">'
-            f'{move} <button type="submit">Remove {name} from wishlist</button></form></td></tr>')
-    return page(request, "My wishlist",
-                "<h1>My wishlist</h1><table><thead><tr><th scope=\"col\">Product</th>"
-                '<th scope="col">Price</th><th scope="col">Availability</th>'
-                f'<th scope="col">Actions</th></tr></thead><tbody>{"".join(body)}</tbody>'
-                "</table>")
+    return page(request, "wishlist", "My wishlist", rows=rows)
 
 
 def _back(request: Request, default: str, message: str) -> Response:
@@ -1114,20 +861,7 @@ def account_page(request: Request, errors: list[str], values: dict[str, str] | N
     user = request.user
     values = values or {"full_name": user["full_name"], "email": user["email"],
                         "newsletter": "1" if user["newsletter"] else ""}
-    body = (
-        "<h1>My account</h1>"
-        '<p><a href="/account/addresses">Address book</a></p>'
-        '<h2>Account information</h2><form class="stacked" method="post" action="/account">'
-        + text_input("full_name", "Full name", values["full_name"])
-        + text_input("email", "Email", values["email"], "email")
-        + checkbox("newsletter", "Subscribe to the newsletter", bool(values["newsletter"]))
-        + '<p><button type="submit">Save settings</button></p></form>'
-        '<h2>Change password</h2><form class="stacked" method="post" action="/account/password">'
-        + text_input("current_password", "Current password", kind="password")
-        + text_input("new_password", "New password", kind="password")
-        + text_input("confirm_password", "Confirm new password", kind="password")
-        + '<p><button type="submit">Change password</button></p></form>')
-    return page(request, "My account", body, 200, errors)
+    return page(request, "account", "My account", 200, errors, values=values)
 
 
 @SITE.route("/account", methods=("GET", "POST"))
@@ -1157,9 +891,9 @@ def account(request: Request) -> Response:
 def change_password(request: Request) -> Response:
     if request.user is None:
         return login_first(request)
-    current = request.form.get("current_password", [""])[0]
-    new = request.form.get("new_password", [""])[0]
-    confirm = request.form.get("confirm_password", [""])[0]
+    current = request.raw_field("current_password")
+    new = request.raw_field("new_password")
+    confirm = request.raw_field("confirm_password")
     errors = []
     if current != request.user["password"]:
         errors.append("The current password is incorrect.")
@@ -1176,30 +910,7 @@ def change_password(request: Request) -> Response:
 def addresses_page(request: Request, errors: list[str], values: dict[str, str]) -> Response:
     rows = request.db.execute("SELECT * FROM addresses WHERE user_id = ? ORDER BY id",
                               (request.user["id"],)).fetchall()
-    items = []
-    for row in rows:
-        street = escape(row["street"])
-        buttons = "" if row["is_default"] else (
-            f'<button type="submit" formaction="/account/addresses/{row["id"]}/default">'
-            f"Set {street} as default</button> ")
-        buttons += (f'<button type="submit" formaction="/account/addresses/{row["id"]}/delete">'
-                    f"Delete {street}</button>")
-        badge = " <strong>(Default address)</strong>" if row["is_default"] else ""
-        items.append(f'<li><address>{escape(row["full_name"])}, {street}, '
-                     f'{escape(row["city"])} {escape(row["zip"])}</address>{badge}'
-                     f'<form method="post">{buttons}</form></li>')
-    listing = f"<ul>{''.join(items)}</ul>" if items else "<p>You have no saved addresses.</p>"
-    body = (
-        "<h1>Address book</h1>" + listing
-        + '<h2>Add a new address</h2><form class="stacked" method="post" '
-        'action="/account/addresses">'
-        + text_input("full_name", "Full name", values.get("full_name", ""))
-        + text_input("street", "Street address", values.get("street", ""))
-        + text_input("city", "City", values.get("city", ""))
-        + text_input("zip", "ZIP code", values.get("zip", ""))
-        + checkbox("is_default", "Use as my default address", bool(values.get("is_default")))
-        + '<p><button type="submit">Save address</button></p></form>')
-    return page(request, "Address book", body, 200, errors)
+    return page(request, "addresses", "Address book", 200, errors, rows=rows, values=values)
 
 
 @SITE.route("/account/addresses", methods=("GET", "POST"))
@@ -1229,7 +940,7 @@ def addresses(request: Request) -> Response:
     return redirect("/account/addresses?msg=address-added")
 
 
-@SITE.route("/account/addresses/<int:aid>/default", methods=("POST",))
+@SITE.route("/account/addresses/{aid:int}/default", methods=("POST",))
 def address_default(request: Request, aid: int) -> Response:
     if request.user is None:
         return login_first(request)
@@ -1242,7 +953,7 @@ def address_default(request: Request, aid: int) -> Response:
     return redirect("/account/addresses?msg=address-default")
 
 
-@SITE.route("/account/addresses/<int:aid>/delete", methods=("POST",))
+@SITE.route("/account/addresses/{aid:int}/delete", methods=("POST",))
 def address_delete(request: Request, aid: int) -> Response:
     if request.user is None:
         return login_first(request)
@@ -1271,16 +982,11 @@ def login(request: Request) -> Response:
     if request.method == "POST":
         user = request.db.execute("SELECT * FROM users WHERE username = ?",
                                   (request.field("username"),)).fetchone()
-        if user is not None and user["password"] == request.form.get("password", [""])[0]:
+        if user is not None and user["password"] == request.raw_field("password"):
             request.log_in(user["id"])
             return redirect(target)
         errors.append("Invalid username or password.")
-    body = ('<h1>Log in</h1><form class="stacked" method="post" action="/login">'
-            f'<input type="hidden" name="next" value="{escape(target)}">'
-            + text_input("username", "Username", request.field("username"))
-            + text_input("password", "Password", kind="password")
-            + '<p><button type="submit">Log in</button></p></form>')
-    return page(request, "Log in", body, 200, errors)
+    return page(request, "login", "Log in", 200, errors, target=target)
 
 
 @SITE.route("/logout")
@@ -1291,37 +997,11 @@ def logout(request: Request) -> Response:
 
 # ---- admin --------------------------------------------------------------------------------
 
-ADMIN_NAV = (("/admin", "Dashboard"), ("/admin/products", "Products"),
-             ("/admin/orders", "Orders"), ("/admin/customers", "Customers"),
-             ("/admin/reports/bestsellers", "Bestsellers report"),
-             ("/admin/reports/low-stock", "Low stock report"))
-
-
-def admin_page(request: Request, title: str, body: str, errors: list[str] | None = None
-               ) -> Response:
-    nav = "".join(f'<a href="{href}">{label}</a> ' for href, label in ADMIN_NAV)
-    return page(request, f"Admin: {title}",
-                f'<nav aria-label="Admin">{nav}</nav>{body}', 200, errors)
-
 
 def spent_sql() -> str:
     return ("SELECT u.*, COUNT(o.id) AS order_count, COALESCE(SUM(CASE WHEN o.status !="
             " 'cancelled' THEN o.total END), 0) AS spent FROM users u LEFT JOIN orders o"
             " ON o.user_id = u.id WHERE u.is_admin = 0 GROUP BY u.id")
-
-
-def admin_orders_table(rows: list[sqlite3.Row]) -> str:
-    if not rows:
-        return "<p>No orders found.</p>"
-    body = "".join(
-        f'<tr><td><a href="/admin/orders/{o["id"]}">Order #{o["id"]}</a></td>'
-        f'<td>{nice_date(o["created"])}</td><td>{escape(o["customer"])}</td>'
-        f'<td>{o["status"].capitalize()}</td><td>{o["units"]}</td>'
-        f'<td>{money(o["total"])}</td></tr>' for o in rows)
-    return ('<table><thead><tr><th scope="col">Order</th><th scope="col">Date</th>'
-            '<th scope="col">Customer</th><th scope="col">Status</th>'
-            '<th scope="col">Items</th><th scope="col">Total</th></tr></thead>'
-            f"<tbody>{body}</tbody></table>")
 
 
 ORDER_ROWS = ("SELECT o.*, u.full_name AS customer, (SELECT SUM(quantity) FROM order_items i"
@@ -1339,14 +1019,8 @@ def admin_home(request: Request) -> Response:
     pending = db.execute("SELECT COUNT(*) FROM orders WHERE status = 'pending'").fetchone()[0]
     customers = db.execute("SELECT COUNT(*) FROM users WHERE is_admin = 0").fetchone()[0]
     latest = db.execute(ORDER_ROWS + " ORDER BY o.created DESC LIMIT 5").fetchall()
-    body = ("<h1>Dashboard</h1><table><tbody>"
-            f'<tr><th scope="row">Orders</th><td>{orders_count}</td></tr>'
-            f'<tr><th scope="row">Pending orders</th><td>{pending}</td></tr>'
-            f'<tr><th scope="row">Revenue (excluding cancelled orders)</th>'
-            f"<td>{money(revenue)}</td></tr>"
-            f'<tr><th scope="row">Customers</th><td>{customers}</td></tr></tbody></table>'
-            "<h2>Latest orders</h2>" + admin_orders_table(latest))
-    return admin_page(request, "Dashboard", body)
+    return page(request, "admin_home", "Admin: Dashboard", orders_count=orders_count,
+                revenue=revenue, pending=pending, customers=customers, latest=latest)
 
 
 @SITE.route("/admin/products")
@@ -1358,38 +1032,16 @@ def admin_products(request: Request) -> Response:
     rows = request.db.execute(
         "SELECT p.*, c.name AS category FROM products p JOIN categories c ON c.id ="
         " p.category_id WHERE p.name LIKE ? ESCAPE '\\' ORDER BY p.id", (pattern,)).fetchall()
-    body = "".join(
-        f'<tr><td>{escape(r["sku"])}</td><td><a href="/admin/products/{r["id"]}">'
-        f'{escape(r["name"])}</a></td><td>{escape(r["category"])}</td>'
-        f'<td>{money(r["price"])}</td><td>{r["stock"]}</td>'
-        f'<td>{"Enabled" if r["enabled"] else "Disabled"}</td></tr>' for r in rows)
-    table = ('<table><thead><tr><th scope="col">SKU</th><th scope="col">Name</th>'
-             '<th scope="col">Category</th><th scope="col">Price</th><th scope="col">Stock</th>'
-             f'<th scope="col">Status</th></tr></thead><tbody>{body}</tbody></table>'
-             if rows else "<p>No products match.</p>")
-    form = ('<form method="get" action="/admin/products">'
-            + text_input("name", "Product name", query)
-            + ' <button type="submit">Filter</button></form>')
-    return admin_page(request, "Products",
-                      f"<h1>Products</h1>{form}<p>{len(rows)} products</p>{table}")
+    return page(request, "admin_products", "Admin: Products", query=query, rows=rows)
 
 
 def admin_product_page(request: Request, row: sqlite3.Row, values: dict[str, str],
                        errors: list[str]) -> Response:
-    body = (
-        f'<h1>Edit product: {escape(row["name"])}</h1>'
-        f'<p>SKU: {escape(row["sku"])}</p>'
-        f'<p><a href="/product/{row["id"]}">View in store</a></p>'
-        f'<form class="stacked" method="post" action="/admin/products/{row["id"]}">'
-        + text_input("price", "Price", values["price"])
-        + text_input("stock", "Stock", values["stock"], "number", ' min="0"')
-        + checkbox("enabled", "Enabled", bool(values["enabled"]))
-        + checkbox("featured", "Featured on the home page", bool(values["featured"]))
-        + '<p><button type="submit">Save product</button></p></form>')
-    return admin_page(request, row["name"], body, errors)
+    return page(request, "admin_product", f"Admin: {row['name']}", 200, errors, row=row,
+                values=values)
 
 
-@SITE.route("/admin/products/<int:pid>", methods=("GET", "POST"))
+@SITE.route("/admin/products/{pid:int}", methods=("GET", "POST"))
 def admin_product(request: Request, pid: int) -> Response:
     if not is_admin(request):
         return forbidden(request)
@@ -1428,14 +1080,11 @@ def admin_orders(request: Request) -> Response:
         status = ""
         rows = request.db.execute(ORDER_ROWS + " ORDER BY o.created DESC").fetchall()
     options = [("", "All statuses")] + [(s, s.capitalize()) for s in STATUSES]
-    form = ('<form method="get" action="/admin/orders">'
-            + select("status", "Status", options, status)
-            + ' <button type="submit">Filter</button></form>')
-    return admin_page(request, "Orders", f"<h1>Orders</h1>{form}<p>{len(rows)} orders</p>"
-                      + admin_orders_table(rows))
+    return page(request, "admin_orders", "Admin: Orders", status=status, rows=rows,
+                options=options)
 
 
-@SITE.route("/admin/orders/<int:oid>")
+@SITE.route("/admin/orders/{oid:int}")
 def admin_order(request: Request, oid: int) -> Response:
     if not is_admin(request):
         return forbidden(request)
@@ -1444,22 +1093,12 @@ def admin_order(request: Request, oid: int) -> Response:
         return missing(request, "order")
     email = request.db.execute("SELECT email FROM users WHERE id = ?",
                                (order["user_id"],)).fetchone()[0]
-    options = [(s, s.capitalize()) for s in STATUSES]
-    body = (
-        f"<h1>Order #{oid}</h1>"
-        f'<p>Customer: {escape(order["customer"])} ({escape(email)})</p>'
-        + order_details(request, order, admin=True)
-        + f'<h2>Update status</h2><form method="post" action="/admin/orders/{oid}/status">'
-        + select("status", "Status", options, order["status"])
-        + ' <button type="submit">Update status</button></form>'
-        + f'<h2>Add a comment</h2><form class="stacked" method="post" '
-        f'action="/admin/orders/{oid}/comment"><label for="comment">Comment</label>'
-        '<textarea id="comment" name="comment" rows="3" cols="50"></textarea>'
-        '<p><button type="submit">Add comment</button></p></form>')
-    return admin_page(request, f"Order #{oid}", body)
+    return page(request, "admin_order", f"Admin: Order #{oid}", email=email,
+                options=[(s, s.capitalize()) for s in STATUSES],
+                **order_context(request, order))
 
 
-@SITE.route("/admin/orders/<int:oid>/status", methods=("POST",))
+@SITE.route("/admin/orders/{oid:int}/status", methods=("POST",))
 def admin_order_status(request: Request, oid: int) -> Response:
     if not is_admin(request):
         return forbidden(request)
@@ -1482,7 +1121,7 @@ def admin_order_status(request: Request, oid: int) -> Response:
     return redirect(f"/admin/orders/{oid}?msg=status-updated")
 
 
-@SITE.route("/admin/orders/<int:oid>/comment", methods=("POST",))
+@SITE.route("/admin/orders/{oid:int}/comment", methods=("POST",))
 def admin_order_comment(request: Request, oid: int) -> Response:
     if not is_admin(request):
         return forbidden(request)
@@ -1501,16 +1140,7 @@ def admin_customers(request: Request) -> Response:
     if not is_admin(request):
         return forbidden(request)
     rows = request.db.execute(spent_sql() + " ORDER BY u.full_name").fetchall()
-    body = "".join(
-        f'<tr><td>{escape(r["full_name"])}</td><td>{escape(r["username"])}</td>'
-        f'<td>{escape(r["email"])}</td><td>{r["order_count"]}</td><td>{money(r["spent"])}</td>'
-        f'<td>{"Yes" if r["newsletter"] else "No"}</td></tr>' for r in rows)
-    return admin_page(
-        request, "Customers",
-        '<h1>Customers</h1><table><thead><tr><th scope="col">Name</th>'
-        '<th scope="col">Username</th><th scope="col">Email</th><th scope="col">Orders</th>'
-        '<th scope="col">Total spent (excluding cancelled orders)</th>'
-        f'<th scope="col">Newsletter</th></tr></thead><tbody>{body}</tbody></table>')
+    return page(request, "admin_customers", "Admin: Customers", rows=rows)
 
 
 @SITE.route("/admin/reports/bestsellers")
@@ -1532,20 +1162,8 @@ def admin_bestsellers(request: Request) -> Response:
         " GROUP BY i.product_id ORDER BY units DESC, revenue DESC, p.name",
         (period, period)).fetchall()
     options = [("", "All time")] + [(m, month_label(m)) for m in months]
-    form = ('<form method="get" action="/admin/reports/bestsellers">'
-            + select("period", "Period", options, period)
-            + ' <button type="submit">Show report</button></form>')
-    table = "".join(
-        f'<tr><td>{rank}</td><td>{escape(r["name"])}</td><td>{escape(r["sku"])}</td>'
-        f'<td>{r["units"]}</td><td>{money(r["revenue"])}</td></tr>'
-        for rank, r in enumerate(rows, 1))
-    label = month_label(period) if period else "all time"
-    body = (f"<h1>Bestsellers report</h1>{form}<p>Units sold in {escape(label)}, not counting"
-            " cancelled orders.</p><table><thead><tr><th scope=\"col\">Rank</th>"
-            '<th scope="col">Product</th><th scope="col">SKU</th>'
-            '<th scope="col">Units sold</th><th scope="col">Revenue</th></tr></thead>'
-            f"<tbody>{table}</tbody></table>")
-    return admin_page(request, "Bestsellers report", body)
+    return page(request, "admin_bestsellers", "Admin: Bestsellers report", period=period,
+                rows=rows, options=options)
 
 
 @SITE.route("/admin/reports/low-stock")
@@ -1556,15 +1174,5 @@ def admin_low_stock(request: Request) -> Response:
     threshold = 5 if threshold is None else threshold
     rows = request.db.execute("SELECT * FROM products WHERE stock < ? ORDER BY stock, name",
                               (threshold,)).fetchall()
-    form = ('<form method="get" action="/admin/reports/low-stock">'
-            + text_input("threshold", "Stock below", str(threshold), "number", ' min="0"')
-            + ' <button type="submit">Show report</button></form>')
-    table = "".join(
-        f'<tr><td><a href="/admin/products/{r["id"]}">{escape(r["name"])}</a></td>'
-        f'<td>{escape(r["sku"])}</td><td>{r["stock"]}</td>'
-        f'<td>{"Enabled" if r["enabled"] else "Disabled"}</td></tr>' for r in rows)
-    body = (f"<h1>Low stock report</h1>{form}<p>{len(rows)} products with fewer than "
-            f"{threshold} units in stock.</p><table><thead><tr><th scope=\"col\">Product</th>"
-            '<th scope="col">SKU</th><th scope="col">Stock</th><th scope="col">Status</th>'
-            f"</tr></thead><tbody>{table}</tbody></table>")
-    return admin_page(request, "Low stock report", body)
+    return page(request, "admin_low_stock", "Admin: Low stock report", threshold=threshold,
+                rows=rows)
