@@ -59,7 +59,6 @@ def stdlib_server_imports() -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="the local sites move in the i32-sites branch")
 def test_every_server_is_on_the_one_web_stack():
     """Every HTTP server agentgym starts is an ASGI app on LocalServer: none is built on
     ``http.server`` or ``socketserver``."""
