@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from typing import Any
 
 LOOPBACK = "127.0.0.1"
@@ -64,16 +65,16 @@ class LocalServer:
         """Serve in a daemon thread; return once connections are accepted."""
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
-        self._thread.join(0)
-        deadline = self._startup_timeout
-        step = 0.005
-        waited = 0.0
+        deadline = time.monotonic() + self._startup_timeout
         while not self._server.started:
-            if not self._thread.is_alive() or waited > deadline:
+            if not self._thread.is_alive():
                 self.close()
-                raise ServerStartError(f"{self.name} did not start within {deadline:.0f} s")
-            threading.Event().wait(step)
-            waited += step
+                raise ServerStartError(f"{self.name} stopped before it accepted connections")
+            if time.monotonic() > deadline:
+                self.close()
+                raise ServerStartError(
+                    f"{self.name} did not start within {self._startup_timeout:.0f} s")
+            time.sleep(0.005)
         return self
 
     def serve(self) -> None:
