@@ -62,7 +62,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from agentgym.core.errors import AgentGymError
+from agentgym.core.errors import AgentGymError, InvalidArgumentError
 from agentgym.core.plugins import plugin_host
 from agentgym.core.settings import check_settings
 from agentgym.core.task import Task
@@ -266,7 +266,7 @@ class WrongSolutionPolicy(TextPolicy):
 
     def __init__(self, index: int = 0):
         if index < 0:
-            raise ValueError(f"the known-wrong solution index must be >= 0, got {index}")
+            raise InvalidArgumentError(f"the known-wrong solution index must be >= 0, got {index}")
         self.index = index
 
     def act(self, messages: list[Message], task: Task) -> Turn:

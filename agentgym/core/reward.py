@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.core.episode import Episode
+from agentgym.core.errors import InvalidArgumentError
 
 
 @dataclass
@@ -54,7 +55,7 @@ class WeightedSum(Reward):
 
     def __init__(self, parts: list[tuple[Reward, float]]):
         if not parts:
-            raise ValueError("WeightedSum needs at least one (reward, weight) pair")
+            raise InvalidArgumentError("WeightedSum needs at least one (reward, weight) pair")
         self.parts = parts
 
     async def score(self, episode: Episode) -> RewardResult:

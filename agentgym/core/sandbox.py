@@ -56,7 +56,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from agentgym.core.errors import AgentGymError
+from agentgym.core.errors import AgentGymError, InvalidArgumentError
 
 #: Exit code of a command stopped by its timeout (as coreutils' ``timeout`` reports it).
 TIMEOUT_EXIT_CODE = 124
@@ -344,7 +344,7 @@ class BoundedOutput:
 
     def __init__(self, limit: int, hard_cap: int | None = None):
         if not limit > 0:
-            raise ValueError(f"BoundedOutput limit must be > 0 bytes, got {limit!r}")
+            raise InvalidArgumentError(f"BoundedOutput limit must be > 0 bytes, got {limit!r}")
         self.limit, self.hard_cap = limit, hard_cap
         #: Bytes added so far, kept or not.
         self.total = 0

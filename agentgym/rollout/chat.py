@@ -16,7 +16,7 @@ import contextlib
 import json
 from typing import Any
 
-from agentgym.core.errors import AgentGymError
+from agentgym.core.errors import AgentGymError, InvalidArgumentError
 from agentgym.core.parsers import HermesParser, ToolCall, ToolCallParser
 
 Message = dict[str, Any]
@@ -146,7 +146,7 @@ def tokenize_conversation(
     messages = [_with_decoded_arguments(m) for m in messages]
     turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
     if not turns:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"the conversation ({len(messages)} messages) has no assistant message, so it has"
             " no model tokens to train on; pass a finished episode's messages"
         )

@@ -167,7 +167,7 @@ async def rollout(env_id: str | None, policy: Any, n: int, *, k: int = 1,
     import agentgym
 
     if env_id is None and make_env is None:
-        raise ValueError("rollout() needs env_id or make_env: the env to play")
+        raise InvalidArgumentError("rollout() needs env_id or make_env: the env to play")
     kwargs = dict(env_kwargs or {})
     make = make_env or (lambda: agentgym.make(env_id, **kwargs))
     runner = RolloutPipeline(make, policy, config=pipeline, rollout=config,

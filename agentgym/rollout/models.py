@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agentgym.core.errors import MissingResourceError
+from agentgym.core.errors import InvalidArgumentError, MissingResourceError
 
 __all__ = ["load_causal_lm", "load_model_and_tokenizer", "load_tokenizer", "local_folder",
            "looks_like_hub_id", "model_folder", "source_folder"]
@@ -120,7 +120,7 @@ def source_folder(model: Any) -> str:
     config = getattr(model, "config", None)
     path = getattr(config, "name_or_path", "") or getattr(model, "name_or_path", "")
     if not path:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"the {type(model).__name__} does not say where it was loaded from, so its"
             " tokenizer cannot be found: pass tokenizer=..."
         )

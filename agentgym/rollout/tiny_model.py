@@ -39,6 +39,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.errors import InvalidArgumentError
+
 __all__ = ["TEMPLATE_SPECIAL_TOKENS", "build_tiny_model", "chat_template"]
 
 #: Bump when the build changes in a way that changes its output.
@@ -90,7 +92,7 @@ def chat_template(template: str) -> str:
         ) from e
     path = folder / f"{template}.jinja"
     if not path.is_file():
-        raise ValueError(
+        raise InvalidArgumentError(
             f"trl ships no chat template {template!r} ({path} is missing); "
             f"build_tiny_model supports: {', '.join(sorted(TEMPLATE_SPECIAL_TOKENS))}"
         )
@@ -124,16 +126,17 @@ def build_tiny_model(
             (docs/training.md).
     """
     if template not in TEMPLATE_SPECIAL_TOKENS:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"unknown template {template!r}: build_tiny_model knows the special tokens of"
             f" {', '.join(sorted(TEMPLATE_SPECIAL_TOKENS))}"
         )
     if hidden_size < 16 or hidden_size % 16:
-        raise ValueError(f"hidden_size must be a positive multiple of 16, got {hidden_size}")
+        raise InvalidArgumentError(
+            f"hidden_size must be a positive multiple of 16, got {hidden_size}")
     if num_layers < 1:
-        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        raise InvalidArgumentError(f"num_layers must be >= 1, got {num_layers}")
     if init_std is not None and not 0 < init_std <= 1:
-        raise ValueError(f"init_std must be in (0, 1], got {init_std}")
+        raise InvalidArgumentError(f"init_std must be in (0, 1], got {init_std}")
     directory = Path(directory)
     template_text = chat_template(template)
     corpus = _corpus(template_text)

@@ -20,6 +20,8 @@ import errno
 import platform
 import struct
 
+from agentgym.core.errors import InvalidArgumentError
+
 # BPF instruction classes and fields (linux/filter.h), seccomp return values (seccomp.h).
 _LD_W_ABS = 0x20
 _JEQ_K, _JGE_K, _JSET_K = 0x15, 0x35, 0x45
@@ -111,8 +113,8 @@ def filter_program(machine: str | None = None) -> bytes:
     reads from a file descriptor), for ``machine`` (default: this one)."""
     machine = machine or _machine()
     if machine not in ARCHES:
-        raise ValueError(f"no seccomp filter for the {machine!r} architecture; supported:"
-                         f" {', '.join(ARCHES)}")
+        raise InvalidArgumentError(f"no seccomp filter for the {machine!r} architecture; supported:"
+                                   f" {', '.join(ARCHES)}")
     arch, numbers, foreign = ARCHES[machine]
     eperm, enosys = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
     program = [_op(_LD_W_ABS, _ARCH), _op(_JEQ_K, arch, jt=1), _op(_RET_K, _KILL_PROCESS),

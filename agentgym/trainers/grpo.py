@@ -71,6 +71,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.loop_thread import LoopThread
 from agentgym.core.policies import Generation, Sampling
 from agentgym.rollout.evaluate import STAGES
@@ -156,16 +157,17 @@ class GRPOOptions:
 
     def __post_init__(self) -> None:
         if self.max_resample_rounds < 0:
-            raise ValueError(f"max_resample_rounds must be >= 0, got {self.max_resample_rounds}")
+            raise InvalidArgumentError(
+                f"max_resample_rounds must be >= 0, got {self.max_resample_rounds}")
         if self.warn_after_steps < 0:
-            raise ValueError(f"warn_after_steps must be >= 0 (0: never warn), got"
-                             f" {self.warn_after_steps}")
+            raise InvalidArgumentError(f"warn_after_steps must be >= 0 (0: never warn), got"
+                                       f" {self.warn_after_steps}")
         if self.min_entropy < 0:
-            raise ValueError(f"min_entropy must be >= 0 (0: no entropy warning), got"
-                             f" {self.min_entropy}")
+            raise InvalidArgumentError(f"min_entropy must be >= 0 (0: no entropy warning), got"
+                                       f" {self.min_entropy}")
         if self.log_rollouts < 0:
-            raise ValueError(f"log_rollouts must be >= 0 groups per rollout call (0: keep"
-                             f" none), got {self.log_rollouts}")
+            raise InvalidArgumentError(f"log_rollouts must be >= 0 groups per rollout call (0: keep"
+                                       f" none), got {self.log_rollouts}")
         self.mask_finish_reasons = tuple(self.mask_finish_reasons)
 
 
@@ -177,7 +179,7 @@ def check_fields(cls: type, values: dict[str, Any], what: str) -> None:
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"{what} has no field {key!r}{hint}")
+            raise InvalidArgumentError(f"{what} has no field {key!r}{hint}")
 
 
 def grpo_config(output_dir: str | Path, args: dict[str, Any] | None = None, *,
@@ -196,12 +198,13 @@ def grpo_config(output_dir: str | Path, args: dict[str, Any] | None = None, *,
     sampling = (rollout or RolloutConfig()).sampling
     for name, ours in (("temperature", sampling.temperature), ("top_p", sampling.top_p)):
         if name in args and args[name] != ours:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"GRPO args set {name}={args[name]} but rollout sampling uses {ours}: TRL"
                 f" scores sampled tokens at its {name}, so set it once, in the rollout settings"
             )
     if sampling.temperature == 0:
-        raise ValueError("GRPO needs sampling: set the rollout temperature > 0 (e.g. 1.0)")
+        raise InvalidArgumentError(
+            "GRPO needs sampling: set the rollout temperature > 0 (e.g. 1.0)")
     merged = {**GRPO_DEFAULTS, "temperature": sampling.temperature, "top_p": sampling.top_p,
               "max_completion_length": sampling.max_tokens, **args}
     on_cpu = not torch.cuda.is_available()
@@ -327,8 +330,8 @@ class EnvRollout:
         size = self.group_size
         tasks = [_task_id(p) for p in prompts]
         if len(tasks) % size:
-            raise ValueError(f"{len(tasks)} prompts is not a multiple of the group size"
-                             f" (num_generations) {size}")
+            raise InvalidArgumentError(f"{len(tasks)} prompts is not a multiple of the group size"
+                                       f" (num_generations) {size}")
         step = trainer.state.global_step  # the one thing read from the trainer
         jobs = [(task, step * EPISODES_PER_CALL + i) for i, task in enumerate(tasks)]
         episodes = self._loop.run(self._play_call(jobs, size, step))
@@ -679,7 +682,7 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
     if len(task_ids) * config.num_generations < config.generation_batch_size:
         env_rollout.close()
         needed = math.ceil(config.generation_batch_size / config.num_generations)
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{env_id} has {len(task_ids)} tasks but a generation batch needs {needed}"
             " different ones: add tasks (env kwargs) or lower per_device_train_batch_size")
     peft_config = None

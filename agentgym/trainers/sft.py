@@ -36,6 +36,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.registry import build
 from agentgym.rollout.chat import tokenize_conversation
 from agentgym.rollout.models import load_tokenizer, source_folder
@@ -91,14 +92,14 @@ def trajectory_dataset(trajectories: Iterable[Trajectory], tokenizer: Any, *,
             prompt, completion = trajectory.prompt_ids, trajectory.completion_ids
             mask = trajectory.loss_mask
             if len(mask) != len(completion):
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"trajectory {trajectory.task_id!r} (episode {trajectory.episode}) has"
                     f" {len(completion)} completion ids but {len(mask)} loss-mask entries;"
                     " the record is corrupt: regenerate it"
                 )
             top = max(prompt + completion)
             if top >= vocabulary:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"trajectory {trajectory.task_id!r} (episode {trajectory.episode}) holds"
                     f" token id {top}, outside this tokenizer's vocabulary ({vocabulary}):"
                     " it was sampled with another tokenizer. Train the model that sampled it,"
@@ -125,7 +126,7 @@ def trajectory_dataset(trajectories: Iterable[Trajectory], tokenizer: Any, *,
             stacklevel=2,
         )
     if not rows["input_ids"]:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"none of the {seen} trajectories has a model token to train on (each needs an"
             " assistant turn); pass finished episodes, e.g. from `agentgym rollout ENV"
             " --policy oracle -n N --out FILE.jsonl`"
@@ -154,14 +155,14 @@ def build_config(config_class: type, output_dir: str | os.PathLike, args: dict |
     fields = {f.name for f in dataclasses.fields(config_class) if f.init}
     for name in args:
         if name == "output_dir":
-            raise ValueError(
+            raise InvalidArgumentError(
                 "output_dir is set by the stage's output directory; remove it from the"
                 f" {config_class.__name__} arguments"
             )
         if name not in fields:
             close = difflib.get_close_matches(name, sorted(fields), n=3, cutoff=0.6)
             hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"unknown {config_class.__name__} field {name!r}.{hint} See the fields of"
                 f" trl.{config_class.__name__} (and transformers.TrainingArguments)"
             )
@@ -281,7 +282,7 @@ def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
     from agentgym.trainers.trl_adapter import use_console_callback
 
     if (args or {}).get("completion_only_loss") is False:
-        raise ValueError(
+        raise InvalidArgumentError(
             "completion_only_loss=False would train on environment tokens (tool results,"
             " prompts); SFT on trajectories trains the model's tokens only: remove it"
         )

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.errors import InvalidArgumentError
+
 #: The columns the list can be sorted by.
 SORT_KEYS = ("index", "file", "env", "task_id", "policy", "reward", "finish_reason", "turns",
              "tokens", "time_s")
@@ -204,7 +206,7 @@ class EpisodeIndex:
               max_reward: float | None = None, offset: int = 0, limit: int = 100) -> Page:
         """The episodes that match every filter given, sorted, one page of them."""
         if sort not in SORT_KEYS:
-            raise ValueError(f"sort={sort!r}: use one of {', '.join(SORT_KEYS)}")
+            raise InvalidArgumentError(f"sort={sort!r}: use one of {', '.join(SORT_KEYS)}")
         rows = self.rows
         if file is not None:
             rows = [self.rows[i] for i in self.by_file[file]] \

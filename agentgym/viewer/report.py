@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.rollout.evaluate import STAGES, EvalReport, pass_at_k
 from agentgym.rollout.trajectory import Trajectory, TrajectoryWriter, read_trajectories
 from agentgym.trainers.layout import EVAL_FILE, EVALS_DIR, is_run
@@ -258,8 +259,8 @@ def _run_stage(run: Path, stage: str | None) -> tuple[str, Path]:
     elif stage not in evals:
         by_kind = [name for name in evals if name.partition("-")[2] == stage]
         if len(by_kind) != 1:
-            raise ValueError(f"{run} has no evaluation of stage {stage!r}; it has:"
-                             f" {', '.join(evals)} (give {run}:STAGE with one of them)")
+            raise InvalidArgumentError(f"{run} has no evaluation of stage {stage!r}; it has:"
+                                       f" {', '.join(evals)} (give {run}:STAGE with one of them)")
         stage = by_kind[0]
     return stage, evals[stage]
 

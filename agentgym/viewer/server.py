@@ -39,6 +39,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.trainers.layout import EVAL_FILE, METRICS_FILE
 from agentgym.viewer.index import EpisodeIndex
 
@@ -179,7 +180,7 @@ def _number(query: dict[str, str], key: str) -> float | None:
     except ValueError:
         value = math.nan
     if math.isnan(value):
-        raise ValueError(f"{key}={query[key]!r} is not a number")
+        raise InvalidArgumentError(f"{key}={query[key]!r} is not a number")
     return value
 
 

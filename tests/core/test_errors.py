@@ -3,6 +3,7 @@ processes) with its type, message and attributes; lookup errors suggest the clos
 
 import importlib
 import inspect
+import pathlib
 import pickle
 import pkgutil
 
@@ -168,3 +169,19 @@ def test_bad_user_input_raises_agentgyms_typed_errors(bad_input, tmp_path):
     with pytest.raises(AgentGymError) as error:
         bad_input(*args)
     assert isinstance(error.value, ValueError)
+
+
+#: Modules whose bare ``ValueError`` marks a caller's programming error, not a user's input.
+PROGRAMMING_ERRORS = {"agentgym/sandboxes/shell.py", "agentgym/rollout/jsonl.py"}
+
+
+def test_user_facing_errors_are_typed():
+    """Bad input a user can give raises an :class:`~agentgym.core.errors.AgentGymError`
+    (``InvalidArgumentError`` is still a ``ValueError``), so one ``except`` catches them all."""
+    root = pathlib.Path(agentgym.__file__).parent
+    bare = [f"{path.relative_to(root.parent)}:{number}"
+            for path in sorted(root.rglob("*.py"))
+            if str(path.relative_to(root.parent)) not in PROGRAMMING_ERRORS
+            for number, line in enumerate(path.read_text().splitlines(), 1)
+            if "raise ValueError(" in line]
+    assert not bare, f"raise InvalidArgumentError (agentgym.core.errors) instead at: {bare}"

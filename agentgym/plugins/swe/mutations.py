@@ -40,6 +40,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentgym.core.errors import InvalidArgumentError
+
 #: Single-point mutation kinds (the ``easy`` tasks' kinds).
 MUTATION_KINDS = ("comparison", "operator", "constant", "condition", "statement", "arguments")
 #: Kinds added for ``medium`` and ``hard`` tasks.
@@ -337,8 +339,9 @@ def _mutator_class() -> type:
                     changed[i + 1] = first.with_changes(leading_lines=second.leading_lines)
                     result = updated.with_changes(body=changed)
             if len(self.targets & set(range(offered, len(self.sites)))) > 1:
-                raise ValueError(f"two mutations of one block of {self.path} cannot be applied"
-                                 " together; pick sites of different blocks")
+                raise InvalidArgumentError(
+                    f"two mutations of one block of {self.path} cannot be applied"
+                    " together; pick sites of different blocks")
             return result
 
         # loop
@@ -410,14 +413,15 @@ def apply_mutations(source: str, sites: Sequence[Site],
 
     paths = {site.path for site in sites}
     if len(paths) > 1:
-        raise ValueError(f"apply_mutations takes the sites of one file, got {sorted(paths)}")
+        raise InvalidArgumentError(
+            f"apply_mutations takes the sites of one file, got {sorted(paths)}")
     path = sites[0].path if sites else ""
     mutator = _mutator_class()(path, targets=[site.index for site in sites], kinds=kinds)
     mutated = cst.parse_module(source).visit(mutator).code
     for site in sites:
         found = mutator.sites[site.index] if len(mutator.sites) > site.index else None
         if found != site:
-            raise ValueError(f"site {site} is not in {site.path} any more")
+            raise InvalidArgumentError(f"site {site} is not in {site.path} any more")
     return mutated
 
 

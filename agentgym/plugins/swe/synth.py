@@ -760,8 +760,9 @@ def every_mutation_matters(failing: list[str], alone: list[list[str]],
     if not all(set(tests) & set(failing) for tests in alone):
         return False
     if len(alone) > 2 and len(without) != len(alone):
-        raise ValueError(f"{len(alone)} mutations need {len(alone)} runs without one of them,"
-                         f" got {len(without)}")
+        raise InvalidArgumentError(
+            f"{len(alone)} mutations need {len(alone)} runs without one of them,"
+            f" got {len(without)}")
     return all(any(run.statuses.get(test) not in PASSING for test in failing)
                for run in without)
 

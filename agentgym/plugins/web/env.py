@@ -14,9 +14,10 @@ finish reason ``sandbox_error``.
 
 Subclasses provide the tasks, :meth:`lease_options` (the origins the episode may reach:
 nothing else is reachable; cookies), :meth:`open_page` (navigate, set cookies, start the
-task) and :meth:`grade`; optionally
-:meth:`page_done` and :meth:`close_page` (release what ``open_page`` took, such as a site's
-episode database).
+task) and :meth:`grade`; optionally :meth:`page_done`. What an episode takes beyond its
+page (a site's per-episode database) is kept on the episode with
+:meth:`~agentgym.core.episode.Episode.keep` in :meth:`lease_options`, so that it is
+released with the episode and its grader reads it there.
 
 ``screenshot=True`` adds ``info["screenshot"]`` (PNG bytes of the active tab) to ``reset``
 and to every ``step`` that leaves the episode running, for multimodal policies.
@@ -115,9 +116,6 @@ class WebEnv(AgentEnv):
         """After each action: a message when the page ended the episode, else None."""
         return None
 
-    async def close_page(self) -> None:
-        """Release what :meth:`open_page` took (called once per episode, even on error)."""
-
     # ---- episodes ---------------------------------------------------------------------
 
     @property
@@ -152,9 +150,6 @@ class WebEnv(AgentEnv):
 
         self._first_observation = await pool.call(start())
         self.bind_toolsets(episode_page(episode))
-
-    async def teardown_episode(self) -> None:
-        await self.close_page()  # after the episode released its page
 
     def instructions(self, task: Task) -> str:
         """Text of the opening message before the first observation (which starts with the

@@ -38,6 +38,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,19 @@ SITES = {"shop": "agentgym.plugins.web.sites.shop:SITE",
          "forum": "agentgym.plugins.web.sites.forum:SITE"}
 #: The folder of the shipped task files, ``<site>.json``.
 TASKS_DIR = Path(__file__).parent / "tasks"
+#: The episode's resource that holds its :class:`SiteVisit`.
+VISIT = "site"
+
+
+@dataclass(frozen=True)
+class SiteVisit:
+    """One episode's visit to a local site, kept on its :class:`Episode` as
+    ``resources["site"]``: the server, the token of the episode's own database (closed when
+    the episode is released), and the URL its browser enters by."""
+
+    server: SiteServer
+    token: str
+    entry: str
 
 
 def server_of(site: str | Site) -> SiteServer:
@@ -157,40 +171,42 @@ class SiteEnv(WebEnv):
             for kind in spec.get("kinds", ()):
                 known.of(kind)  # raises, naming the known kinds
         self.site = site
-        self._token: str | None = None
-        self._entry = ""
-        self._server = self.server
         super().__init__(TaskList([to_task(r) for r in rows]), max_turns=max_turns, **kwargs)
 
     def goal(self, task: Task) -> str:
         return " ".join(str(task.prompt).split())
 
     async def lease_options(self, task: Task) -> dict[str, Any]:
+        episode = self.episode
+        assert episode is not None
         server = self.server if isinstance(self.site, Site) else server_of(task.metadata["site"])
-        self._server, self._token = server, server.open_episode()
+        token = server.open_episode()
+
+        async def close() -> None:
+            server.close_episode(token)
+
         login = task.metadata.get("login")
-        self._entry = server.entry_url(self._token, task.metadata.get("start") or "/",
-                                       server.log_in(self._token, login) if login else None)
+        entry = server.entry_url(token, task.metadata.get("start") or "/",
+                                 server.log_in(token, login) if login else None)
+        # Kept before the page, so released after it: the site's database outlives the page.
+        await episode.keep(VISIT, SiteVisit(server, token, entry), close)
         return {"origins": (server.base_url,)}
 
     async def open_page(self, task: Task, session: BrowserSession) -> None:
+        assert self.episode is not None
         # The entry URL sets the episode's cookies and redirects to the task's start page;
         # the first observation waits for that page to settle.
-        await session.page.goto(self._entry, wait_until="commit",
+        await session.page.goto(self.episode.resources[VISIT].entry, wait_until="commit",
                                 timeout=self.settle_timeout_s * 1000)
-
-    async def close_page(self) -> None:
-        token, self._token = self._token, None
-        if token is not None:
-            self._server.close_episode(token)
 
     async def grade(self, episode: Episode) -> RewardResult:
         """Run the task's database checks on the episode's database and check its answer."""
-        if self._token is None:
+        visit = episode.resources.get(VISIT)
+        if visit is None:
             return RewardResult(0.0, {"reason": "the episode's site never opened"})
         grade = episode.task.metadata["grade"]
         answer = episode.submission if isinstance(episode.submission, str) else None
-        failed = failed_checks(self._server, self._token, grade, answer)
+        failed = failed_checks(visit.server, visit.token, grade, answer)
         return RewardResult(0.0 if failed else 1.0,
                             {"reason": "; ".join(failed), "failed": failed, "answer": answer,
                              "checks": len(grade.get("db") or ()) + bool(grade.get("answer"))})

@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.policies import Generation, Sampling, TokenPolicy
 
 
@@ -42,9 +43,9 @@ class BatchedPolicy(TokenPolicy):
 
     def __init__(self, max_batch_size: int = 32, batch_wait_ms: float = 2.0):
         if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+            raise InvalidArgumentError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if batch_wait_ms < 0:
-            raise ValueError(f"batch_wait_ms must be >= 0, got {batch_wait_ms}")
+            raise InvalidArgumentError(f"batch_wait_ms must be >= 0, got {batch_wait_ms}")
         self.max_batch_size, self.batch_wait_ms = max_batch_size, batch_wait_ms
         self.batches_run = 0
         self.requests_served = 0
@@ -71,7 +72,8 @@ class BatchedPolicy(TokenPolicy):
         """Sample one completion of ``prompt_ids`` (batched with concurrent calls)."""
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
-            raise ValueError("prompt_ids is empty: a completion needs at least one prompt token")
+            raise InvalidArgumentError(
+                "prompt_ids is empty: a completion needs at least one prompt token")
         self._check_prompt(prompt)
         loop = asyncio.get_running_loop()
         request = _Request(prompt, sampling, loop.create_future())

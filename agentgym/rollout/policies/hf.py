@@ -118,7 +118,7 @@ class HFPolicy(BatchedPolicy):
         low, high = min(prompt), max(prompt)
         if low < 0 or high >= self.vocab_size:
             bad = low if low < 0 else high
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"prompt token id {bad} is outside the model's vocabulary"
                 f" (0..{self.vocab_size - 1}); tokenize with this policy's tokenizer"
             )

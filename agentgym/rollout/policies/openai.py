@@ -91,7 +91,7 @@ class OpenAIPolicy(TokenPolicy):
     ):
         self.base_url = _normalize_url(base_url)
         if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+            raise InvalidArgumentError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.timeout, self.max_retries = timeout, max_retries
@@ -113,7 +113,8 @@ class OpenAIPolicy(TokenPolicy):
         """Sample one completion of ``prompt_ids`` from the server."""
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
-            raise ValueError("prompt_ids is empty: a completion needs at least one prompt token")
+            raise InvalidArgumentError(
+                "prompt_ids is empty: a completion needs at least one prompt token")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, self._complete, prompt, sampling)
 

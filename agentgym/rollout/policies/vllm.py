@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from agentgym.core.errors import AgentGymError, MissingResourceError
+from agentgym.core.errors import AgentGymError, InvalidArgumentError, MissingResourceError
 from agentgym.core.policies import Generation, Sampling, TokenPolicy
 
 __all__ = ["VLLMPolicy", "vllm_policy"]
@@ -71,7 +71,8 @@ class VLLMPolicy(TokenPolicy):
 
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
-            raise ValueError("prompt_ids is empty: a completion needs at least one prompt token")
+            raise InvalidArgumentError(
+                "prompt_ids is empty: a completion needs at least one prompt token")
         params = SamplingParams(
             n=1,
             max_tokens=sampling.max_tokens,

@@ -47,20 +47,21 @@ def test_concurrent_episodes_never_see_each_others_orders() -> None:
     buyer, watcher = SiteEnv("shop"), SiteEnv("shop")
     try:
         watcher.reset(seed=0, options={"task_id": ORDER_TASK})
+        token = watcher.episode.resources["site"].token  # the watcher's own database
 
         async def both():
             order = asyncio.wrap_future(buyer._loop.submit(
                 play_episode(buyer, OraclePolicy(), ORDER_TASK)))
             counts = []
             while not order.done():
-                counts.append(watcher.server.query(watcher._token, NEW_ORDERS)[0][0])
+                counts.append(watcher.server.query(token, NEW_ORDERS)[0][0])
                 await asyncio.sleep(0.05)
             return await order, counts
 
         result, counts = asyncio.run(both())
         assert result.reward == 1.0, result.metrics
         assert counts and set(counts) == {0}
-        assert watcher.server.query(watcher._token, NEW_ORDERS) == [(0,)]
+        assert watcher.server.query(token, NEW_ORDERS) == [(0,)]
         page = watcher.step({"role": "assistant", "content": "", "tool_calls": [
             {"type": "function", "function": {"name": "goto",
                                               "arguments": '{"url": "/orders"}'}}]})
@@ -70,3 +71,29 @@ def test_concurrent_episodes_never_see_each_others_orders() -> None:
     finally:
         buyer.close()
         watcher.close()
+
+
+def test_the_sites_database_lives_on_the_episode_and_ends_with_it() -> None:
+    """The episode keeps its visit (server, database token, entry URL); its grader reads the
+    episode's database after the env has moved on, and the database closes once the grader
+    is done with it."""
+    env = SiteEnv("shop")
+    try:
+        env.reset(seed=0, options={"task_id": ORDER_TASK})
+        first = env.episode
+        visit = first.resources["site"]
+        assert visit.entry.startswith(visit.server.base_url)
+        assert visit.server.query(visit.token, NEW_ORDERS) == [(0,)]
+
+        async def grade_after_the_next_reset():
+            async with first.in_use():
+                await env.areset(seed=1, options={"task_id": ORDER_TASK})
+                assert env.episode.resources["site"].token != visit.token
+                return await env.grade(first)
+
+        result = env._loop.submit(grade_after_the_next_reset()).result(timeout=120)
+        assert result.value == 0.0 and result.metrics["failed"], result.metrics
+        with pytest.raises(KeyError, match="no open episode"):
+            visit.server.query(visit.token, NEW_ORDERS)
+    finally:
+        env.close()

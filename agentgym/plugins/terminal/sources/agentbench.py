@@ -213,7 +213,7 @@ def kind_of(record: dict[str, Any]) -> str:
         return "check_code"
     if check is None and "match" in evaluation:
         return "match"
-    raise ValueError(f"unrecognized evaluation of task {record.get('id')}: {evaluation}")
+    raise InvalidArgumentError(f"unrecognized evaluation of task {record.get('id')}: {evaluation}")
 
 
 def check_code(record: dict[str, Any]) -> str:
