@@ -73,7 +73,7 @@ from transformers import TrainerCallback
 
 from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.loop_thread import LoopThread
-from agentgym.core.policies import Generation, Sampling
+from agentgym.core.policies import ClosablePolicy, Generation, Sampling
 from agentgym.rollout.evaluate import STAGES
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.models import load_model_and_tokenizer
@@ -238,14 +238,19 @@ class VLLMTrainerPolicy(BatchedPolicy):
         return results
 
 
-def trainer_policy(trainer: Any) -> Any:
-    """The token-level policy that samples with ``trainer``'s current weights."""
+def trainer_policy(trainer: Any, rollout: EnvRollout) -> Any:
+    """The token-level policy that samples with ``trainer``'s current weights: TRL's vLLM,
+    else the engine over the trainer's own model (shared, so each optimizer step's weights
+    are the next turn's), with a slot per episode generating at once and room for an
+    episode's whole token budget."""
     if trainer.args.use_vllm:
         return VLLMTrainerPolicy(trainer)
-    from agentgym.rollout.policies.hf import HFPolicy
+    from agentgym.rollout.engine import Engine
 
     model = trainer.accelerator.unwrap_model(trainer.model)
-    return HFPolicy(model, tokenizer=trainer.processing_class, max_batch_size=64)
+    return Engine(model, tokenizer=trainer.processing_class,
+                  slots=(rollout.pipeline_config or PipelineConfig()).concurrency,
+                  max_len=rollout.rollout.max_total_tokens + 1)
 
 
 @dataclass
@@ -598,8 +603,10 @@ def _trainer_class() -> type:
         def __init__(self, *args: Any, rollout: EnvRollout, **kwargs: Any):
             super().__init__(*args, rollout_func=rollout, **kwargs)
             self.env_rollout = rollout
+            self._own_policy = None  # the policy this trainer made, closed after training
             if rollout.policy is None:
-                rollout.use_policy(trainer_policy(self))
+                self._own_policy = trainer_policy(self, rollout)
+                rollout.use_policy(self._own_policy)
             self.reference_kl: ReferenceKL | None = None
             options = rollout.options
             if options.measure_kl:  # before any update (and before resume loads weights)
@@ -627,6 +634,8 @@ def _trainer_class() -> type:
                 return super().train(*args, **kwargs)
             finally:
                 self.env_rollout.close()
+                if isinstance(self._own_policy, ClosablePolicy):
+                    self._own_policy.close()
 
     return AgentGRPOTrainer
 

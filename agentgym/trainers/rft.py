@@ -2,7 +2,7 @@
 
 The warm-up the SWE RL recipe runs before RL. :func:`collect` plays ``attempts`` episodes
 of each of ``tasks`` tasks with a policy (by default the model being trained, through
-:class:`~agentgym.rollout.policies.hf.HFPolicy`, sampling at the rollout config's
+:class:`~agentgym.rollout.engine.Engine`, sampling at the rollout config's
 temperature) and writes every attempt, failed ones included, to a trajectory file;
 :func:`successful` keeps the episodes that reached the reward threshold without an error;
 :func:`train_rft` fine-tunes on those with :func:`~agentgym.trainers.sft.train_sft`, on the
@@ -103,7 +103,7 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
         callbacks: ``transformers.TrainerCallback`` objects.
         tokenizer: tokenizer object or folder; default: the model's.
         policy: the token-level policy that makes the attempts; default:
-            ``HFPolicy(model)``, i.e. the model's current weights.
+            the engine over ``model``, i.e. its current weights.
         console: the rich Console each logged step is a line on (default: standard error).
 
     Returns:
@@ -113,17 +113,25 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
         NoSuccessError: no attempt reached ``threshold``.
     """
     model, tokenizer = load_model_and_tokenizer(model, tokenizer)
+    made = policy is None
     if policy is None:
         import torch
 
-        from agentgym.rollout.policies.hf import HFPolicy
+        from agentgym.rollout.engine import Engine
 
         device = "cuda" if torch.cuda.is_available() else None
-        policy = HFPolicy(model, tokenizer=tokenizer, device=device)
+        rollout_config = rollout or RolloutConfig()
+        policy = Engine(model, tokenizer=tokenizer, device=device,
+                        slots=(pipeline or PipelineConfig()).concurrency,
+                        max_len=rollout_config.max_total_tokens + 1)
     out = Path(output_dir) / ATTEMPTS_FILE
-    tried = asyncio.run(collect(env_id, policy, env_kwargs=env_kwargs, tasks=tasks,
-                                attempts=attempts, out=out, rollout=rollout,
-                                pipeline=pipeline, resume=resume, policy_name="rft"))
+    try:
+        tried = asyncio.run(collect(env_id, policy, env_kwargs=env_kwargs, tasks=tasks,
+                                    attempts=attempts, out=out, rollout=rollout,
+                                    pipeline=pipeline, resume=resume, policy_name="rft"))
+    finally:
+        if made:
+            policy.close()
     kept = successful(tried, threshold)
     logger.info("rejection fine-tuning: kept %d of %d attempts (reward >= %s) on %s",
                 len(kept), len(tried), threshold, env_id)

@@ -225,18 +225,19 @@ def _progress(console: Console, description: str, total: int) -> Iterator[Any]:
 
 
 def _evaluate(config: TrainConfig, model: str, label: str, console: Console) -> dict[str, Any]:
-    """Pass rate of ``model`` on the eval tasks (an HFPolicy, greedy unless set); its
+    """Pass rate of ``model`` on the eval tasks (the engine, greedy unless set); its
     episodes are kept in ``<output_dir>/eval/<label>/`` as an eval report (``report.html``,
     ``summary.json``, ``trajectories.jsonl``: what ``agentgym compare`` and ``agentgym
     view`` read)."""
+    from agentgym.rollout.engine import Engine
     from agentgym.rollout.evaluate import evaluate
-    from agentgym.rollout.policies.hf import HFPolicy
     from agentgym.viewer.report import TRAJECTORIES_FILE, write_report
 
     section = config.eval
     assert section is not None
     started = time.perf_counter()
-    policy = HFPolicy(model)
+    policy = Engine(model, slots=config.rollout.pipeline.concurrency,
+                    max_len=config.rollout.episodes.max_total_tokens + 1)
     kwargs = {**config.env.kwargs, **section.kwargs}
     try:
         with _progress(console, f"eval {label}", section.episodes) as advance:
@@ -247,6 +248,7 @@ def _evaluate(config: TrainConfig, model: str, label: str, console: Console) -> 
                                                      temperature=section.temperature),
                 on_done=advance))
     finally:
+        policy.close()
         del policy
         _free_memory()
     folder = config.output_dir / EVALS_DIR / label

@@ -250,7 +250,7 @@ def test_hf_spec_errors_name_the_path(tmp_path: Path) -> None:
         hf_policy(str(missing))
     with pytest.raises(MissingResourceError, match=r"has no config\.json"):
         hf_policy(str(tmp_path))
-    with pytest.raises(AgentGymError, match="hf:PATH"):
+    with pytest.raises(AgentGymError, match="hf-static:PATH"):
         hf_policy(None)
     with pytest.raises(TypeError, match="causal LM"):
         HFPolicy(object())
@@ -278,8 +278,12 @@ def test_factories_load_from_spec_strings(tiny_model_dir: Path) -> None:
     the text after ``hf:`` / ``openai:`` / ``vllm:``."""
     from agentgym.core.plugins import plugin_host
     from agentgym.core.policies import build_policy
+    from agentgym.rollout.engine import Engine
 
     built = build_policy(f"hf:{tiny_model_dir}")
-    assert isinstance(built, HFPolicy) and isinstance(built, TokenPolicy)
+    assert isinstance(built, Engine) and isinstance(built, TokenPolicy)
+    built.close()
+    static = build_policy(f"hf-static:{tiny_model_dir}")
+    assert isinstance(static, HFPolicy) and isinstance(static, TokenPolicy)
     for name in ("openai", "vllm"):
         assert callable(plugin_host().get("policies", name).load())

@@ -1,4 +1,10 @@
-"""``hf:PATH``: a transformers causal LM as a :class:`~agentgym.core.policies.TokenPolicy`.
+"""``hf-static:PATH``: a transformers causal LM as a
+:class:`~agentgym.core.policies.TokenPolicy`, decoded in static batches.
+
+This is the loop that came before the continuous-batching engine
+(:class:`~agentgym.rollout.engine.Engine`, the ``hf:`` policy): the engine's outputs are
+checked against it, the generation bench compares the two, and it serves models whose
+attention the engine cannot drive.
 
 Many episodes call :meth:`HFPolicy.generate` at once; their requests are batched (see
 :mod:`agentgym.rollout.policies.batching`): each batch is left-padded and decoded with a KV
@@ -31,13 +37,13 @@ Batches run in eval mode (no dropout); a shared model's train mode is restored a
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Iterable
 from typing import Any
 
-from agentgym.core.errors import AgentGymError, InvalidArgumentError
+from agentgym.core.errors import AgentGymError
 from agentgym.core.policies import Generation, Sampling
-from agentgym.rollout.models import load_causal_lm, load_tokenizer, model_folder, source_folder
+from agentgym.rollout.engine.model import LocalModel
+from agentgym.rollout.engine.sampling import sample_tokens
 from agentgym.rollout.policies.batching import BatchedPolicy
 
 __all__ = ["HFPolicy", "hf_policy"]
@@ -74,65 +80,25 @@ class HFPolicy(BatchedPolicy):
         batch_wait_ms: float = 2.0,
         stop_token_ids: Iterable[int] | None = None,
     ):
-        import torch
-
         super().__init__(max_batch_size, batch_wait_ms)
-        if isinstance(model_or_path, (str, os.PathLike)):
-            folder = model_folder(model_or_path)
-            self.model = load_causal_lm(folder, dtype)
-            tokenizer = tokenizer if tokenizer is not None else folder
-            target = device or ("cuda" if torch.cuda.is_available() else "cpu")
-            self.model.to(target).eval()
-        else:
-            if not hasattr(model_or_path, "generation_config") or not callable(model_or_path):
-                raise TypeError(
-                    "HFPolicy needs a transformers causal LM (PreTrainedModel) or the path of"
-                    f" one, got {type(model_or_path).__name__}"
-                )
-            self.model = model_or_path
-            if device is not None:
-                self.model.to(device)
-            if tokenizer is None:
-                tokenizer = source_folder(self.model)
-        if isinstance(tokenizer, (str, os.PathLike)):
-            tokenizer = load_tokenizer(tokenizer)
-        self.tokenizer = tokenizer
-        self.device = next(self.model.parameters()).device
-        self.vocab_size = int(self.model.get_input_embeddings().weight.shape[0])
-        self.stop_token_ids = frozenset(
-            stop_token_ids if stop_token_ids is not None else _default_stops(self)
-        )
-        if not self.stop_token_ids:
-            raise InvalidArgumentError(
-                "HFPolicy found no stop token: set the tokenizer's eos_token or pass"
-                " stop_token_ids=[...]"
-            )
-        pad = tokenizer.pad_token_id
-        self.pad_token_id = int(pad if pad is not None else min(self.stop_token_ids))
+        self.local = LocalModel.load(model_or_path, tokenizer, device, dtype, stop_token_ids,
+                                     who="HFPolicy")
+        self.model, self.tokenizer, self.device = (self.local.model, self.local.tokenizer,
+                                                   self.local.device)
+        self.vocab_size, self.stop_token_ids, self.pad_token_id = (
+            self.local.vocab_size, self.local.stop_token_ids, self.local.pad_token_id)
 
     def __repr__(self) -> str:
-        name = getattr(self.model.config, "name_or_path", "") or type(self.model).__name__
-        return f"HFPolicy({name!r}, device={str(self.device)!r})"
+        return f"HFPolicy({self.local.name!r}, device={str(self.device)!r})"
 
     def _check_prompt(self, prompt: list[int]) -> None:
-        low, high = min(prompt), max(prompt)
-        if low < 0 or high >= self.vocab_size:
-            bad = low if low < 0 else high
-            raise InvalidArgumentError(
-                f"prompt token id {bad} is outside the model's vocabulary"
-                f" (0..{self.vocab_size - 1}); tokenize with this policy's tokenizer"
-            )
+        self.local.check_prompt(prompt)
 
     def update_weights(self, state_dict_or_model: Any) -> None:
         """Load new weights (a state dict, or a model whose state dict to copy) between
         batches; a batch in flight finishes with the old ones."""
-        state = state_dict_or_model
-        if state is self.model:
-            return
-        if hasattr(state, "state_dict") and callable(state.state_dict):
-            state = state.state_dict()
         with self._run_lock:
-            self.model.load_state_dict(state, strict=True)
+            self.local.load_weights(state_dict_or_model)
 
     def _decode_batch(self, requests: list[tuple[list[int], Sampling]]) -> list[Generation]:
         import torch
@@ -149,25 +115,14 @@ class HFPolicy(BatchedPolicy):
 
 
 def hf_policy(argument: str | None) -> HFPolicy:
-    """``hf:PATH``: the transformers model saved in folder ``PATH``."""
+    """``hf-static:PATH``: the transformers model saved in folder ``PATH``, in static
+    batches (``hf:PATH`` is the continuous-batching engine)."""
     if not argument:
         raise AgentGymError(
-            "the hf policy needs a model folder: --policy hf:PATH (a folder saved with"
-            " save_pretrained, e.g. one built by agentgym.testing.build_tiny_model)"
+            "the hf-static policy needs a model folder: --policy hf-static:PATH (a folder"
+            " saved with save_pretrained, e.g. one built by agentgym.testing.build_tiny_model)"
         )
     return HFPolicy(argument)
-
-
-def _default_stops(policy: HFPolicy) -> set[int]:
-    stops: set[int] = set()
-    if policy.tokenizer.eos_token_id is not None:
-        stops.add(int(policy.tokenizer.eos_token_id))
-    configured = getattr(policy.model.generation_config, "eos_token_id", None)
-    if isinstance(configured, int):
-        stops.add(configured)
-    elif configured:
-        stops.update(int(t) for t in configured)
-    return stops
 
 
 # ---- decoding --------------------------------------------------------------------------------
@@ -223,7 +178,7 @@ def _decode(policy: HFPolicy, requests: list[tuple[list[int], Sampling]]) -> lis
             " that accepts a KV cache (past_key_values or cache)"
         )
     while True:
-        picked, picked_logprobs = _sample(
+        picked, picked_logprobs = sample_tokens(
             logits.float(),
             temperature,
             top_p,
@@ -270,38 +225,3 @@ def _decode(policy: HFPolicy, requests: list[tuple[list[int], Sampling]]) -> lis
         Generation(tokens[r], logprobs[r], finish[r], metrics={"batch_size": size})
         for r in range(size)
     ]
-
-
-def _sample(
-    logits: Any,
-    temperature: Any,
-    top_p: Any,
-    samplings: list[Sampling],
-    generators: list[Any],
-) -> tuple[Any, Any]:
-    """Pick one token per row; return the tokens and their log-probabilities under the
-    distribution they were drawn from (temperature, then top-p)."""
-    import torch
-
-    greedy = temperature == 0
-    scaled = logits / torch.where(greedy, torch.ones_like(temperature), temperature)[:, None]
-    nucleus = (top_p < 1) & ~greedy
-    if any(s.top_p < 1 and s.temperature > 0 for s in samplings):
-        ordered, order = scaled.sort(dim=-1, descending=True)
-        probs = ordered.softmax(dim=-1)
-        # drop a token when the tokens ranked above it already hold top_p of the mass
-        drop = (probs.cumsum(dim=-1) - probs) >= top_p[:, None]
-        drop &= nucleus[:, None]
-        scaled = scaled.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), -torch.inf)
-    logp = scaled.log_softmax(dim=-1)
-    picked = logits.argmax(dim=-1)
-    sampled = [i for i, s in enumerate(samplings) if s.temperature > 0]
-    if sampled:
-        probs = logp.exp()
-        shared = [i for i in sampled if generators[i] is None]
-        if shared:
-            picked[shared] = torch.multinomial(probs[shared], 1).squeeze(-1)
-        for i in sampled:
-            if generators[i] is not None:
-                picked[i] = torch.multinomial(probs[i], 1, generator=generators[i])[0]
-    return picked, logp.gather(-1, picked[:, None]).squeeze(-1)

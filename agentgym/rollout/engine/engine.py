@@ -1,0 +1,450 @@
+"""``Engine``: continuous batching for a transformers causal LM, as a token policy.
+
+A fixed pool of sequence slots over a static KV cache (:class:`SlotCache`). A request joins
+a free slot as soon as there is one and leaves the moment it stops, so a multi-turn
+episode's next turn starts while the others keep decoding; there are no batches to wait
+for. One thread runs the engine's steps; each step
+
+1. admits waiting requests into free slots, preferring the slot that already holds the
+   longest prefix of the prompt (an episode's previous turn: its KV is reused, only the new
+   tokens are prefilled);
+2. prefills up to ``prefill_chunk`` prompt tokens (long prompts take several steps, so
+   running requests are never stalled for long);
+3. decodes one token for every running request in one forward pass over the slots in use,
+   sampling on the device (:mod:`~agentgym.rollout.engine.sampling`), and reads back only
+   the sampled tokens and their log-probabilities.
+
+Outputs match :class:`~agentgym.rollout.policies.hf.HFPolicy` at temperature 0 (same
+logits, up to float rounding), with the same :class:`Generation` contract: tokens up to and
+including the first stop token, else ``max_tokens`` of them; processed log-probabilities.
+
+A request that cannot fit (its prompt plus ``max_tokens`` over a slot's length, a token
+outside the vocabulary) is refused alone; an out-of-memory error ends the requests of the
+step it hit with a clear error, and the engine goes on with half as many running at once.
+New weights (:meth:`Engine.update_weights`, or a trainer's in-place update of the shared
+model) land between steps.
+
+Models: any transformers causal LM whose attention layers take a cache object and a
+prepared mask (the Llama, Qwen2, Mistral, Gemma, Phi families...) with the ``sdpa`` or
+``eager`` attention implementation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.core.errors import AgentGymError, InvalidArgumentError
+from agentgym.core.policies import Generation, Sampling, TokenPolicy
+from agentgym.rollout.engine.model import LocalModel
+from agentgym.rollout.engine.sampling import sample_tokens
+from agentgym.rollout.engine.slots import SlotCache
+
+__all__ = ["Engine", "EngineError", "hf_engine"]
+
+#: Seconds without work after which the engine's thread ends (the next request starts one).
+IDLE_EXIT_S = 30.0
+#: On a GPU, windows (positions attended over) are rounded up to a multiple of this, so that
+#: shapes repeat from step to step; on a CPU a window is what the rows reach.
+WINDOW_STEP = 64
+
+
+class EngineError(AgentGymError, RuntimeError):
+    """The engine could not finish a request (out of memory, a model that failed)."""
+
+
+@dataclass(eq=False)
+class _Request:
+    prompt: list[int]
+    sampling: Sampling
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+    generator: Any
+    arrived: float = field(default_factory=time.perf_counter)
+    slot: int = -1
+    filled: int = 0  # prompt tokens whose KV is in the slot
+    reused: int = 0  # of them, how many were already there (a previous turn's)
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+    @property
+    def position(self) -> int:
+        """Where the next token's KV goes: after the prompt and all but the last sampled
+        token (whose KV the next decode step writes)."""
+        return len(self.prompt) + len(self.tokens) - 1
+
+
+class Engine(TokenPolicy):
+    """Samples completions from a transformers causal LM with continuous batching.
+
+    Args:
+        model_or_path: a folder saved with ``save_pretrained`` (or a hub id in the local
+            cache), or a loaded ``PreTrainedModel``, which is shared, not copied.
+        tokenizer: the tokenizer (object or path); default: the model folder's.
+        device: where to run; default: a given model's device, else ``cuda`` when there
+            is one, else ``cpu``.
+        dtype: weights' dtype when loading from a path; the KV cache takes the model's.
+        slots: sequences decoded at once (the KV cache holds this many).
+        max_len: positions per slot: a request's prompt plus ``max_tokens`` must fit in
+            ``max_len - 1``. Default: the model's ``max_position_embeddings``, at most 4096.
+        prefill_chunk: prompt tokens prefilled per step at most (between decode steps).
+        stop_token_ids: tokens that end a completion; default: the tokenizer's eos token
+            and the model's ``generation_config.eos_token_id``.
+
+    Attributes:
+        steps_run: decode steps run so far.
+        requests_served: completions returned so far.
+        tokens_generated: tokens sampled so far.
+        prefill_tokens: prompt tokens prefilled so far.
+        reused_tokens: prompt tokens whose KV a slot already held (not prefilled again).
+        max_running: requests decoded at once at most (``slots``, halved after each
+            out-of-memory error).
+    """
+
+    def __init__(self, model_or_path: Any, tokenizer: Any = None, device: Any = None,
+                 dtype: Any = None, slots: int = 32, max_len: int | None = None,
+                 prefill_chunk: int = 512, stop_token_ids: Iterable[int] | None = None):
+        if slots < 1:
+            raise InvalidArgumentError(f"slots={slots} must be >= 1")
+        if prefill_chunk < 1:
+            raise InvalidArgumentError(f"prefill_chunk={prefill_chunk} must be >= 1")
+        self.local = LocalModel.load(model_or_path, tokenizer, device, dtype, stop_token_ids,
+                                     who="Engine")
+        config = self.local.model.config
+        implementation = getattr(config, "_attn_implementation", None) or "eager"
+        if implementation not in ("sdpa", "eager"):
+            raise InvalidArgumentError(
+                f"the engine drives the 'sdpa' and 'eager' attention implementations, not"
+                f" {implementation!r}: load the model with attn_implementation='sdpa', or use"
+                " HFPolicy (agentgym.rollout.policies.hf)")
+        longest = int(getattr(config, "max_position_embeddings", 0) or 4096)
+        self.max_len = int(max_len if max_len is not None else min(longest, 4096))
+        if self.max_len < 2:
+            raise InvalidArgumentError(f"max_len={self.max_len} must be >= 2")
+        self.slots, self.prefill_chunk = slots, prefill_chunk
+        self.tokenizer = self.local.tokenizer
+        self.steps_run = self.requests_served = self.tokens_generated = 0
+        self.prefill_tokens = self.reused_tokens = 0
+        self.max_running = slots
+        self._boolean_mask = implementation == "sdpa"
+        self._layer_kinds = sorted(set(getattr(config, "layer_types", None)
+                                       or ["full_attention"]))
+        self._window_of = {kind: (getattr(config, "sliding_window", None)
+                                  if kind == "sliding_attention" else None)
+                           for kind in self._layer_kinds}
+        forward = inspect.signature(self.local.model.forward).parameters
+        # transformers 5.24 renamed past_key_values to cache (the old name goes in 5.40)
+        self._cache_arg = "cache" if "cache" in forward else "past_key_values"
+        self._cache: SlotCache | None = None
+        self._dtype = next(self.local.model.parameters()).dtype
+        self._held: list[list[int]] = [[] for _ in range(slots)]  # tokens whose KV a slot has
+        self._running: list[_Request | None] = [None] * slots
+        self._waiting: deque[_Request] = deque()
+        self._wake = threading.Condition()
+        self._step_lock = threading.Lock()  # a step, or a weight update, at a time
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return (f"Engine({self.local.name!r}, device={str(self.local.device)!r},"
+                f" slots={self.slots}, max_len={self.max_len})")
+
+    @property
+    def model(self) -> Any:
+        """The model sampled from (shared with whoever passed it)."""
+        return self.local.model
+
+    # ---- the TokenPolicy contract ----------------------------------------------------------
+
+    async def generate(self, prompt_ids: Sequence[int], sampling: Sampling) -> Generation:
+        """Sample one completion of ``prompt_ids``; it joins the running ones at once when
+        a slot is free."""
+        prompt = [int(t) for t in prompt_ids]
+        self.local.check_prompt(prompt)
+        if len(prompt) + sampling.max_tokens > self.max_len - 1:
+            raise InvalidArgumentError(
+                f"a prompt of {len(prompt)} tokens plus max_tokens={sampling.max_tokens} does"
+                f" not fit in the engine's {self.max_len - 1} positions per slot: lower"
+                " max_tokens, shorten the prompt, or build the engine with a larger max_len")
+        if self._closed:
+            raise EngineError("the engine is closed")
+        loop = asyncio.get_running_loop()
+        generator = None
+        if sampling.seed is not None:
+            import torch
+
+            generator = torch.Generator(device=self.local.device).manual_seed(sampling.seed)
+        request = _Request(prompt, sampling, loop.create_future(), loop, generator)
+        with self._wake:
+            self._waiting.append(request)
+            self._start()
+            self._wake.notify()
+        return await request.future
+
+    def update_weights(self, state_dict_or_model: Any) -> None:
+        """Load new weights (a state dict, or a model whose state dict to copy); they take
+        effect from the next step."""
+        with self._step_lock:
+            self.local.load_weights(state_dict_or_model)
+
+    def close(self) -> None:
+        """Stop the engine's thread; requests still waiting or running get an error."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+
+    # ---- the engine's thread ---------------------------------------------------------------
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._serve, name="agentgym-engine",
+                                            daemon=True)
+            self._thread.start()
+
+    def _serve(self) -> None:
+        import torch
+
+        while True:
+            with self._wake:
+                while not self._closed and not self._waiting and not any(self._running):
+                    if not self._wake.wait(IDLE_EXIT_S):  # idle: the thread ends, so a
+                        self._thread = None  # forgotten engine can be collected; the
+                        return  # next request starts another
+                if self._closed:
+                    break
+            try:
+                with self._step_lock, torch.inference_mode(), _eval_mode(self.local.model):
+                    self._step()
+            except torch.OutOfMemoryError as e:
+                running = [r for r in self._running if r is not None]
+                self.max_running = max(1, len(running) // 2)
+                self._fail(running, EngineError(
+                    f"out of memory with {len(running)} sequences running ({e}); the engine"
+                    f" now runs at most {self.max_running} at once (build it with fewer"
+                    " slots or a smaller max_len to avoid this)"))
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+            except Exception as e:  # a model that fails: its requests end, the engine lives
+                self._fail([r for r in self._running if r is not None],
+                           EngineError(f"the model failed: {type(e).__name__}: {e}"))
+        self._fail([*self._waiting, *(r for r in self._running if r is not None)],
+                   EngineError("the engine was closed"))
+
+    def _step(self) -> None:
+        self._drop_cancelled()
+        self._admit()
+        self._prefill()
+        decoding = [r for r in self._running if r is not None and r.tokens]
+        if decoding:
+            self._decode(decoding)
+
+    def _drop_cancelled(self) -> None:
+        for slot, request in enumerate(self._running):
+            if request is not None and request.future.done():
+                self._running[slot] = None
+        with self._wake:
+            self._waiting = deque(r for r in self._waiting if not r.future.done())
+
+    def _admit(self) -> None:
+        """Give waiting requests free slots, the one holding most of the prompt first."""
+        while True:
+            free = [s for s, r in enumerate(self._running) if r is None]
+            if not free or self.slots - len(free) >= self.max_running:
+                return
+            with self._wake:
+                if not self._waiting:
+                    return
+                request = self._waiting.popleft()
+            shared = [_common_prefix(self._held[s], request.prompt) for s in free]
+            best = max(range(len(free)), key=lambda i: (shared[i], -free[i]))
+            slot = free[best]
+            # At least the prompt's last token is prefilled: its logits give the first token.
+            request.slot, request.filled = slot, min(shared[best], len(request.prompt) - 1)
+            request.reused = request.filled
+            del self._held[slot][request.filled:]
+            self._running[slot] = request
+
+    def _prefill(self) -> None:
+        """Prefill up to ``prefill_chunk`` prompt tokens, oldest requests first, in one
+        forward pass (rows left-padded, so each row's last token is its own); a request
+        whose whole prompt is then in samples its first token."""
+        import torch
+
+        budget, batch = self.prefill_chunk, []
+        for request in sorted((r for r in self._running if r is not None and not r.tokens),
+                              key=lambda r: r.arrived):
+            if budget <= 0:
+                break
+            chunk = request.prompt[request.filled:request.filled + budget]
+            budget -= len(chunk)
+            batch.append((request, chunk))
+        if not batch:
+            return
+        width = max(len(chunk) for _, chunk in batch)
+        scratch = self.max_len - 1
+        tokens = [[self.local.pad_token_id] * (width - len(c)) + c for _, c in batch]
+        positions = [[scratch] * (width - len(c)) + list(range(r.filled, r.filled + len(c)))
+                     for r, c in batch]
+        device = self.local.device
+        logits = self._forward(torch.tensor(tokens, device=device),
+                               torch.tensor(positions, device=device),
+                               [r.slot for r, _ in batch],
+                               max(r.filled + len(c) for r, c in batch))
+        done, rows = [], []
+        for row, (request, chunk) in enumerate(batch):
+            self._held[request.slot].extend(chunk)
+            request.filled += len(chunk)
+            self.prefill_tokens += len(chunk)
+            if request.filled == len(request.prompt):
+                self.reused_tokens += request.reused
+                done.append(request)
+                rows.append(row)
+        if done:
+            self._take(done, logits[rows] if len(rows) < len(batch) else logits)
+
+    def _decode(self, requests: list[_Request]) -> None:
+        """One token for every running request, in one forward pass over the slots in use
+        (slots between them that run nothing ride along at the scratch position, their
+        output unused)."""
+        import torch
+
+        last = max(r.slot for r in requests) + 1
+        tokens = [self.local.pad_token_id] * last
+        positions = [self.max_len - 1] * last
+        for r in requests:
+            tokens[r.slot], positions[r.slot] = r.tokens[-1], r.position
+        device = self.local.device
+        logits = self._forward(torch.tensor(tokens, device=device)[:, None],
+                               torch.tensor(positions, device=device)[:, None],
+                               range(last), max(r.position for r in requests) + 1)
+        for r in requests:
+            self._held[r.slot].append(r.tokens[-1])
+        if len(requests) < last:
+            logits = logits[torch.tensor([r.slot for r in requests], device=device)]
+        self._take(requests, logits)
+        self.steps_run += 1
+
+    def _forward(self, input_ids: Any, positions: Any, rows: Sequence[int],
+                 reach: int) -> Any:
+        """Run the model on slots ``rows``: ``input_ids`` and ``positions`` are
+        ``[rows, new_tokens]``, and no row's sequence reaches past position ``reach - 1``;
+        returns the logits of each row's last new token (``[rows, vocab]``)."""
+        import torch
+
+        if self._cache is None:
+            model = self.local.model
+            self._cache = SlotCache(model.config, self.slots, self.max_len, self.local.device,
+                                    next(model.parameters()).dtype)
+        step = WINDOW_STEP if self.local.device.type == "cuda" else 1
+        window = min(self.max_len, -(-reach // step) * step)
+        self._cache.target(rows, positions, window)
+        keys = torch.arange(window, device=positions.device)[None, None, :]
+        query = positions[:, :, None]
+        masks = {}
+        for kind in self._layer_kinds:
+            visible = keys <= query  # causal: up to each token's own position
+            if self._window_of[kind]:
+                visible &= keys > query - self._window_of[kind]
+            # A row (or a padding token) that runs nothing sits at the scratch position
+            # max_len - 1: it sees the whole window, and its output is not used.
+            visible = visible[:, None]  # [rows, 1, new_tokens, window]
+            if not self._boolean_mask:
+                visible = torch.zeros(visible.shape, dtype=self._dtype, device=visible.device) \
+                    .masked_fill(~visible, torch.finfo(self._dtype).min)
+            masks[kind] = visible
+        out = self.local.model(input_ids=input_ids, attention_mask=masks,
+                               position_ids=positions, use_cache=True, logits_to_keep=1,
+                               **{self._cache_arg: self._cache})
+        return out.logits[:, -1]
+
+    def _take(self, requests: list[_Request], logits: Any) -> None:
+        """Sample each request's next token from its row of ``logits``; finish those that
+        stop."""
+        import torch
+
+        device = logits.device
+        samplings = [r.sampling for r in requests]
+        temperature = torch.tensor([s.temperature for s in samplings], device=device)
+        top_p = torch.tensor([s.top_p for s in samplings], device=device)
+        picked, logprobs = sample_tokens(logits.float(), temperature, top_p, samplings,
+                                         [r.generator for r in requests])
+        for r, token, logprob in zip(requests, picked.tolist(), logprobs.tolist(),
+                                     strict=True):
+            r.tokens.append(token)
+            r.logprobs.append(logprob)
+            self.tokens_generated += 1
+            stopped = token in self.local.stop_token_ids
+            if stopped or len(r.tokens) >= r.sampling.max_tokens:
+                self._running[r.slot] = None
+                self.requests_served += 1
+                _settle(r, Generation(r.tokens, r.logprobs, "stop" if stopped else "length",
+                                      metrics={"reused_tokens": r.reused,
+                                               "seconds": time.perf_counter() - r.arrived}))
+
+    def _fail(self, requests: Iterable[_Request], error: Exception) -> None:
+        for r in requests:
+            if r.slot >= 0 and self._running[r.slot] is r:
+                self._running[r.slot] = None
+                self._held[r.slot].clear()  # what it wrote there is not to be trusted
+            _settle(r, error)
+        with self._wake:
+            self._waiting = deque(r for r in self._waiting if not r.future.done())
+
+
+def hf_engine(argument: str | None) -> Engine:
+    """``hf:PATH``: the engine over the transformers model saved in folder ``PATH``."""
+    if not argument:
+        raise AgentGymError(
+            "the hf policy needs a model folder: --policy hf:PATH (a folder saved with"
+            " save_pretrained, e.g. one built by agentgym.testing.build_tiny_model)")
+    return Engine(argument)
+
+
+def _settle(request: _Request, outcome: Generation | Exception) -> None:
+    """Resolve ``request``'s future on its own loop, unless it was cancelled."""
+
+    def settle() -> None:
+        if request.future.done():
+            return
+        if isinstance(outcome, Exception):
+            request.future.set_exception(outcome)
+        else:
+            request.future.set_result(outcome)
+
+    with contextlib.suppress(RuntimeError):  # the request's loop is closed: nobody waits
+        request.loop.call_soon_threadsafe(settle)
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    low, high = 0, n  # a[:low] == b[:low], a[:high] != b[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+@contextlib.contextmanager
+def _eval_mode(model: Any):
+    """Eval mode (no dropout; gradient checkpointing, train mode only, would turn the cache
+    off); a trainer's model gets its mode back."""
+    training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(training)

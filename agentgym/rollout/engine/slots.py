@@ -1,0 +1,87 @@
+"""``SlotCache``: a static KV cache of fixed sequence slots, each at its own length.
+
+The engine (:mod:`agentgym.rollout.engine.engine`) keeps one sequence per slot. A forward
+pass writes the keys and values of its new tokens into the slots it names, at each
+slot's own positions, and attends over a window of the first ``window`` positions of
+those slots; the mask it is given hides what a query may not see (positions past its own,
+what the slot held for an earlier sequence). Nothing is ever allocated after
+construction, so shapes stay fixed: what CUDA graphs need, and what makes a slot free to
+reuse the moment its request ends.
+
+It is handed to a transformers model as its cache (``cache=`` or ``past_key_values=``);
+the model's attention layers call :meth:`SlotCache.update`. Layout per layer:
+``[slots, kv_heads, max_len, head_dim]``, one tensor for keys and one for values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class SlotCache:
+    """Keys and values of ``slots`` sequences of up to ``max_len`` positions.
+
+    Before each forward pass the engine calls :meth:`target` with the slots the batch's
+    rows are, the positions each row's new tokens take, and the window the rows attend
+    over.
+    """
+
+    #: transformers asks some caches whether they slide or compile; this one does neither.
+    is_compileable = False
+    is_sliding = False
+
+    def __init__(self, config: Any, slots: int, max_len: int, device: Any, dtype: Any):
+        import torch
+
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or (
+            config.hidden_size // config.num_attention_heads)
+        shape = (slots, heads, max_len, head_dim)
+        self.layers = config.num_hidden_layers
+        self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(self.layers)]
+        self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(self.layers)]
+        self.slots, self.max_len = slots, max_len
+        self._heads = torch.arange(heads, device=device)[None, :, None]
+        self._window = max_len
+        self._read: Any = None
+        self._rows: Any = None
+        self._positions: Any = None
+
+    def target(self, rows: Sequence[int], positions: Any, window: int) -> None:
+        """Aim the next forward pass at slots ``rows`` (one per row of the batch): row
+        ``i``'s new tokens go to positions ``positions[i]`` (``[rows, new_tokens]``), and
+        every row attends over positions ``0..window-1``. Rows that are a contiguous range
+        are read as a view; others are gathered (a copy: fine for prefill)."""
+        import torch
+
+        device = positions.device
+        self._window = window
+        first = rows[0]
+        if list(rows) == list(range(first, first + len(rows))):
+            self._read: Any = slice(first, first + len(rows))
+        else:
+            self._read = torch.tensor(list(rows), device=device)
+        self._rows = torch.tensor(list(rows), device=device)[:, None, None]
+        self._positions = positions[:, None, :]
+
+    def update(self, key_states: Any, value_states: Any, layer_idx: int, *args: Any,
+               **kwargs: Any) -> tuple[Any, Any]:
+        """Write this layer's new keys and values (``[rows, kv_heads, new, head_dim]``) and
+        return the keys and values the rows attend over."""
+        keys, values = self.keys[layer_idx], self.values[layer_idx]
+        index = (self._rows, self._heads, self._positions)
+        keys.index_put_(index, key_states.to(keys.dtype))
+        values.index_put_(index, value_states.to(values.dtype))
+        window = slice(0, self._window)
+        return keys[self._read, :, window], values[self._read, :, window]
+
+    # What model code may ask of a cache besides update (transformers' Cache API).
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self._window
+
+    def get_max_cache_shape(self, layer_idx: int = 0) -> int:
+        return self.max_len
+
+    def __len__(self) -> int:
+        return self.layers

@@ -1,0 +1,202 @@
+"""The continuous-batching engine on the real tiny model: the same tokens as HFPolicy,
+slots that are reused, prefixes kept across turns, weights that land between steps, and
+bad requests refused alone."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the engine needs the train extra")
+pytest.importorskip("transformers", reason="the engine needs the train extra")
+
+from agentgym.core.errors import InvalidArgumentError  # noqa: E402
+from agentgym.core.policies import Sampling, TokenPolicy  # noqa: E402
+from agentgym.rollout.engine import Engine, EngineError  # noqa: E402
+from agentgym.rollout.policies.hf import HFPolicy  # noqa: E402
+
+GREEDY = Sampling(max_tokens=24, temperature=0)
+
+
+def run(*calls):
+    async def main():
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    return asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir: Path) -> Engine:
+    engine = Engine(str(tiny_model_dir), slots=8, max_len=512, prefill_chunk=64)
+    yield engine
+    engine.close()
+
+
+def mixed_requests(vocab: int, count: int, seed: int = 0) -> list[tuple[list[int], Sampling]]:
+    """``count`` prompts of 3-150 tokens and budgets of 1-40 tokens, some sharing prefixes."""
+    rng = random.Random(seed)
+    base = [rng.randrange(vocab) for _ in range(150)]
+    requests = []
+    for i in range(count):
+        length = rng.randrange(3, 150)
+        prompt = base[:length] if i % 3 == 0 else [rng.randrange(vocab) for _ in range(length)]
+        requests.append((prompt, Sampling(max_tokens=rng.randrange(1, 41), temperature=0)))
+    return requests
+
+
+def test_it_keeps_the_token_policy_contract(engine: Engine) -> None:
+    assert isinstance(engine, TokenPolicy)
+    (generation,) = run(engine.generate([1, 2, 3], GREEDY))
+    assert len(generation.token_ids) == len(generation.logprobs) >= 1
+    assert generation.finish_reason in ("stop", "length")
+    assert all(lp <= 0 for lp in generation.logprobs)
+
+
+def test_greedy_outputs_equal_hfpolicy_for_64_concurrent_mixed_requests(
+        tiny_model_dir: Path) -> None:
+    """64 requests on 16 slots, so that requests join as others leave."""
+    engine = Engine(str(tiny_model_dir), slots=16, max_len=256, prefill_chunk=100)
+    reference = HFPolicy(str(tiny_model_dir), max_batch_size=64)
+    try:
+        requests = mixed_requests(engine.local.vocab_size, 64)
+        ours = run(*(engine.generate(p, s) for p, s in requests))
+        theirs = run(*(reference.generate(p, s) for p, s in requests))
+    finally:
+        engine.close()
+    assert reference.batches_run == 1
+    for (prompt, sampling), a, b in zip(requests, ours, theirs, strict=True):
+        assert a.token_ids == b.token_ids, (len(prompt), sampling)
+        assert a.finish_reason == b.finish_reason
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    assert engine.requests_served == 64
+    # Continuous batching: far fewer decode steps than tokens, more than one batch's worth.
+    longest = max(s.max_tokens for _, s in requests)
+    assert longest <= engine.steps_run < sum(len(g.token_ids) for g in ours) / 4
+
+
+def test_slots_are_reused_for_more_requests_than_slots(tiny_model_dir: Path) -> None:
+    engine = Engine(str(tiny_model_dir), slots=2, max_len=128)
+    seen = []
+    original = engine._decode
+
+    def counting(requests):
+        seen.append(len(requests))
+        return original(requests)
+
+    engine._decode = counting
+    try:
+        requests = mixed_requests(engine.local.vocab_size, 9, seed=1)
+        results = run(*(engine.generate(p[:60], s) for p, s in requests))
+    finally:
+        engine.close()
+    assert all(len(g.token_ids) >= 1 for g in results)
+    assert max(seen) == 2 and engine.requests_served == 9
+
+
+def test_the_next_turn_reuses_the_previous_turns_cache(engine: Engine,
+                                                       tiny_model_dir: Path) -> None:
+    prompt = list(range(5, 105))
+    (first,) = run(engine.generate(prompt, GREEDY))
+    follow_up = prompt + first.token_ids + [7, 8, 9]
+    before = engine.reused_tokens
+    (second,) = run(engine.generate(follow_up, GREEDY))
+    assert second.metrics["reused_tokens"] >= len(prompt)
+    assert engine.reused_tokens - before == second.metrics["reused_tokens"]
+    fresh = Engine(str(tiny_model_dir), slots=1, max_len=512)
+    try:
+        (again,) = run(fresh.generate(follow_up, GREEDY))
+    finally:
+        fresh.close()
+    assert again.token_ids == second.token_ids
+    assert again.metrics["reused_tokens"] == 0
+
+
+def test_a_weight_update_changes_the_next_tokens(tiny_model_dir: Path) -> None:
+    engine = Engine(str(tiny_model_dir), slots=4, max_len=256)
+    try:
+        prompt = list(range(10, 60))
+        (before,) = run(engine.generate(prompt, GREEDY))
+        original = {k: v.clone() for k, v in engine.model.state_dict().items()}
+        generator = torch.Generator().manual_seed(0)
+        engine.update_weights({k: v + 0.5 * torch.randn(v.shape, generator=generator)
+                               for k, v in original.items()})
+        (after,) = run(engine.generate(prompt, GREEDY))
+        engine.update_weights(original)
+        (back,) = run(engine.generate(prompt, GREEDY))
+    finally:
+        engine.close()
+    assert after.token_ids != before.token_ids
+    assert back.token_ids == before.token_ids
+
+
+def test_a_request_that_cannot_fit_is_refused_alone(engine: Engine) -> None:
+    good = [1, 2, 3, 4]
+    results = run(engine.generate(good, GREEDY),
+                  engine.generate(list(range(500)), GREEDY),
+                  engine.generate([engine.local.vocab_size + 5], GREEDY),
+                  engine.generate(good, Sampling(max_tokens=600, temperature=0)),
+                  engine.generate(good, GREEDY))
+    assert results[0].token_ids == results[4].token_ids
+    assert isinstance(results[1], InvalidArgumentError) and "511 positions" in str(results[1])
+    assert isinstance(results[2], InvalidArgumentError) and "vocabulary" in str(results[2])
+    assert isinstance(results[3], InvalidArgumentError) and "max_tokens=600" in str(results[3])
+
+
+def test_the_same_seed_draws_the_same_tokens(engine: Engine) -> None:
+    seeded = Sampling(max_tokens=20, temperature=1.0, top_p=0.9, seed=11)
+    prompt = list(range(3, 40))
+    alone = run(engine.generate(prompt, seeded))[0]
+    crowded = run(*(engine.generate(prompt, seeded) for _ in range(3)),
+                  engine.generate(prompt, Sampling(max_tokens=20, temperature=1.0)))
+    assert all(g.token_ids == alone.token_ids for g in crowded[:3])
+
+
+def test_a_cancelled_request_frees_its_slot(tiny_model_dir: Path) -> None:
+    engine = Engine(str(tiny_model_dir), slots=1, max_len=256)
+
+    async def main():
+        long = asyncio.ensure_future(engine.generate([1, 2, 3], Sampling(max_tokens=200,
+                                                                          temperature=0)))
+        await asyncio.sleep(0.05)
+        long.cancel()
+        return await asyncio.wait_for(engine.generate([4, 5, 6], GREEDY), 60)
+
+    try:
+        generation = asyncio.run(main())
+    finally:
+        engine.close()
+    assert len(generation.token_ids) >= 1
+
+
+def test_out_of_memory_ends_that_step_and_the_engine_serves_smaller_batches(
+        tiny_model_dir: Path) -> None:
+    engine = Engine(str(tiny_model_dir), slots=4, max_len=128)
+    forward = engine.local.model.forward
+    calls = {"n": 0}
+
+    def failing_once(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 6:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return forward(*args, **kwargs)
+
+    engine.local.model.forward = failing_once
+    try:
+        first = run(*(engine.generate([i + 1, 2, 3], GREEDY) for i in range(4)))
+        second = run(*(engine.generate([i + 1, 2, 3], GREEDY) for i in range(4)))
+    finally:
+        engine.close()
+    failed = [r for r in first if isinstance(r, EngineError)]
+    assert failed and "out of memory" in str(failed[0]) and "at most" in str(failed[0])
+    assert engine.max_running < 4
+    assert all(not isinstance(r, Exception) for r in second)
+
+
+def test_close_fails_what_is_left_and_refuses_more(tiny_model_dir: Path) -> None:
+    engine = Engine(str(tiny_model_dir), slots=1, max_len=512)
+    engine.close()
+    (result,) = run(engine.generate([1, 2, 3], GREEDY))
+    assert isinstance(result, EngineError) and "closed" in str(result)
