@@ -41,7 +41,7 @@ from agentgym.core.conversion import from_text
 from agentgym.core.env_kwargs import EnvKwargsError, check_env_kwargs
 from agentgym.core.errors import AgentGymError, PicklableException
 from agentgym.core.plugins import plugin_host
-from agentgym.core.policies import build_policy
+from agentgym.core.policies import ClosablePolicy, build_policy
 from agentgym.rollout.pipeline import MODES
 
 stderr = Console(stderr=True)
@@ -249,8 +249,8 @@ env_kwargs_option = click.option(
 
 #: How the built-in policies are written on the command line, in the order help shows them.
 POLICY_FORMS = {"oracle": "oracle", "noop": "noop", "wrong": "wrong[:K]",
-                "scripted": "scripted:FILE.json", "hf": "hf:PATH", "openai": "openai:URL",
-                "vllm": "vllm:MODEL"}
+                "scripted": "scripted:FILE.json", "hf": "hf:PATH",
+                "hf-static": "hf-static:PATH", "openai": "openai:URL", "vllm": "vllm:MODEL"}
 
 
 class PolicyOption(click.Option):
@@ -796,6 +796,45 @@ def view_command(targets: tuple[Path, ...], port: int, tokenizer: Path | None) -
                f" open {server.url}/ (Ctrl-C stops)")
     with contextlib.suppress(KeyboardInterrupt):
         server.serve()
+
+
+@main.command("serve")
+@click.argument("policy")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="The port on 127.0.0.1 (0: any free one).")
+@click.option("--name", default=None,
+              help="The model id /v1/models reports (default: the model folder, or the text"
+                   " after POLICY's colon).")
+@click.option("--tool-parser", type=click.Choice(["hermes", "xml"]), default="hermes",
+              show_default=True, help="How chat completions' tool calls are written.")
+def serve_command(policy: str, port: int, name: str | None, tool_parser: str) -> None:
+    """Serve a token-level POLICY (hf:PATH, vllm:MODEL, openai:URL) as an
+    OpenAI-compatible API on 127.0.0.1: /v1/models, /v1/completions and
+    /v1/chat/completions (tools, log-probs, and vLLM's return_token_ids). Stop with
+    Ctrl-C."""
+    from agentgym.core.policies import policy_level
+    from agentgym.core.serving import LocalServer, ServerStartError
+    from agentgym.rollout.serve import openai_app
+
+    built = build_policy(policy)
+    if policy_level(built) != "token":
+        raise InvalidOption("POLICY", f"{policy!r} is a text-level policy; serve samples"
+                            " tokens: give hf:PATH, vllm:MODEL or openai:URL")
+    if name is None:
+        argument = policy.split(":", 1)[1] if ":" in policy else policy
+        name = str(Path(argument).resolve()) if Path(argument).is_dir() else argument
+    try:
+        server = LocalServer(openai_app(built, name, tool_parser), port=port,
+                             name="agentgym-serve")
+    except ServerStartError as busy:
+        raise InvalidOption("--port", str(busy)) from None
+    click.echo(f"serving {policy} as {name!r} at {server.url}/v1 (Ctrl-C stops)")
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            server.serve()
+    finally:
+        if isinstance(built, ClosablePolicy):
+            built.close()
 
 
 # ---- plugin -------------------------------------------------------------------------------

@@ -143,7 +143,7 @@ def tokenize_conversation(
         TemplateError: the chat template cannot be used token-in/token-out.
     """
     chat = ChatTokens(tokenizer, tools)
-    messages = [_with_decoded_arguments(m) for m in messages]
+    messages = [with_decoded_arguments(m) for m in messages]
     turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
     if not turns:
         raise InvalidArgumentError(
@@ -166,7 +166,7 @@ def tokenize_conversation(
     return prompt_ids, completion, mask
 
 
-def _with_decoded_arguments(message: Message) -> Message:
+def with_decoded_arguments(message: Message) -> Message:
     """A copy of ``message`` whose tool-call arguments are objects, not JSON strings."""
     calls = message.get("tool_calls")
     if not calls:

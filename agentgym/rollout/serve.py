@@ -1,0 +1,220 @@
+"""``agentgym serve POLICY``: any token policy behind an OpenAI-compatible HTTP API.
+
+A Starlette app (run by :class:`~agentgym.core.serving.LocalServer`, loopback only) with
+
+* ``GET /v1/models``: the one model served; its id is the model's folder when the policy
+  has one (``hf:PATH``), so a client can load the tokenizer from it (the ``openai:``
+  policy does);
+* ``POST /v1/completions``: a prompt as text or token ids;
+* ``POST /v1/chat/completions``: messages and ``tools``, rendered with the tokenizer's
+  chat template; the completion's tool calls are parsed (``hermes`` ``<tool_call>``
+  blocks by default, the format of the Qwen and SmolLM templates) into the message's
+  ``tool_calls``, with ``finish_reason="tool_calls"``.
+
+Both take ``max_tokens`` (or ``max_completion_tokens``), ``temperature``, ``top_p``,
+``seed`` and ``logprobs``, and vLLM's extensions, the field's convention for token-exact
+clients: ``return_token_ids`` adds ``prompt_token_ids`` and ``token_ids`` to each choice
+(and ``prompt_token_ids`` to a chat response), ``return_tokens_as_token_ids`` writes each
+logprob's token as ``"token_id:ID"``, ``skip_special_tokens`` (default true) says whether
+the text keeps special tokens. One choice per request (``n=1``), no streaming: such a
+request gets HTTP 400 saying so, as does any request the policy refuses (a prompt too long,
+a token outside the vocabulary). Errors are OpenAI's ``{"error": {...}}`` bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from agentgym.core.errors import AgentGymError, InvalidArgumentError
+from agentgym.core.parsers import HermesParser, ToolCallParser, XMLParser
+from agentgym.core.policies import Generation, Sampling, TokenPolicy
+from agentgym.rollout.chat import with_decoded_arguments
+
+__all__ = ["PARSERS", "openai_app"]
+
+#: Tool-call formats a chat completion is parsed with (``--tool-parser``).
+PARSERS: dict[str, type[ToolCallParser]] = {"hermes": HermesParser, "xml": XMLParser}
+_PREFIX = "token_id:"
+
+
+class BadRequest(AgentGymError):
+    """A request the server cannot serve (HTTP 400)."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
+def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes") -> Any:
+    """The Starlette app serving ``policy`` as ``model_name``."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    if tool_parser not in PARSERS:
+        raise InvalidArgumentError(f"tool_parser={tool_parser!r}: use one of"
+                                   f" {', '.join(PARSERS)}")
+    parser = PARSERS[tool_parser]()
+    tokenizer = policy.tokenizer
+
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [
+            {"id": model_name, "object": "model", "owned_by": "agentgym", "root": model_name,
+             "created": 0}]})
+
+    async def completions(request: Request) -> JSONResponse:
+        return await _answer(request, complete)
+
+    async def chat_completions(request: Request) -> JSONResponse:
+        return await _answer(request, chat)
+
+    async def complete(body: dict[str, Any]) -> dict[str, Any]:
+        prompt = body.get("prompt")
+        if isinstance(prompt, str):
+            prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            prompt_ids = list(prompt)
+        elif (isinstance(prompt, list) and len(prompt) == 1
+              and isinstance(prompt[0], (str, list))):
+            return await complete({**body, "prompt": prompt[0]})
+        else:
+            raise BadRequest("prompt must be a string or a list of token ids", "prompt")
+        generation = await _generate(policy, prompt_ids, body)
+        choice: dict[str, Any] = {"index": 0, "text": _text(tokenizer, generation, body),
+                                  "finish_reason": generation.finish_reason,
+                                  "logprobs": None}
+        if body.get("logprobs") is not None:
+            tokens = _token_texts(tokenizer, generation.token_ids, body)
+            choice["logprobs"] = {"tokens": tokens, "token_logprobs": generation.logprobs,
+                                  "top_logprobs": None, "text_offset": None}
+        if body.get("return_token_ids"):
+            choice.update(prompt_token_ids=prompt_ids, token_ids=generation.token_ids)
+        return _response("text_completion", "cmpl", model_name, choice, prompt_ids,
+                         generation)
+
+    async def chat(body: dict[str, Any]) -> dict[str, Any]:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise BadRequest("messages must be a non-empty list of chat messages",
+                             "messages")
+        tools = body.get("tools") or None
+        if body.get("tool_choice") == "none":
+            tools = None
+        try:
+            prompt_ids = tokenizer.apply_chat_template(
+                [with_decoded_arguments(m) for m in messages], tools=tools,
+                add_generation_prompt=True, tokenize=True, return_dict=False)
+        except Exception as e:  # a template that cannot render these messages
+            raise BadRequest(f"the chat template cannot render these messages: {e}",
+                             "messages") from None
+        generation = await _generate(policy, list(prompt_ids), body)
+        text = tokenizer.decode(_without_stop(generation), skip_special_tokens=False)
+        turn = parser.parse(text) if tools else None
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        finish = generation.finish_reason
+        if turn is not None and turn.tool_calls:
+            message = {"role": "assistant", "content": turn.content.strip() or None,
+                       "tool_calls": [_openai_call(call) for call in turn.tool_calls]}
+            finish = "tool_calls"
+        if body.get("skip_special_tokens", True) and isinstance(message["content"], str):
+            message["content"] = tokenizer.decode(
+                tokenizer.encode(message["content"], add_special_tokens=False),
+                skip_special_tokens=True)
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish,
+                                  "logprobs": None}
+        if body.get("logprobs"):
+            tokens = _token_texts(tokenizer, generation.token_ids, body)
+            choice["logprobs"] = {"content": [
+                {"token": token, "logprob": logprob, "bytes": list(token.encode()),
+                 "top_logprobs": []}
+                for token, logprob in zip(tokens, generation.logprobs or [], strict=False)]}
+        if body.get("return_token_ids"):
+            choice.update(prompt_token_ids=list(prompt_ids), token_ids=generation.token_ids)
+        response = _response("chat.completion", "chatcmpl", model_name, choice,
+                              list(prompt_ids), generation)
+        if body.get("return_token_ids"):
+            response["prompt_token_ids"] = list(prompt_ids)
+        return response
+
+    return Starlette(routes=[
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    ])
+
+
+async def _answer(request: Any, handle: Any) -> Any:
+    from starlette.responses import JSONResponse
+
+    try:
+        body = json.loads(await request.body())
+        if not isinstance(body, dict):
+            raise BadRequest("the request body must be a JSON object")
+        if body.get("stream"):
+            raise BadRequest("streaming is not supported: send stream=false", "stream")
+        if body.get("n", 1) != 1:
+            raise BadRequest("one choice per request: send n=1", "n")
+        return JSONResponse(await handle(body))
+    except json.JSONDecodeError as e:
+        return _error(400, f"the request body is not JSON: {e}", None)
+    except BadRequest as e:
+        return _error(400, str(e), e.param)
+    except InvalidArgumentError as e:  # what the policy refused: this request alone
+        return _error(400, str(e), None)
+    except AgentGymError as e:
+        return _error(503, f"{type(e).__name__}: {e}", None, "server_error")
+
+
+def _error(status: int, message: str, param: str | None,
+           kind: str = "invalid_request_error") -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": {"message": message, "type": kind, "param": param,
+                                   "code": None}}, status_code=status)
+
+
+async def _generate(policy: TokenPolicy, prompt_ids: list[int],
+                    body: dict[str, Any]) -> Generation:
+    budget = body.get("max_completion_tokens", body.get("max_tokens"))
+    try:
+        sampling = Sampling(max_tokens=int(budget) if budget is not None else 256,
+                            temperature=float(body.get("temperature", 1.0)),
+                            top_p=float(body.get("top_p", 1.0)),
+                            seed=None if body.get("seed") is None else int(body["seed"]))
+    except (TypeError, ValueError) as e:
+        raise BadRequest(f"bad sampling parameters: {e}") from None
+    return await policy.generate(prompt_ids, sampling)
+
+
+def _without_stop(generation: Generation) -> list[int]:
+    ids = generation.token_ids
+    return ids[:-1] if generation.finish_reason == "stop" and ids else ids
+
+
+def _text(tokenizer: Any, generation: Generation, body: dict[str, Any]) -> str:
+    return tokenizer.decode(_without_stop(generation),
+                            skip_special_tokens=bool(body.get("skip_special_tokens", True)))
+
+
+def _token_texts(tokenizer: Any, ids: list[int], body: dict[str, Any]) -> list[str]:
+    if body.get("return_tokens_as_token_ids"):
+        return [f"{_PREFIX}{i}" for i in ids]
+    return [tokenizer.decode([i], skip_special_tokens=False) for i in ids]
+
+
+def _openai_call(call: Any) -> dict[str, Any]:
+    return {"id": call.id or f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+
+
+def _response(kind: str, prefix: str, model: str, choice: dict[str, Any],
+              prompt_ids: list[int], generation: Generation) -> dict[str, Any]:
+    return {"id": f"{prefix}-{uuid.uuid4().hex}", "object": kind, "created": int(time.time()),
+            "model": model, "choices": [choice],
+            "usage": {"prompt_tokens": len(prompt_ids),
+                      "completion_tokens": len(generation.token_ids),
+                      "total_tokens": len(prompt_ids) + len(generation.token_ids)}}
