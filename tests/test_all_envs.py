@@ -16,6 +16,8 @@ from agentgym.testing import check_env
 
 #: Envs whose default tasks are built on first use (minutes; cached after).
 BUILT_ON_FIRST_USE = {"swe-synth"}
+#: Plugins whose check_env opens many browser pages (10-20 s an env).
+MANY_PAGES = {"web"}
 
 
 def checked_ids() -> list:
@@ -23,7 +25,8 @@ def checked_ids() -> list:
     envs = plugin_host().entries("envs")
     return [pytest.param(i, marks=[
                 *([pytest.mark.browser] if envs[i].plugin == "web" else []),
-                *([pytest.mark.slow] if i in BUILT_ON_FIRST_USE else [])])
+                *([pytest.mark.slow] if i in BUILT_ON_FIRST_USE
+                  or envs[i].plugin in MANY_PAGES else [])])
             for i in sorted(envs) if not i.startswith("miniwob-")]
 
 

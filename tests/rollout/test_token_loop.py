@@ -147,6 +147,7 @@ def test_templates_that_rewrite_history_are_refused(tiny_model_dir):
         ChatTokens(tokenizer)
 
 
+@pytest.mark.slow
 def test_eval_with_the_tiny_model_on_cpu(tiny_model_dir, agentgym_cli):
     out = subprocess.run(
         [agentgym_cli, "eval", "calculator", "--policy", f"hf:{tiny_model_dir}", "-n", "8",

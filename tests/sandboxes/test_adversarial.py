@@ -185,6 +185,7 @@ def test_commands_that_never_end_time_out(make_sandbox, run):
     assert run(box.exec("pwd")).output == "/tmp\n"
 
 
+@pytest.mark.slow
 def test_the_rest_of_a_command_does_not_run_after_its_timeout(make_sandbox, run):
     box = make_sandbox()
     run(box.exec("cd /tmp && export KEEP=1"))

@@ -98,6 +98,7 @@ def half_right_checkpoint(tiny_model_dir: Path, tmp_path_factory: pytest.TempPat
     return out / "final"
 
 
+@pytest.mark.slow
 def test_grpo_raises_the_reward_of_a_half_right_policy(half_right_checkpoint: Path,
                                                        tmp_path: Path) -> None:
     from transformers import TrainerCallback

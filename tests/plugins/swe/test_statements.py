@@ -258,6 +258,7 @@ def test_the_cli_writes_statements_without_test_ids(scales_tasks, scales_standin
     assert bad.exit_code != 0 and "nope" in bad.output
 
 
+@pytest.mark.slow
 def test_a_tiny_token_model_writes_through_its_chat_template(scales_tasks, scales_standin,
                                                              tmp_path_factory) -> None:
     """The token path end to end: the prompt rendered with the tokenizer's chat template,

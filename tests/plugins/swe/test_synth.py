@@ -129,6 +129,7 @@ def tasks(fresh_task_cache) -> tuple[list[dict], Path]:
     return synthesize(PACKAGE, VERSION, 2, seed=0, progress=False, cache=cache), cache
 
 
+@pytest.mark.slow
 def test_tasks_have_the_instance_schema_and_are_validated(tasks) -> None:
     made, _ = tasks
     assert len(made) == 2

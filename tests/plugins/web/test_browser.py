@@ -100,6 +100,7 @@ def test_failed_actions_are_error_messages_with_the_page(notes) -> None:
     assert "'red', 'green', 'blue'" in purple
 
 
+@pytest.mark.slow
 def test_tabs_and_history(notes) -> None:
     messages, _ = notes.reset(seed=0, options={"task_id": "notes-count"})
     page = messages[-1]["content"]
@@ -183,6 +184,7 @@ def test_requests_off_this_machine_are_blocked_and_reported(notes) -> None:
         == "reached 200"
 
 
+@pytest.mark.slow
 def test_oracle_replays_authored_solutions(notes_tasks, tmp_path) -> None:
     rows = json.loads(notes_tasks.read_text())
     env = SiteEnv(NOTES, tasks=notes_tasks)
@@ -250,6 +252,7 @@ def test_a_hung_page_is_stopped_and_ends_its_episode(notes_tasks) -> None:
     assert "did not answer" in trajectories[0].error
 
 
+@pytest.mark.slow
 def test_a_slow_page_load_does_not_fail_the_click(notes_tasks) -> None:
     """The click's own bound covers finding and clicking the element (5 s); the page it
     opens takes 6 s, and the observation is of that page once loaded. With a bound

@@ -124,6 +124,7 @@ def test_same_task_same_first_observation() -> None:
     assert goal and any(n.role == "cell" and n.bid for n in nodes)
 
 
+@pytest.mark.slow
 def test_time_driven_pages_replay_exactly_on_virtual_time() -> None:
     """Stock prices move on a timer and the terminal's caret blinks: on virtual time a seed
     and the same actions give the same pages, however much real time passes between them,

@@ -154,6 +154,7 @@ def test_verified_evaluators_grade_episodes(stand_in) -> None:
         env.close()
 
 
+@pytest.mark.slow
 def test_check_env(stand_in) -> None:
     url, tasks = stand_in
     host = urllib.parse.urlsplit(url)
@@ -161,6 +162,7 @@ def test_check_env(stand_in) -> None:
     check_env(agentgym.make("webarena", tasks=str(tasks), base_urls={"shopping": url}))
 
 
+@pytest.mark.slow
 def test_probes_are_not_paid_on_the_stand_in(stand_in) -> None:
     """The web probes that apply (reach: the base URL's origin is the only one open) on
     the stand-in's tasks, as `agentgym validate webarena` plays them offline."""
