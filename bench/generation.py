@@ -19,8 +19,9 @@ produces the same tokens and does the same work). Paths:
 
 Measured per path and ``C``: tokens/s (completion tokens of all requests over the wall
 time) and ms per decode step (wall time over the forward passes that decode one token per
-row, prefill included in the wall time). ``--multi-turn N`` adds a row: ``N`` episodes of
-bench/pipeline.py's env through the real rollout pipeline with each policy.
+row, prefill included in the wall time). The multi-turn row (``--multi-turn N``, default
+64; 0 skips it): ``N`` episodes of bench/pipeline.py's env (real sandboxes and tools,
+several turns whose prompts grow) through the real rollout pipeline with each policy.
 
 The default model is the tiny local one (``agentgym.testing.build_tiny_model``), so the
 CPU numbers measure the host side (scheduling, Python per step), which is what continuous
@@ -136,6 +137,35 @@ def _generate_turn(model: Any, pad: int, batch: list[tuple[list[int], int]],
     return sum(min(b, out.shape[1] - width) for _, b in batch)
 
 
+def run_multi_turn(policy: Any, episodes: int, concurrency: int) -> dict[str, float]:
+    """``episodes`` episodes of bench/pipeline.py's env (real local sandboxes over a copy
+    of click, a real tool command per turn, no remote latency) through the rollout
+    pipeline, greedy, so both policies play the same turns."""
+    import click as click_package
+    import pipeline as pipeline_bench
+
+    from agentgym.core.policies import Sampling
+    from agentgym.rollout.evaluate import rollout
+    from agentgym.rollout.loop import RolloutConfig
+    from agentgym.rollout.pipeline import PipelineConfig
+
+    constants = pipeline_bench.Constants(episodes=episodes, concurrency=concurrency,
+                                         remote_latency_s=0.0)
+    constants.template = pipeline_bench._copy_repo(Path(click_package.__file__).parent)
+    config = RolloutConfig(Sampling(max_tokens=constants.tokens_max, temperature=0), seed=0)
+    with DecodeCounter(policy.model) as counter:
+        start = time.perf_counter()
+        trajectories = asyncio.run(rollout(
+            "bench-sandbox", policy, episodes,
+            make_env=lambda: pipeline_bench.SandboxedBenchEnv(constants),
+            pipeline=PipelineConfig(mode="pipeline", concurrency=concurrency), config=config))
+        seconds = time.perf_counter() - start
+    tokens = sum(sum(t.loss_mask) for t in trajectories)
+    return {**measured(tokens, seconds, counter.steps),
+            "turns_per_episode": sum(t.turns for t in trajectories) / len(trajectories),
+            "errors": sum(t.error is not None for t in trajectories)}
+
+
 def measured(tokens: int, seconds: float, steps: int) -> dict[str, float]:
     return {"tokens_per_s": tokens / seconds, "ms_per_step": 1000 * seconds / max(steps, 1),
             "seconds": seconds, "tokens": tokens}
@@ -153,6 +183,9 @@ def main() -> None:
     parser.add_argument("--max-prompt", type=int, default=256)
     parser.add_argument("--max-new", type=int, default=256)
     parser.add_argument("--paths", default="loop,engine,generate")
+    parser.add_argument("--multi-turn", type=int, default=64,
+                        help="episodes of the multi-turn row (0 skips it)")
+    parser.add_argument("--multi-turn-concurrency", type=int, default=16)
     parser.add_argument("--torch-threads", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
@@ -160,6 +193,7 @@ def main() -> None:
     import torch
 
     from agentgym.rollout.engine import Engine
+    from agentgym.rollout.loop import RolloutConfig
     from agentgym.rollout.policies.hf import HFPolicy
     from agentgym.testing import build_tiny_model
 
@@ -193,6 +227,22 @@ def main() -> None:
             if "loop" in paths and "engine" in paths:
                 results[f"engine_over_loop_{row}"] = (results[f"engine_{row}_tokens_per_s"]
                                                       / results[f"loop_{row}_tokens_per_s"])
+    if args.multi_turn:
+        print(f"multi-turn: {args.multi_turn} episodes ...", file=sys.stderr)
+        loop = HFPolicy(model_dir, device=args.device, max_batch_size=args.multi_turn_concurrency)
+        engine = Engine(loop.model, tokenizer=loop.tokenizer, slots=args.multi_turn_concurrency,
+                        max_len=RolloutConfig().max_total_tokens + 1)
+        try:
+            for name, policy in (("loop", loop), ("engine", engine)):
+                if name in paths:
+                    for key, value in run_multi_turn(policy, args.multi_turn,
+                                                     args.multi_turn_concurrency).items():
+                        results[f"{name}_multi_turn_{key}"] = value
+        finally:
+            engine.close()
+        if "loop" in paths and "engine" in paths:
+            results["engine_over_loop_multi_turn"] = (
+                results["engine_multi_turn_tokens_per_s"] / results["loop_multi_turn_tokens_per_s"])
     print_results(results, args.json, width=44)
 
 

@@ -110,7 +110,7 @@ class Engine(TokenPolicy):
 
     def __init__(self, model_or_path: Any, tokenizer: Any = None, device: Any = None,
                  dtype: Any = None, slots: int = 32, max_len: int | None = None,
-                 prefill_chunk: int = 512, stop_token_ids: Iterable[int] | None = None):
+                 prefill_chunk: int = 2048, stop_token_ids: Iterable[int] | None = None):
         if slots < 1:
             raise InvalidArgumentError(f"slots={slots} must be >= 1")
         if prefill_chunk < 1:
@@ -243,9 +243,28 @@ class Engine(TokenPolicy):
         self._drop_cancelled()
         self._admit()
         self._prefill()
+        self._compact()
         decoding = [r for r in self._running if r is not None and r.tokens]
         if decoding:
             self._decode(decoding)
+
+    def _compact(self) -> None:
+        """Move running requests from the highest slots into free lower ones (copying
+        their KV), so that a decode step's rows are the first slots, with no idle slot
+        among them to compute for nothing. The old slot keeps its copy for prefix reuse."""
+        assert self._cache is not None or not any(self._running)
+        while True:
+            free = next((s for s, r in enumerate(self._running) if r is None), None)
+            top = next((s for s in range(self.slots - 1, -1, -1)
+                        if self._running[s] is not None), None)
+            if free is None or top is None or free > top:
+                return
+            request = self._running[top]
+            assert request is not None and self._cache is not None
+            self._cache.copy_slot(top, free, len(self._held[top]))
+            self._held[free] = list(self._held[top])
+            self._running[free], self._running[top] = request, None
+            request.slot = free
 
     def _drop_cancelled(self) -> None:
         for slot, request in enumerate(self._running):

@@ -85,3 +85,9 @@ class SlotCache:
 
     def __len__(self) -> int:
         return self.layers
+
+    def copy_slot(self, source: int, target: int, length: int) -> None:
+        """Copy the first ``length`` positions of slot ``source`` into slot ``target``."""
+        for tensors in (self.keys, self.values):
+            for layer in tensors:
+                layer[target, :, :length] = layer[source, :, :length]
