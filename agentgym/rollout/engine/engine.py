@@ -252,7 +252,6 @@ class Engine(TokenPolicy):
         """Move running requests from the highest slots into free lower ones (copying
         their KV), so that a decode step's rows are the first slots, with no idle slot
         among them to compute for nothing. The old slot keeps its copy for prefix reuse."""
-        assert self._cache is not None or not any(self._running)
         while True:
             free = next((s for s, r in enumerate(self._running) if r is None), None)
             top = next((s for s in range(self.slots - 1, -1, -1)
