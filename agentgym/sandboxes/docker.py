@@ -321,7 +321,8 @@ class DockerSandbox(Sandbox):
                 if code != 0:
                     raise SandboxError(f"workdir {workdir!r} of image {image!r} could not be"
                                        f" handed to the sandbox user (exit {code}):"
-                                       f" {(out + err).decode(errors='replace')[-500:]}")
+                                       f" {(out + err).decode(errors='replace')[-500:]}"
+                                       f"{_state_of(client, container.id)}")
             control = _Shell(client.api, container.id)
             control.start(workdir)
             if template is not None:
@@ -677,8 +678,10 @@ def gc(everything: bool = False) -> int:
     client = _client()
     removed = 0
     host = socket.gethostname()
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
-        labels = container.labels or {}
+    # The low-level listing carries the labels: no inspect per container, which would race
+    # with containers that other processes remove meanwhile.
+    for container in client.api.containers(all=True, filters={"label": f"{LABEL}=1"}):
+        labels = container.get("Labels") or {}
         if not everything:
             if labels.get(OWNER_HOST_LABEL, host) != host:
                 continue  # another machine's process: its liveness is unknown here
@@ -686,10 +689,10 @@ def gc(everything: bool = False) -> int:
             if process_alive(pid, labels.get(OWNER_START_LABEL)):
                 continue
         try:
-            container.remove(force=True)
+            client.api.remove_container(container["Id"], force=True)
             removed += 1
         except docker.errors.NotFound:
-            continue
+            continue  # removed meanwhile by its owner
     return removed
 
 
@@ -923,6 +926,20 @@ class _Runner:
                 future.set_result(function(*args))
             except BaseException as error:
                 future.set_exception(error)
+
+
+def _state_of(client: Any, container_id: str) -> str:
+    """What the engine says of a container that failed us (stopped, killed for memory...),
+    for the error, or nothing if it cannot say."""
+    try:
+        state = client.api.inspect_container(container_id)["State"]
+    except Exception:
+        return ""
+    if state.get("Running"):
+        return ""
+    return (f"; the container is {state.get('Status')} (exit code {state.get('ExitCode')},"
+            f" killed for memory: {state.get('OOMKilled')}"
+            f"{', ' + state['Error'] if state.get('Error') else ''})")
 
 
 def _owner_labels() -> dict[str, str]:

@@ -358,6 +358,16 @@ def test_a_container_killed_underneath_raises(box):
         run(box.exec("true"))
 
 
+def test_a_stopped_container_is_described_in_errors(engine, box):
+    from agentgym.sandboxes.docker import _state_of
+
+    assert _state_of(engine, box.container.id) == ""  # running: nothing to add
+    box.container.kill()
+    box.container.wait(timeout=30)
+    assert "the container is exited (exit code 137, killed for memory: False" in _state_of(
+        engine, box.container.id)
+
+
 def test_a_container_removed_underneath_raises(box):
     box.container.remove(force=True)
     with pytest.raises(SandboxError, match="removed"):
