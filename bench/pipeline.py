@@ -115,7 +115,8 @@ class SimulatedGPU:
         self.base_s, self.per_seq_s, self.cap = base_s, per_seq_s, cap
         self.waiting: list[tuple[int, asyncio.Future]] = []
         self.active: list[list[Any]] = []
-        self.busy_s = 0.0
+        self.busy_s = 0.0  # closed busy periods; busy_seconds() adds the open one
+        self.busy_since: float | None = None
         self.tokens = self.steps = 0
         self._wake: asyncio.Event | None = None
         self._clock: float | None = None
@@ -131,21 +132,25 @@ class SimulatedGPU:
         self._wake.set()
         await future
 
+    def busy_seconds(self) -> float:
+        """Seconds with at least one sequence decoding, up to now."""
+        since = self.busy_since
+        return self.busy_s + (time.perf_counter() - since if since is not None else 0.0)
+
     async def _engine(self) -> None:
-        busy_since: float | None = None
         while True:
             while self.waiting and len(self.active) < self.cap:
                 tokens, future = self.waiting.pop(0)
                 self.active.append([tokens, future])
             if not self.active:
-                if busy_since is not None:
-                    self.busy_s += time.perf_counter() - busy_since
-                    busy_since = self._clock = None
+                if self.busy_since is not None:
+                    self.busy_s += time.perf_counter() - self.busy_since
+                    self.busy_since = self._clock = None
                 self._wake.clear()
                 await self._wake.wait()
                 continue
             now = time.perf_counter()
-            busy_since = now if busy_since is None else busy_since
+            self.busy_since = now if self.busy_since is None else self.busy_since
             # Steps run back to back on a nominal clock, so event-loop lateness in one step
             # is made up in the next instead of accumulating (a GPU does not drift).
             duration = self.base_s + self.per_seq_s * len(self.active)
@@ -161,8 +166,9 @@ class SimulatedGPU:
                 sequence[1].set_result(None)
 
     def stop(self) -> None:
+        """Stop decoding (from any thread)."""
         if self._task:
-            self._task.cancel()
+            self._task.get_loop().call_soon_threadsafe(self._task.cancel)
 
 
 class SimulatedPolicy:

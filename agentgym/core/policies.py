@@ -133,12 +133,17 @@ class Generation:
             (same length as ``token_ids``), or None when the backend cannot say.
         finish_reason: ``"stop"`` (an end-of-turn token was sampled) or ``"length"``.
         metrics: backend-specific numbers about this request (free-form).
+        versions: the version of the weights that sampled each token (same length as
+            ``token_ids``; a backend whose weights change while it decodes, such as the
+            engine during asynchronous training, counts their updates), or None when the
+            backend does not track them.
     """
 
     token_ids: list[int]
     logprobs: list[float] | None
     finish_reason: str
     metrics: dict[str, Any] = field(default_factory=dict)
+    versions: list[int] | None = None
 
 
 @runtime_checkable

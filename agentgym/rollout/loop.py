@@ -124,7 +124,7 @@ class EpisodeRunner:
         #: messages, is no longer shown to the policy.
         self.context_start = 0
         self.over = False
-        self.logprobs_known = True
+        self.logprobs_known = self.versions_known = True
         self.started = 0.0
         self.failed = False
 
@@ -213,6 +213,8 @@ class EpisodeRunner:
         record.finish_reason = record.finish_reason or ""
         if not self.logprobs_known:
             record.logprobs = []
+        if not self.versions_known:
+            record.versions = []
 
     # ---- internals ----------------------------------------------------------------------
 
@@ -290,7 +292,8 @@ class EpisodeRunner:
         turn_sampling = Sampling(min(sampling.max_tokens, budget), sampling.temperature,
                                  sampling.top_p, sampling.seed)
         generation = await cast(TokenPolicy, self.policy).generate(list(self.ids), turn_sampling)
-        self._append(generation.token_ids, model=True, logprobs=generation.logprobs)
+        self._append(generation.token_ids, model=True, logprobs=generation.logprobs,
+                     versions=generation.versions)
         if generation.finish_reason != "stop":
             # The template closes every assistant turn with its end-of-turn token; the model
             # did not sample it, so the environment writes it (mask 0).
@@ -315,15 +318,18 @@ class EpisodeRunner:
                 " episode with max_total_tokens, or play a text-level policy")
         self.context_start = start
 
-    def _append(self, token_ids: list[int], model: bool,
-                logprobs: list[float] | None = None) -> None:
+    def _append(self, token_ids: list[int], model: bool, logprobs: list[float] | None = None,
+                versions: list[int] | None = None) -> None:
         record = self.record
         self.ids += token_ids
         record.completion_ids += token_ids
         record.loss_mask += [int(model)] * len(token_ids)
         if model and logprobs is None:
             self.logprobs_known = False
+        if model and versions is None:
+            self.versions_known = False
         record.logprobs += list(logprobs) if model and logprobs else [0.0] * len(token_ids)
+        record.versions += list(versions) if model and versions else [-1] * len(token_ids)
 
     def _fail(self, error: BaseException) -> None:
         self.failed = True

@@ -19,6 +19,10 @@ same *generation concurrency* C (episodes in their run stage at once):
   other episodes' generation. Live sandboxes never exceed ``max_live_sandboxes`` (2C by
   default).
 
+A run can also be open-ended (:meth:`RolloutPipeline.stream`): jobs arrive through a
+:class:`JobFeed` while earlier ones play, and each trajectory is handed over as it
+finishes (the asynchronous GRPO producer, :mod:`agentgym.trainers.async_grpo`).
+
 Episodes can also be *prepared* ahead of a run (:meth:`RolloutPipeline.prepare`): their envs
 reset and their sandboxes start while the caller does other work (a trainer's optimizer
 step); :meth:`RolloutPipeline.run` then plays a prepared episode for a matching job.
@@ -137,6 +141,33 @@ _TICK_S = 0.05  # the scheduler looks at its estimates at least this often
 @dataclass
 class _Hold:
     runner: EpisodeRunner | None = None
+
+
+class JobFeed:
+    """Jobs handed to a running :meth:`RolloutPipeline.stream` as they come. Use it on the
+    pipeline's event loop; :meth:`close` says no more will come (the stream then ends once
+    the jobs handed over are played)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self._jobs: deque[Job] = deque()
+        self._wake: Callable[[], None] = lambda: None
+
+    def put(self, jobs: Iterable[Job]) -> None:
+        if self.closed:
+            raise AgentGymError("this job feed is closed: no job can be added to it")
+        self._jobs.extend(jobs)
+        self._wake()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    def take(self) -> list[Job]:
+        """The jobs handed over since the last call (the scheduler's side)."""
+        jobs = list(self._jobs)
+        self._jobs.clear()
+        return jobs
 
 
 class RolloutPipeline:
@@ -296,9 +327,13 @@ class RolloutPipeline:
                              setup_timeout_s=self.config.setup_timeout_s, attempt=attempt,
                              group=group)
 
-    def _finish(self, runner: EpisodeRunner, results: list[Trajectory]) -> None:
+    def _finish(self, runner: EpisodeRunner, results: list[Trajectory] | Callable[
+            [Trajectory], None]) -> None:
         trajectory = runner.trajectory()
-        results.append(trajectory)
+        if callable(results):  # a stream's consumer
+            results(trajectory)
+        else:
+            results.append(trajectory)
         self._count("done", +1)
         if self.on_done:
             self.on_done(trajectory)
@@ -318,6 +353,19 @@ class RolloutPipeline:
         if self.config.raise_on_error and any(t.error for t in results):
             raise RolloutError(results)
         return results
+
+    async def stream(self, feed: JobFeed, on_done: Callable[[Trajectory], None]) -> None:
+        """Play jobs as ``feed`` hands them over (``pipeline`` mode's scheduling), each
+        trajectory to ``on_done`` the moment it is complete, until the feed is closed and
+        every job handed over is played. Cancel it to stop at once: episodes in flight
+        are cancelled."""
+        if self.config.mode != "pipeline":
+            raise AgentGymError(f"a stream is scheduled as the pipeline mode is, not"
+                                f" {self.config.mode!r}: use PipelineConfig(mode='pipeline')")
+        self.stats = self.stages.stats = PipelineStats()
+        grading = self.config.grade_concurrency
+        self._grading = asyncio.Semaphore(grading) if grading else None
+        await self._pipeline([], on_done, feed)
 
     @contextlib.asynccontextmanager
     async def _grade_slot(self, runner: EpisodeRunner) -> AsyncIterator[None]:
@@ -394,14 +442,29 @@ class RolloutPipeline:
 
         await asyncio.gather(*(episode(key, job) for key, job in enumerate(jobs)))
 
-    async def _pipeline(self, jobs: list[Job], results: list[Trajectory]) -> None:
+    async def _pipeline(self, jobs: list[Job], results: list[Trajectory] | Callable[
+            [Trajectory], None], feed: JobFeed | None = None) -> None:
         """Admission forecast from measured stage times, closest-to-done-first generation
-        (see :mod:`agentgym.rollout.scheduler`)."""
+        (see :mod:`agentgym.rollout.scheduler`); with ``feed``, more jobs may come until it
+        is closed (no endgame until then: the last episodes are not known)."""
         config = self.config
         gate = GenerationGate(config.concurrency)
         admission = Admission(config.concurrency, config.prefetch)
         changed = asyncio.Event()
         queue = deque(enumerate(jobs))
+        numbered = len(jobs)
+        if feed is not None:
+            feed._wake = changed.set
+
+        def open_ended() -> bool:
+            """Whether jobs may still come (and take the ones that came)."""
+            nonlocal numbered
+            if feed is None:
+                return False
+            for job in feed.take():
+                queue.append((numbered, job))
+                numbered += 1
+            return not feed.closed
         live = 0
         starting: set[int] = set()  # admitted, first step not yet played
         playing: dict[int, EpisodeRunner] = {}  # running turns
@@ -455,12 +518,12 @@ class RolloutPipeline:
             changed.set()
 
         try:
-            while queue or tasks:
+            while (more := open_ended()) or queue or tasks:
                 now = time.perf_counter()
                 played = [r.record.turns for r in playing.values()]
-                endgame = config.prefetch is None and admission.endgame(
+                endgame = not more and config.prefetch is None and admission.endgame(
                     now, len(queue), played + [0] * len(starting))
-                if endgame or not queue:
+                if endgame or not (queue or more):
                     gate.drain()
                 while queue and live < config.live_cap and (
                         endgame or admission.to_admit(now, len(starting), played) > 0):
@@ -473,13 +536,20 @@ class RolloutPipeline:
                 if not ended:
                     changed.clear()
                     # Estimates move while setups run: look again soon even without news.
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(changed.wait(), _TICK_S)
+                    # (asyncio.wait, not wait_for: Python 3.11's wait_for can swallow a
+                    # cancellation that lands as the event is set, and the run would go on.)
+                    news = asyncio.ensure_future(changed.wait())
+                    try:
+                        await asyncio.wait({news}, timeout=_TICK_S)
+                    finally:
+                        news.cancel()
                 while ended:
                     task = ended.pop()
                     tasks.discard(task)
                     task.result()  # an error of the scheduler itself, not an episode's
         finally:
+            if feed is not None:
+                feed._wake = lambda: None
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

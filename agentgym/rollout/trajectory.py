@@ -55,6 +55,9 @@ class Trajectory:
     completion_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
+    #: The weights' version that sampled each completion token (-1: the env wrote it);
+    #: empty when the policy does not say (:attr:`Generation.versions`).
+    versions: list[int] = field(default_factory=list)
     reward: float = 0.0
     finish_reason: str = ""
     turns: int = 0
@@ -114,7 +117,8 @@ def trajectory_features() -> Any:
     return Features({
         "env": Value("string"), "task_id": Value("string"), "episode": Value("int64"),
         "policy": Value("string"), "prompt_ids": ids, "completion_ids": ids,
-        "logprobs": List(Value("float64")), "loss_mask": ids, "reward": Value("float64"),
+        "logprobs": List(Value("float64")), "loss_mask": ids, "versions": ids,
+        "reward": Value("float64"),
         "finish_reason": Value("string"), "turns": Value("int64"),
         "tool_errors": Value("int64"), "timings": Json(), "messages": List(Json()),
         "metrics": Json(), "error": Value("string"), "tools": Value("string"),

@@ -37,8 +37,15 @@ seconds ``time/{init,generate,tool,grade,queue}_s`` (summed over episodes;
 ``queue``: waiting for a slot), ``time/sandbox_s`` and ``time/idle_sandbox_s`` (envs held,
 and held idle),
 ``dynamic_sampling/{replaced,masked}_groups``, ``masked/finish_reason``,
-``prefetch/hits``, and ``rollout/{episodes,sampled_tokens,tokens_per_s}`` (every episode
-played in the call, replacement groups included, and the model tokens it sampled).
+``prefetch/hits``, ``rollout/{episodes,sampled_tokens,tokens_per_s}`` (every episode
+played in the call, replacement groups included, and the model tokens it sampled), and
+``cost/{sandbox_s,generate_s}_per_useful_group`` (those episodes' sandbox and generation
+seconds per group trained on that has reward variance).
+
+Asynchronous mode (``options.asynchronous``, ``async`` in a run config): episodes keep
+playing while the trainer steps, each call takes the groups that are complete, and stale
+tokens are corrected with truncated importance weights; see
+:mod:`agentgym.trainers.async_grpo` (and its ``async/*`` and ``fairness/*`` metrics).
 
 Learning health (see :mod:`agentgym.trainers.health`): the rollout measures, per call, the
 shares of groups ``dynamic_sampling/flat_fraction`` (first-played groups without reward
@@ -60,6 +67,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 import math
 import random
 import time
@@ -80,6 +88,13 @@ from agentgym.rollout.models import load_model_and_tokenizer
 from agentgym.rollout.pipeline import Job, PipelineConfig, RolloutPipeline
 from agentgym.rollout.policies.batching import BatchedPolicy
 from agentgym.rollout.trajectory import Trajectory, TrajectoryWriter
+from agentgym.trainers.async_grpo import (
+    AsyncOptions,
+    GroupProducer,
+    fairness,
+    importance_weights,
+    staleness_metrics,
+)
 from agentgym.trainers.console import StepLines
 from agentgym.trainers.health import LearningHealth, ReferenceKL, batch_metrics
 from agentgym.trainers.layout import ROLLOUTS_FILE
@@ -90,6 +105,7 @@ from agentgym.trainers.trl_adapter import (
     ScoredBatch,
     ScoredBatchHook,
     TrainSamplerHook,
+    completion_logps,
     log_metrics,
     quiet_expected_warnings,
     repeat_sampler_layout,
@@ -113,6 +129,9 @@ GRPO_DEFAULTS: dict[str, Any] = {
     "save_steps": 50,
     "report_to": "none",
 }
+
+#: Asynchronous mode: the fairness of the groups trained on, written when the stage ends.
+ASYNC_SUMMARY_FILE = "async_summary.json"
 
 #: Episode indices of one rollout call live in their own block, so seeds never repeat:
 #: an episode's index divided by it is the trainer's global step when it was played.
@@ -142,6 +161,9 @@ class GRPOOptions:
             step with TRL's defaults) whose episodes are kept in ``rollouts.jsonl`` in the
             stage folder, for ``agentgym view``; the first groups trained on, whole (0:
             keep none).
+        asynchronous: asynchronous GRPO (``async`` in a run config), an
+            :class:`~agentgym.trainers.async_grpo.AsyncOptions` or its fields as a dict;
+            None (the default): synchronous.
     """
 
     dynamic_sampling: bool = True
@@ -154,8 +176,22 @@ class GRPOOptions:
     warn_after_steps: int = 3
     min_entropy: float = 0.02
     log_rollouts: int = 1
+    asynchronous: AsyncOptions | None = None
+
+    @classmethod
+    def from_config(cls, values: dict[str, Any]) -> GRPOOptions:
+        """The options of a run config's ``grpo.options`` section (``async`` is
+        :attr:`asynchronous`), unknown keys named with the closest valid one."""
+        values = dict(values)
+        if "async" in values:
+            values["asynchronous"] = values.pop("async")
+        check_fields(cls, values, "grpo.options")
+        return cls(**values)
 
     def __post_init__(self) -> None:
+        if isinstance(self.asynchronous, dict):
+            check_fields(AsyncOptions, self.asynchronous, "grpo.options.async")
+            self.asynchronous = AsyncOptions(**self.asynchronous)
         if self.max_resample_rounds < 0:
             raise InvalidArgumentError(
                 f"max_resample_rounds must be >= 0, got {self.max_resample_rounds}")
@@ -244,13 +280,44 @@ def trainer_policy(trainer: Any, rollout: EnvRollout) -> Any:
     are the next turn's), with a slot per episode generating at once and room for an
     episode's whole token budget."""
     if trainer.args.use_vllm:
+        if rollout.options.asynchronous is not None:
+            raise InvalidArgumentError(
+                "asynchronous GRPO samples with agentgym's engine for now, not TRL's vLLM:"
+                " drop use_vllm from the GRPO args, or the async options")
         return VLLMTrainerPolicy(trainer)
+    import copy
+
     from agentgym.rollout.engine import Engine
 
     model = trainer.accelerator.unwrap_model(trainer.model)
+    if rollout.options.asynchronous is not None:
+        # Asynchronous: the engine decodes while the trainer steps, so it samples from its
+        # own copy, which takes the trained weights after each optimizer step
+        # (_EngineWeights); a shared model would be read while the optimizer writes it.
+        model = copy.deepcopy(model).eval()
     return Engine(model, tokenizer=trainer.processing_class,
                   slots=(rollout.pipeline_config or PipelineConfig()).concurrency,
                   max_len=rollout.rollout.max_total_tokens + 1)
+
+
+class _EngineWeights(TrainerCallback):
+    """Keeps the engine's weights and version those of the trainer: the version is the
+    optimizer steps taken (the trainer's global step), set when training begins (a resumed
+    run's step) and after each step; an engine with its own copy of the model (the
+    asynchronous mode) takes the trained weights then too."""
+
+    def __init__(self, trainer: Any, engine: Any, copied: bool):
+        self.trainer, self.engine, self.copied = trainer, engine, copied
+
+    def _sync(self, state: Any) -> None:
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        self.engine.update_weights(model if self.copied else None, version=state.global_step)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._sync(state)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._sync(state)
 
 
 @dataclass
@@ -307,6 +374,12 @@ class EnvRollout:
         self._metrics: dict[str, float] = {}  # of the last call, until taken
         self._loop = LoopThread("agentgym-grpo-rollout")
         self._pipeline: RolloutPipeline | None = None
+        self._producer: GroupProducer | None = None  # asynchronous mode
+        self._asked: dict[int, list[str]] = {}  # asynchronous: the tasks asked per step
+        self._next_episode: dict[int, int] = {}  # asynchronous: per step's block
+        self._all_played: list[Trajectory] = []  # this call's episodes, for the costs
+        self._async_metrics: dict[str, float] = {}
+        self.final_fairness: dict[str, Any] = {}  # asynchronous: set when closed
         self._rollouts = (TrajectoryWriter(rollouts_file, resume=True)
                           if rollouts_file is not None and self.options.log_rollouts else None)
 
@@ -338,19 +411,26 @@ class EnvRollout:
             raise InvalidArgumentError(f"{len(tasks)} prompts is not a multiple of the group size"
                                        f" (num_generations) {size}")
         step = trainer.state.global_step  # the one thing read from the trainer
-        jobs = [(task, step * EPISODES_PER_CALL + i) for i, task in enumerate(tasks)]
-        episodes = self._loop.run(self._play_call(jobs, size, step))
+        if self.options.asynchronous is not None:
+            episodes = self._loop.run(self._take_call(tasks[::size], step))
+        else:
+            jobs = [(task, step * EPISODES_PER_CALL + i) for i, task in enumerate(tasks)]
+            episodes = self._loop.run(self._play_call(jobs, size, step))
         self.last = [t for group in episodes.groups for t in group]
         output = self._output(episodes)
         self._log(episodes, time.perf_counter() - started)
         self._keep_sample(episodes)
-        if self.options.prefetch:
+        if self.options.prefetch and self.options.asynchronous is None:
             self._prefetch(tasks, step + self.calls_apart)
         return output
 
     def close(self) -> None:
         """Close every env (sandboxes included), stop the loop thread and close the
         rollouts file."""
+        if self._producer is not None:
+            self.final_fairness = self.fairness_summary()
+            self._loop.run(self._producer.close())
+            self._producer = None
         if self._pipeline is not None:
             self._loop.run(self._pipeline.close())
             self._pipeline = None
@@ -394,9 +474,96 @@ class EnvRollout:
     async def _play(self, jobs: list[Job]) -> list[Trajectory]:
         pipeline = await self._ensure_pipeline()
         done = {t.key: t for t in await pipeline.run(jobs)}
-        self.played += len(done)
-        self.sampled_tokens += sum(sum(t.loss_mask) for t in done.values())
+        self._count_played(done.values())
         return [done[job] for job in jobs]
+
+    def _count_played(self, played: Iterable[Trajectory]) -> None:
+        for trajectory in played:
+            self.played += 1
+            self.sampled_tokens += sum(trajectory.loss_mask)
+            self._all_played.append(trajectory)
+
+    # ---- asynchronous mode (agentgym.trainers.async_grpo) ---------------------------------
+
+    async def _take_call(self, wanted: list[str], step: int) -> _Episodes:
+        """The groups of an asynchronous call at trainer step ``step``: ``len(wanted)``
+        complete groups, the longest-waiting first; ask for ``wanted`` (unless asked for
+        ahead) and for the next calls' groups."""
+        options = self.options.asynchronous
+        assert options is not None
+        pipeline = await self._ensure_pipeline()
+        if self._producer is None:
+            self._producer = GroupProducer(pipeline, self.group_size)
+        producer = self._producer
+        if self._asked.get(step) != wanted:
+            self._ask(wanted, step)
+        if self.sampler is not None:
+            upcoming = self.sampler.chunks_after(wanted, options.max_staleness)
+            for k, chunk in enumerate(upcoming, 1):
+                if step + k * self.calls_apart not in self._asked:
+                    self._ask(chunk, step + k * self.calls_apart)
+        rng = random.Random(f"{self.rollout.seed}:{step}:async")
+        taken: list[list[Trajectory]] = []
+        groups = []
+        looked = flat = identical = dropped = skipped = 0
+        while len(taken) < len(wanted):
+            group = await producer.next_group()
+            looked += 1
+            flat += not self._has_signal(group.episodes)
+            identical += _identical(group.episodes)
+            if options.stale == "drop" and group.staleness(step) > options.max_staleness:
+                dropped += 1
+            elif (self.options.dynamic_sampling and not self._has_signal(group.episodes)
+                  and skipped < self.options.max_resample_rounds * len(wanted)):
+                skipped += 1
+            else:
+                producer.mark_trained(group)
+                groups.append(group)
+                taken.append(group.episodes)
+                continue
+            self._ask([self._replacement(rng, producer)], step)  # keeps the supply
+        self._count_played(producer.take_played())
+        self.replaced = skipped
+        episodes = _Episodes(taken, flat_fraction=flat / looked,
+                             identical_fraction=identical / looked)
+        if self.options.dynamic_sampling:
+            episodes.masked = {i for i, g in enumerate(taken) if not self._has_signal(g)}
+        share = fairness(producer.asked, producer.trained)
+        self._async_metrics = {
+            **staleness_metrics(groups, step),
+            "async/stale_dropped_groups": float(dropped),
+            "async/in_flight_groups": float(producer.in_flight),
+            "async/ready_groups": float(producer.ready),
+            "fairness/worst_task_ratio": share["worst_ratio"],
+            "fairness/best_task_ratio": share["best_ratio"]}
+        return episodes
+
+    def _ask(self, tasks: list[str], step: int) -> None:
+        """Ask the producer for a group of each of ``tasks``, numbered in ``step``'s block."""
+        assert self._producer is not None
+        first = self._next_episode.get(step, step * EPISODES_PER_CALL)
+        self._next_episode[step] = self._producer.ask(tasks, step, first)
+        self._asked.setdefault(step, list(tasks))
+
+    def _replacement(self, rng: random.Random, producer: GroupProducer) -> str:
+        """A task for a group that replaces one left out: one of those asked for least
+        often (so far: one never asked for, on a large task set), which keeps the tasks'
+        shares even."""
+        pool = self.task_ids or []
+        fewest = min((producer.asked[t] for t in pool), default=0)
+        choices = [t for t in pool if producer.asked[t] == fewest]
+        return choices[rng.randrange(len(choices))]
+
+    def fairness_summary(self) -> dict[str, Any]:
+        """Asynchronous mode: each task's share of trained groups against its share of the
+        groups asked for (:func:`~agentgym.trainers.async_grpo.fairness`), with the
+        counts; empty when synchronous."""
+        if self._producer is None:
+            return {}
+        producer = self._producer
+        return {**fairness(producer.asked, producer.trained),
+                "groups_asked": sum(producer.asked.values()),
+                "groups_trained": sum(producer.trained.values())}
 
     async def _play_call(self, jobs: list[Job], size: int, step: int) -> _Episodes:
         played = await self._play(jobs)
@@ -498,8 +665,15 @@ class EnvRollout:
         reasons = Counter(t.finish_reason or "unknown" for t in played)
         for reason, count in reasons.items():
             metrics[f"env/finish/{reason}"] = count / n
-        self._metrics = metrics
+        # What a useful gradient cost: every episode played for this call (replaced and
+        # dropped groups too) per group trained on that carries signal.
+        useful = sum(self._has_signal(g) for g in episodes.groups)
+        for stage, key in (("sandbox", "sandbox_s"), ("generate", "generate_s")):
+            spent = sum(t.timings.get(stage, 0.0) for t in self._all_played)
+            metrics[f"cost/{key}_per_useful_group"] = spent / useful if useful else math.nan
+        self._metrics = {**metrics, **self._async_metrics}
         self.replaced = self.played = self.sampled_tokens = 0
+        self._all_played, self._async_metrics = [], {}
 
     # ---- prefetch --------------------------------------------------------------------------
 
@@ -565,11 +739,17 @@ class RecordingSampler:
 
     def next_chunk(self, current: list[str]) -> list[str] | None:
         """The tasks of the generation batch after the one holding ``current``."""
+        upcoming = self.chunks_after(current, 1)
+        return upcoming[0] if upcoming else None
+
+    def chunks_after(self, current: list[str], count: int) -> list[list[str]]:
+        """The tasks of the (up to) ``count`` generation batches after the one holding
+        ``current`` (none when ``current`` is not a batch of this sampler's)."""
         for position in range(self._cursor, len(self.chunks)):
             if self.chunks[position] == current:
                 self._cursor = position + 1
-                return self.chunks[position + 1] if position + 1 < len(self.chunks) else None
-        return None
+                return self.chunks[position + 1:position + 1 + count]
+        return []
 
 
 def env_reward(completions: list[Any], env_reward: list[float | None], **_: Any) -> list:
@@ -607,6 +787,11 @@ def _trainer_class() -> type:
             if rollout.policy is None:
                 self._own_policy = trainer_policy(self, rollout)
                 rollout.use_policy(self._own_policy)
+                from agentgym.rollout.engine import Engine
+
+                if isinstance(self._own_policy, Engine):
+                    self.add_callback(_EngineWeights(
+                        self, self._own_policy, rollout.options.asynchronous is not None))
             self.reference_kl: ReferenceKL | None = None
             options = rollout.options
             if options.measure_kl:  # before any update (and before resume loads weights)
@@ -623,6 +808,22 @@ def _trainer_class() -> type:
         def on_scored_batch(self, batch: ScoredBatch) -> None:
             log_metrics(self, {**self.env_rollout.take_metrics(),
                                **batch_metrics(self, batch, self.reference_kl)})
+
+        def token_weights(self, batch: ScoredBatch) -> Any:
+            """Asynchronous mode: each sampled token's truncated importance weight, the
+            trained weights' probability of it over the sampling weights' (TIS)."""
+            options = self.env_rollout.options.asynchronous
+            if options is None or batch.sampling_logps is None:
+                return None
+            import torch
+
+            policy = batch.policy_logps
+            if policy is None:
+                policy = completion_logps(self, batch, torch.arange(len(batch.input_ids)))
+            weights, stats = importance_weights(policy, batch.sampling_logps,
+                                                batch.loss_mask, options.is_cap)
+            log_metrics(self, {f"async/is_ratio_{k}": v for k, v in stats.items()})
+            return weights
 
         def wrap_train_sampler(self, sampler: Any, dataset: Any) -> Any:
             recording = RecordingSampler(sampler, dataset)
@@ -706,6 +907,9 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
     use_console_callback(trainer, StepLines("grpo", console))
     checkpoint = get_last_checkpoint(str(output_dir)) if resume and output_dir.is_dir() else None
     trainer.train(resume_from_checkpoint=checkpoint)
+    if env_rollout.final_fairness:  # asynchronous: what each task got, for the record
+        (output_dir / ASYNC_SUMMARY_FILE).write_text(
+            json.dumps(env_rollout.final_fairness, indent=2) + "\n", encoding="utf-8")
     final = output_dir / FINAL_DIR
     trained = trainer.model
     if peft_config is not None:  # the next stage and evaluation load a whole model

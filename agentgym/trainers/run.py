@@ -120,7 +120,7 @@ def check_runtime(config: TrainConfig) -> None:
 
                     grpo_config(config.stage_dir(i), args, rollout=rollout)
                     try:
-                        GRPOOptions(**stage.options)
+                        GRPOOptions.from_config(stage.options)
                     except ValueError as e:  # under its own section
                         issues.append((f"{path}.options", str(e)))
                 else:
@@ -354,7 +354,7 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
         from agentgym.trainers.grpo import GRPOOptions, train_grpo
 
         train_grpo(model, config.env.id, env_kwargs=dict(config.env.kwargs),
-                   output_dir=stage_dir, args=args, options=GRPOOptions(**stage.options),
+                   output_dir=stage_dir, args=args, options=GRPOOptions.from_config(stage.options),
                    rollout=rollout, pipeline=pipeline, lora=stage.lora, resume=resume,
                    callbacks=callbacks, console=console)
 

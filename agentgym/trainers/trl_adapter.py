@@ -188,8 +188,11 @@ class ScoredBatch:
             completions TRL did not mask (truncated ones are, with
             ``mask_truncated_completions``).
         advantages: ``(B,)``, TRL's advantage of each episode.
-        policy_logps: ``(B, C)`` log-probs of the completion tokens under the weights that
-            sampled them, when TRL computed them (importance sampling: vLLM), else None.
+        policy_logps: ``(B, C)`` log-probs of the completion tokens under the weights
+            being trained (before this batch's update), when TRL computed them (importance
+            sampling: vLLM), else None.
+        sampling_logps: ``(B, C)`` log-probs the sampler reported for the completion tokens
+            (the rollout's ``logprobs``; NaN where unknown), else None.
         reference_logps: ``(B, C)``, under TRL's reference model when it keeps one
             (``beta != 0``), else None.
     """
@@ -200,6 +203,7 @@ class ScoredBatch:
     loss_mask: Any
     advantages: Any
     policy_logps: Any = None
+    sampling_logps: Any = None
     reference_logps: Any = None
 
 
@@ -212,13 +216,21 @@ class ScoredBatchHook:
     def on_scored_batch(self, batch: ScoredBatch) -> None:
         pass
 
+    def token_weights(self, batch: ScoredBatch) -> Any:
+        """``(B, C)`` positive weights of each completion token's advantage (importance
+        weights), or None for none. A weight ``w`` scales the token's clipped surrogate
+        exactly: ``min(r A w, clip(r) A w) = w min(r A, clip(r) A)`` for ``w > 0``."""
+        return None
+
     # Relies on: GRPOTrainer._generate_and_score_completions(inputs), called once per
     # generation batch (from _prepare_inputs) before training on it, returning a dict with
     # prompt_ids / prompt_mask (B, P, left-padded), completion_ids / completion_mask (B, C,
     # right-padded; completion_mask zeroed for truncated completions when
     # mask_truncated_completions), tool_mask (B, C; present when rollout_func returned
     # env_mask), advantages (B,) and, when TRL computed them, old_per_token_logps (the
-    # sampling weights' log-probs: importance sampling) and ref_per_token_logps (beta != 0).
+    # sampling weights' log-probs: importance sampling) and ref_per_token_logps (beta != 0);
+    # sampling_per_token_logps (B, C) when rollout_func returned logprobs. Its loss
+    # (GRPOTrainer._compute_loss) takes advantages of shape (B,) or (B, C).
     def _generate_and_score_completions(self, inputs: Any) -> Any:
         import torch
 
@@ -226,12 +238,18 @@ class ScoredBatchHook:
         loss_mask = output["completion_mask"]
         if output.get("tool_mask") is not None:
             loss_mask = loss_mask * output["tool_mask"]
-        self.on_scored_batch(ScoredBatch(
+        batch = ScoredBatch(
             input_ids=torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1),
             attention_mask=torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1),
             logits_to_keep=output["completion_ids"].size(1), loss_mask=loss_mask,
             advantages=output["advantages"], policy_logps=output.get("old_per_token_logps"),
-            reference_logps=output.get("ref_per_token_logps")))
+            sampling_logps=output.get("sampling_per_token_logps"),
+            reference_logps=output.get("ref_per_token_logps"))
+        self.on_scored_batch(batch)
+        weights = self.token_weights(batch)
+        if weights is not None:
+            # TRL's loss takes (B, T) advantages as they are (it unsqueezes (B,) ones).
+            output["advantages"] = output["advantages"].reshape(-1, 1) * weights
         return output
 
 

@@ -22,7 +22,9 @@ A request that cannot fit (its prompt plus ``max_tokens`` over a slot's length, 
 outside the vocabulary) is refused alone; an out-of-memory error ends the requests of the
 step it hit with a clear error, and the engine goes on with half as many running at once.
 New weights (:meth:`Engine.update_weights`, or a trainer's in-place update of the shared
-model) land between steps.
+model) land between steps. The engine counts weight updates (:attr:`Engine.version`), and
+each sampled token records the version that sampled it (:attr:`Generation.versions`), so
+a request that spans an update (asynchronous training) says which tokens are older.
 
 Models: any transformers causal LM whose attention layers take a cache object and a
 prepared mask (the Llama, Qwen2, Mistral, Gemma, Phi families...) with the ``sdpa`` or
@@ -73,12 +75,23 @@ class _Request:
     reused: int = 0  # of them, how many were already there (a previous turn's)
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
 
     @property
     def position(self) -> int:
         """Where the next token's KV goes: after the prompt and all but the last sampled
         token (whose KV the next decode step writes)."""
         return len(self.prompt) + len(self.tokens) - 1
+
+
+@dataclass(eq=False)
+class _Update:
+    """New weights (None: the shared model changed in place) and the version they are."""
+
+    weights: Any
+    version: int | None
+    applied: threading.Event = field(default_factory=threading.Event)
+    error: Exception | None = None
 
 
 class Engine(TokenPolicy):
@@ -106,6 +119,8 @@ class Engine(TokenPolicy):
         reused_tokens: prompt tokens whose KV a slot already held (not prefilled again).
         max_running: requests decoded at once at most (``slots``, halved after each
             out-of-memory error).
+        version: the weights' version: 0 at the start, then what each update set (by
+            default one more than before).
     """
 
     def __init__(self, model_or_path: Any, tokenizer: Any = None, device: Any = None,
@@ -133,6 +148,7 @@ class Engine(TokenPolicy):
         self.steps_run = self.requests_served = self.tokens_generated = 0
         self.prefill_tokens = self.reused_tokens = 0
         self.max_running = slots
+        self.version = 0
         self._boolean_mask = implementation == "sdpa"
         self._layer_kinds = sorted(set(getattr(config, "layer_types", None)
                                        or ["full_attention"]))
@@ -149,6 +165,9 @@ class Engine(TokenPolicy):
         self._waiting: deque[_Request] = deque()
         self._wake = threading.Condition()
         self._step_lock = threading.Lock()  # a step, or a weight update, at a time
+        # Weight updates for the engine's thread to apply before its next step: a lock
+        # alone is not fair, and a busy thread could take it again and again first.
+        self._updates: deque[_Update] = deque()
         self._thread: threading.Thread | None = None
         self._closed = False
 
@@ -188,11 +207,40 @@ class Engine(TokenPolicy):
             self._wake.notify()
         return await request.future
 
-    def update_weights(self, state_dict_or_model: Any) -> None:
-        """Load new weights (a state dict, or a model whose state dict to copy); they take
-        effect from the next step."""
+    def update_weights(self, state_dict_or_model: Any = None, version: int | None = None
+                       ) -> None:
+        """Load new weights (a state dict, or a model whose state dict to copy; None: the
+        shared model was updated in place); they take effect from the next step, as
+        ``version`` (default: the current one plus one)."""
+        update = _Update(state_dict_or_model, version)
+        with self._wake:
+            self._updates.append(update)
+            self._wake.notify()
+        while not update.applied.wait(0.05):
+            thread = self._thread
+            if thread is None or not thread.is_alive():  # no engine thread: apply it here
+                self._apply_updates()
+        if update.error is not None:
+            raise update.error
+
+    def _apply_updates(self) -> None:
+        """Apply the weight updates asked for, in order (between two steps); an update
+        that fails is the error of the caller that asked for it."""
         with self._step_lock:
-            self.local.load_weights(state_dict_or_model)
+            while True:
+                with self._wake:
+                    if not self._updates:
+                        return
+                    update = self._updates.popleft()
+                try:
+                    if update.weights is not None:
+                        self.local.load_weights(update.weights)
+                    self.version = (self.version + 1 if update.version is None
+                                    else int(update.version))
+                except Exception as e:
+                    update.error = e
+                finally:
+                    update.applied.set()
 
     def close(self) -> None:
         """Stop the engine's thread; requests still waiting or running get an error."""
@@ -215,12 +263,14 @@ class Engine(TokenPolicy):
 
         while True:
             with self._wake:
-                while not self._closed and not self._waiting and not any(self._running):
+                while (not self._closed and not self._waiting and not self._updates
+                       and not any(self._running)):
                     if not self._wake.wait(IDLE_EXIT_S):  # idle: the thread ends, so a
                         self._thread = None  # forgotten engine can be collected; the
                         return  # next request starts another
                 if self._closed:
                     break
+            self._apply_updates()
             try:
                 with self._step_lock, torch.inference_mode(), _eval_mode(self.local.model):
                     self._step()
@@ -399,6 +449,7 @@ class Engine(TokenPolicy):
                                      strict=True):
             r.tokens.append(token)
             r.logprobs.append(logprob)
+            r.versions.append(self.version)
             self.tokens_generated += 1
             stopped = token in self.local.stop_token_ids
             if stopped or len(r.tokens) >= r.sampling.max_tokens:
@@ -406,7 +457,8 @@ class Engine(TokenPolicy):
                 self.requests_served += 1
                 _settle(r, Generation(r.tokens, r.logprobs, "stop" if stopped else "length",
                                       metrics={"reused_tokens": r.reused,
-                                               "seconds": time.perf_counter() - r.arrived}))
+                                               "seconds": time.perf_counter() - r.arrived},
+                                      versions=r.versions))
 
     def _fail(self, requests: Iterable[_Request], error: Exception) -> None:
         for r in requests:

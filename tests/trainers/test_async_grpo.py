@@ -1,0 +1,253 @@
+"""Asynchronous GRPO (agentgym.trainers.async_grpo): the weights' version of every sampled
+token, the truncated importance weights, the staleness rules, fairness, a real run and its
+resume."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+pytest.importorskip("trl")
+
+from agentgym.core.errors import InvalidArgumentError
+from agentgym.core.policies import Generation, Sampling
+from agentgym.rollout.engine import Engine
+from agentgym.trainers.async_grpo import AsyncOptions, fairness, importance_weights
+from agentgym.trainers.grpo import EnvRollout, GRPOOptions
+from tests.trainers.test_grpo import ROLLOUT, CalculatorScript, _Logs, _tokenizer, _train, _Trainer
+
+
+class Versioned(CalculatorScript):
+    """The calculator script, its tokens marked with the weights' version ``version``."""
+
+    version = 0
+
+    async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
+        generation = await super().generate(prompt_ids, sampling)
+        generation.versions = [self.version] * len(generation.token_ids)
+        return generation
+
+
+class Chunks:
+    """A sampler that says which tasks the next generation batches hold."""
+
+    def __init__(self, chunks: list[list[str]]):
+        self.chunks = chunks
+
+    def chunks_after(self, current: list[str], count: int) -> list[list[str]]:
+        return self.chunks[:count]
+
+
+def _half_right(expression: str, attempt: int) -> str:
+    return ("right", "wrong")[attempt % 2]  # every group carries signal
+
+
+def _async_rollout(tokenizer: Any, policy: Any, **options: Any) -> EnvRollout:
+    return EnvRollout("calculator", {"num_tasks": 64}, group_size=4, tokenizer=tokenizer,
+                      rollout=ROLLOUT, policy=policy,
+                      options=GRPOOptions(asynchronous=AsyncOptions(**options)))
+
+
+def _settle(rollout: EnvRollout) -> None:
+    """Wait until every group asked for is played."""
+    deadline = time.monotonic() + 60
+    while rollout._producer.in_flight and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not rollout._producer.in_flight
+
+
+# ---- versions ------------------------------------------------------------------------------
+
+
+def test_the_engine_records_the_version_of_each_token(tiny_model_dir: Path) -> None:
+    engine = Engine(tiny_model_dir, slots=2, max_len=256, stop_token_ids=[10**9])  # never sampled
+
+    def update_mid_request() -> None:
+        while engine.steps_run < 5:
+            time.sleep(0.001)
+        engine.update_weights()  # the shared model changed in place: a new version
+
+    try:
+        updater = threading.Thread(target=update_mid_request)
+        updater.start()
+        generation = asyncio.run(engine.generate([1, 2, 3], Sampling(max_tokens=200,
+                                                                     temperature=0)))
+        updater.join()
+    finally:
+        engine.close()
+    versions = generation.versions
+    assert len(versions) == len(generation.token_ids) == 200
+    assert versions[0] == 0 and versions[-1] == 1, "the update did not land mid-request"
+    assert versions == sorted(versions)  # one switch, from the step it landed at
+    engine.update_weights(version=7)
+    assert engine.version == 7
+
+
+def test_trajectories_align_versions_with_tokens(tiny_model_dir: Path) -> None:
+    tokenizer = _tokenizer(tiny_model_dir)
+    policy = Versioned(tokenizer, _half_right)
+    policy.version = 3
+    rollout = _async_rollout(tokenizer, policy)
+    try:
+        rollout([f"calculator-train-{i}" for i in (0, 1) for _ in range(4)],
+                _Trainer())
+    finally:
+        rollout.close()
+    for trajectory in rollout.last:
+        assert len(trajectory.versions) == len(trajectory.completion_ids)
+        for version, own in zip(trajectory.versions, trajectory.loss_mask, strict=True):
+            assert version == (3 if own else -1)  # -1: a token the env wrote
+
+
+# ---- the importance correction --------------------------------------------------------------
+
+
+def test_importance_weights_match_a_reference_computation() -> None:
+    generator = torch.Generator().manual_seed(0)
+    policy = -torch.rand(3, 5, generator=generator) * 3
+    sampling = -torch.rand(3, 5, generator=generator) * 3
+    sampling[1, 2] = math.nan  # unknown: weight 1
+    mask = torch.ones(3, 5)
+    mask[2, 3:] = 0  # env tokens and padding: weight 1
+    weights, stats = importance_weights(policy, sampling, mask, cap=1.5)
+    ratios = []
+    for i in range(3):
+        for j in range(5):
+            if mask[i, j] == 0 or math.isnan(sampling[i, j]):
+                expected = 1.0
+            else:
+                ratio = math.exp(policy[i, j].item() - sampling[i, j].item())
+                ratios.append(ratio)
+                expected = min(ratio, 1.5)
+            assert weights[i, j].item() == pytest.approx(expected, rel=1e-6)
+    assert stats["mean"] == pytest.approx(sum(ratios) / len(ratios), rel=1e-6)
+    assert stats["max"] == pytest.approx(max(ratios), rel=1e-6)
+    assert stats["truncated"] == pytest.approx(sum(r > 1.5 for r in ratios) / len(ratios))
+
+
+def test_a_token_weight_scales_the_clipped_surrogate_exactly() -> None:
+    """What folding the weights into the advantages relies on (DAPO's clipped loss)."""
+    ratio = torch.tensor([0.5, 0.9, 1.0, 1.2, 1.6])
+    for advantage in (-1.3, 0.7):
+        for weight in (0.2, 1.0, 1.9):
+            clipped = ratio.clamp(1 - 0.2, 1 + 0.28)
+            plain = -torch.min(ratio * advantage, clipped * advantage) * weight
+            folded = -torch.min(ratio * (advantage * weight), clipped * (advantage * weight))
+            assert torch.allclose(plain, folded)
+
+
+# ---- staleness rules and fairness ------------------------------------------------------------
+
+
+def _stale_run(tokenizer: Any, stale: str) -> dict[str, Any]:
+    """At step 0 four groups are asked for (two for this call, two ahead for the next),
+    all played with weights of version 0; the call takes two. The trainer, now at step 3
+    with weights of version 3, asks with max_staleness 1: the two left are 3 steps stale.
+    Returns the second call's episodes (``trained``), the two groups' tasks (``left``),
+    its metrics (``logged``) and the fairness summary (``fairness``)."""
+    policy = Versioned(tokenizer, _half_right)
+    rollout = _async_rollout(tokenizer, policy, max_staleness=1, stale=stale)
+    try:
+        rollout.use_sampler(Chunks([[f"calculator-train-{i}" for i in (10, 11)]]))
+        trainer = _Trainer()
+        rollout([f"calculator-train-{i}" for i in (0, 1) for _ in range(4)], trainer)
+        rollout.take_metrics()
+        first = {t.task_id for t in rollout.last}
+        _settle(rollout)
+        trainer.state.global_step, policy.version = 3, 3
+        rollout.use_sampler(Chunks([]))
+        rollout([f"calculator-train-{i}" for i in (2, 3) for _ in range(4)], trainer)
+        logged = rollout.take_metrics()
+    finally:
+        rollout.close()
+    return {"trained": rollout.last, "logged": logged, "fairness": rollout.final_fairness,
+            "left": {f"calculator-train-{i}" for i in (0, 1, 10, 11)} - first}
+
+
+def test_the_drop_rule_never_trains_a_group_older_than_max_staleness(
+        tiny_model_dir: Path) -> None:
+    run = _stale_run(_tokenizer(tiny_model_dir), "drop")
+    assert len(run["left"]) == 2 and len(run["trained"]) == 8
+    assert not run["left"] & {t.task_id for t in run["trained"]}
+    for trajectory in run["trained"]:
+        own = [v for v, m in zip(trajectory.versions, trajectory.loss_mask, strict=True) if m]
+        assert min(own) >= 3 - 1  # the step minus max_staleness
+    assert run["logged"]["async/stale_dropped_groups"] == 2
+    assert run["logged"]["async/staleness_max"] == 0
+    # Groups asked for were never trained: fairness reports it.
+    assert run["fairness"]["worst_ratio"] == 0.0
+
+
+def test_the_correct_rule_trains_stale_groups_the_longest_waiting_first(
+        tiny_model_dir: Path) -> None:
+    run = _stale_run(_tokenizer(tiny_model_dir), "correct")
+    assert {t.task_id for t in run["trained"]} == run["left"]
+    assert run["logged"]["async/staleness/3"] == 1.0
+    assert run["logged"]["async/stale_dropped_groups"] == 0
+    assert run["fairness"]["groups_trained"] == 4
+
+
+def test_fairness_compares_trained_and_asked_shares() -> None:
+    report = fairness(Counter(a=2, b=2), Counter(a=2, b=1))
+    assert report["worst_ratio"] == pytest.approx((1 / 3) / (1 / 2))
+    assert report["best_ratio"] == pytest.approx((2 / 3) / (1 / 2))
+    assert (report["under"], report["over"]) == ("b", "a")
+    assert fairness(Counter(a=1), Counter())["worst_ratio"] == 1.0  # nothing trained yet
+
+
+def test_async_options_are_checked_and_read_from_a_run_config() -> None:
+    options = GRPOOptions.from_config({"async": {"max_staleness": 1, "stale": "drop"}})
+    assert options.asynchronous == AsyncOptions(max_staleness=1, stale="drop")
+    with pytest.raises(InvalidArgumentError, match="stale"):
+        AsyncOptions(stale="keep")
+    with pytest.raises(InvalidArgumentError, match="max_staleness"):
+        AsyncOptions(max_staleness=-1)
+    with pytest.raises(InvalidArgumentError, match="did you mean 'max_staleness'"):
+        GRPOOptions.from_config({"async": {"max_stalenes": 1}})
+
+
+# ---- a real run --------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_async_run_trains_with_the_engine_and_resumes_without_training_a_group_twice(
+        tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trained: list[list[tuple[str, int]]] = []
+    output = EnvRollout._output
+
+    def recording(self: EnvRollout, episodes: Any) -> Any:
+        trained.append([t.key for group in episodes.groups for t in group])
+        return output(self, episodes)
+
+    monkeypatch.setattr(EnvRollout, "_output", recording)
+    tokenizer = _tokenizer(tiny_model_dir)
+    options = GRPOOptions(asynchronous=AsyncOptions(max_staleness=1), dynamic_sampling=False)
+    out = tmp_path / "run"
+    logs = _Logs()
+    trainer = _train(str(tiny_model_dir), out, None, 2, tokenizer=tokenizer, options=options,
+                     callbacks=[logs.callback])
+    engine = trainer._own_policy
+    assert isinstance(engine, Engine) and engine.version == 2
+    assert engine.model is not trainer.model  # its own copy, given each step's weights
+    for name, value in trainer.model.state_dict().items():
+        assert torch.equal(value, engine.model.state_dict()[name])
+    steps = [log for log in logs.logs if "env/pass_rate" in log]
+    assert len(steps) == 2
+    for log in steps:
+        assert "async/staleness_mean" in log and "async/is_ratio_mean" in log
+        assert log["async/is_ratio_mean"] > 0 and log["fairness/worst_task_ratio"] >= 0
+    first_run = {key for call in trained for key in call}
+    trained.clear()
+    resumed = _train(str(tiny_model_dir), out, None, 3, tokenizer=tokenizer, options=options,
+                     resume=True)
+    assert resumed.state.global_step == 3 and resumed._own_policy.version == 3
+    assert len(trained) == 1
+    assert not first_run & set(trained[0]), "a group trained before was trained again"
