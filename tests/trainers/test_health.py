@@ -108,6 +108,8 @@ def test_every_grpo_option_and_health_metric_is_documented():
     options = [f.name for f in dataclasses.fields(GRPOOptions)]
     metrics = ["dynamic_sampling/flat_fraction", "groups/with_variance", "groups/identical",
                "episodes/in_loss", "advantage/mean_abs", "advantage/max", "advantage/min",
-               "kl/ref", "entropy", "clip_ratio/*", "rollout/tokens_per_s"]
+               "kl/ref", "entropy", "clip_ratio/*", "rollout/tokens_per_s",
+               "async/staleness_mean", "async/is_ratio_mean", "fairness/worst_task_ratio",
+               "cost/sandbox_s_per_useful_group"]
     missing = [name for name in options + metrics if not re.search(rf"`{re.escape(name)}`", DOC)]
     assert not missing, f"docs/training.md lacks: {missing}"
