@@ -20,6 +20,9 @@ each rollout call takes the groups that are complete:
   importance ratio ``min(pi_now / pi_sampled, is_cap)`` (TIS; the sampling log-probs
   against the trainer's before the update), folded into its advantage.
 
+Tasks that are always solved or never solved teach nothing; with ``skip_settled`` a task
+whose last groups all came out so is skipped when asked for, and counted.
+
 Dropping biases training toward the tasks that finish fast; the producer counts each
 task's groups asked for and trained on, and logs the worst ratio of the two shares.
 :class:`GroupProducer` is the producer; :class:`~agentgym.trainers.grpo.EnvRollout`
@@ -55,11 +58,15 @@ class AsyncOptions:
             ``drop`` (leave them out, and play a group of another task instead).
         is_cap: the most an importance ratio may weigh a token (truncated importance
             sampling); ratios are computed for every sampled token, stale or not.
+        skip_settled: a task whose last ``skip_settled`` groups were all solved, or all
+            failed (every episode), is settled: it is not played again when asked for
+            (another task's group instead), and counted (0: never skip).
     """
 
     max_staleness: int = field(default=2, metadata={"min": 0})
     stale: Literal["correct", "drop"] = "correct"
     is_cap: float = field(default=2.0, metadata={"gt": 0})
+    skip_settled: int = field(default=0, metadata={"min": 0})
 
     def __post_init__(self) -> None:
         check_settings(self)

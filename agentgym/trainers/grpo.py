@@ -377,6 +377,11 @@ class EnvRollout:
         self._producer: GroupProducer | None = None  # asynchronous mode
         self._asked: dict[int, list[str]] = {}  # asynchronous: the tasks asked per step
         self._next_episode: dict[int, int] = {}  # asynchronous: per step's block
+        self._rng = random.Random()  # asynchronous: replacements, seeded per call
+        #: Asynchronous: per task, its last groups' common outcome and how many in a row
+        #: (``skip_settled``); and the groups not played because their task was settled.
+        self._streaks: dict[str, tuple[float | None, int]] = {}
+        self._skipped_settled = 0
         self._all_played: list[Trajectory] = []  # this call's episodes, for the costs
         self._async_metrics: dict[str, float] = {}
         self.final_fairness: dict[str, Any] = {}  # asynchronous: set when closed
@@ -495,6 +500,7 @@ class EnvRollout:
         if self._producer is None:
             self._producer = GroupProducer(pipeline, self.group_size)
         producer = self._producer
+        self._rng = random.Random(f"{self.rollout.seed}:{step}:async")
         if self._asked.get(step) != wanted:
             self._ask(wanted, step)
         if self.sampler is not None:
@@ -502,13 +508,13 @@ class EnvRollout:
             for k, chunk in enumerate(upcoming, 1):
                 if step + k * self.calls_apart not in self._asked:
                     self._ask(chunk, step + k * self.calls_apart)
-        rng = random.Random(f"{self.rollout.seed}:{step}:async")
         taken: list[list[Trajectory]] = []
         groups = []
         looked = flat = identical = dropped = skipped = 0
         while len(taken) < len(wanted):
             group = await producer.next_group()
             looked += 1
+            self._note_outcome(group.episodes)
             flat += not self._has_signal(group.episodes)
             identical += _identical(group.episodes)
             if options.stale == "drop" and group.staleness(step) > options.max_staleness:
@@ -521,7 +527,7 @@ class EnvRollout:
                 groups.append(group)
                 taken.append(group.episodes)
                 continue
-            self._ask([self._replacement(rng, producer)], step)  # keeps the supply
+            self._ask([self._replacement()], step)  # keeps the supply
         self._count_played(producer.take_played())
         self.replaced = skipped
         episodes = _Episodes(taken, flat_fraction=flat / looked,
@@ -534,25 +540,51 @@ class EnvRollout:
             "async/stale_dropped_groups": float(dropped),
             "async/in_flight_groups": float(producer.in_flight),
             "async/ready_groups": float(producer.ready),
+            "async/skipped_settled_groups": float(self._skipped_settled),  # this call
             "fairness/worst_task_ratio": share["worst_ratio"],
             "fairness/best_task_ratio": share["best_ratio"]}
+        self._skipped_settled = 0
         return episodes
 
     def _ask(self, tasks: list[str], step: int) -> None:
-        """Ask the producer for a group of each of ``tasks``, numbered in ``step``'s block."""
+        """Ask the producer for a group of each of ``tasks`` (a settled one's replaced),
+        numbered in ``step``'s block."""
         assert self._producer is not None
-        first = self._next_episode.get(step, step * EPISODES_PER_CALL)
-        self._next_episode[step] = self._producer.ask(tasks, step, first)
         self._asked.setdefault(step, list(tasks))
+        played = []
+        for task in tasks:
+            if self._settled(task):
+                self._skipped_settled += 1
+                task = self._replacement()
+            played.append(task)
+        first = self._next_episode.get(step, step * EPISODES_PER_CALL)
+        self._next_episode[step] = self._producer.ask(played, step, first)
 
-    def _replacement(self, rng: random.Random, producer: GroupProducer) -> str:
-        """A task for a group that replaces one left out: one of those asked for least
-        often (so far: one never asked for, on a large task set), which keeps the tasks'
-        shares even."""
-        pool = self.task_ids or []
-        fewest = min((producer.asked[t] for t in pool), default=0)
-        choices = [t for t in pool if producer.asked[t] == fewest]
-        return choices[rng.randrange(len(choices))]
+    def _replacement(self) -> str:
+        """A task for a group that replaces one left out: of the tasks not settled, one
+        of those asked for least often (so far: one never asked for, on a large task set),
+        which keeps the tasks' shares even."""
+        assert self._producer is not None
+        asked = self._producer.asked
+        pool = [t for t in self.task_ids or [] if not self._settled(t)] or self.task_ids or []
+        fewest = min((asked[t] for t in pool), default=0)
+        choices = [t for t in pool if asked[t] == fewest]
+        return choices[self._rng.randrange(len(choices))]
+
+    def _note_outcome(self, group: list[Trajectory]) -> None:
+        """Count ``group``'s task's groups in a row whose scorable episodes all got the same
+        reward of 0 or 1 (solved, or failed, every time)."""
+        rewards = {t.reward for t in group if not self._masked(t)}
+        outcome = rewards.pop() if len(rewards) == 1 and rewards <= {0.0, 1.0} else None
+        task = group[0].task_id
+        last, count = self._streaks.get(task, (None, 0))
+        self._streaks[task] = (outcome, count + 1 if outcome == last and outcome is not None
+                               else int(outcome is not None))
+
+    def _settled(self, task: str) -> bool:
+        options = self.options.asynchronous
+        window = options.skip_settled if options is not None else 0
+        return bool(window) and self._streaks.get(task, (None, 0))[1] >= window
 
     def fairness_summary(self) -> dict[str, Any]:
         """Asynchronous mode: each task's share of trained groups against its share of the

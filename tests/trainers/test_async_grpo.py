@@ -195,6 +195,32 @@ def test_the_correct_rule_trains_stale_groups_the_longest_waiting_first(
     assert run["fairness"]["groups_trained"] == 4
 
 
+def test_a_settled_task_is_skipped_when_asked_for(tiny_model_dir: Path) -> None:
+    from agentgym.plugins.calculator.env import make_task
+
+    solved = make_task(0).metadata["expression"]  # always solved: its groups are flat
+
+    def outcome(expression: str, attempt: int) -> str:
+        return "right" if expression == solved else _half_right(expression, attempt)
+
+    tokenizer = _tokenizer(tiny_model_dir)
+    rollout = _async_rollout(tokenizer, Versioned(tokenizer, outcome), skip_settled=1)
+    trainer = _Trainer()
+    try:
+        rollout([f"calculator-train-{i}" for i in (0, 1) for _ in range(4)], trainer)
+        first = rollout.take_metrics()
+        trainer.state.global_step = 1
+        rollout([f"calculator-train-{i}" for i in (0, 2) for _ in range(4)], trainer)
+        second = rollout.take_metrics()
+        asked = rollout._producer.asked
+    finally:
+        rollout.close()
+    assert first["async/skipped_settled_groups"] == 0  # not settled before its first group
+    assert second["async/skipped_settled_groups"] == 1
+    assert asked["calculator-train-0"] == 1  # asked once, then skipped
+    assert "calculator-train-0" not in {t.task_id for t in rollout.last}
+
+
 def test_fairness_compares_trained_and_asked_shares() -> None:
     report = fairness(Counter(a=2, b=2), Counter(a=2, b=1))
     assert report["worst_ratio"] == pytest.approx((1 / 3) / (1 / 2))
