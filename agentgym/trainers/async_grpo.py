@@ -144,6 +144,8 @@ class GroupProducer:
             episode += self.group_size
         if self._stream is None:
             self._stream = asyncio.ensure_future(self.pipeline.stream(self.feed, self._done))
+            # A stream that ends (its scheduler failed) wakes next_group, which raises.
+            self._stream.add_done_callback(lambda _: self._arrived.set())
         self.feed.put(jobs)
         return episode
 
