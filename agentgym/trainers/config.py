@@ -477,7 +477,15 @@ def _check_options(values: dict[str, Any], path: str,
     cls = _options_class()
     if cls is None:
         return values
-    return _check_fields(values, cls, "GRPOOptions", path, issues)
+    # The YAML key ``async`` is the field ``asynchronous`` (a Python keyword cannot be a
+    # field); problems are reported under the key the config used.
+    values = {("asynchronous" if k == "async" else k): v for k, v in values.items()}
+    found: list[tuple[str, str]] = []
+    checked = _check_fields(values, cls, "GRPOOptions", path, found)
+    inner = _join(path, "asynchronous")
+    issues += [(_join(path, "async") + where[len(inner):] if where.startswith(inner) else where,
+                problem) for where, problem in found]
+    return checked
 
 
 def _lora_class() -> type:

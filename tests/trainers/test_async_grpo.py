@@ -240,6 +240,23 @@ def test_async_options_are_checked_and_read_from_a_run_config() -> None:
         GRPOOptions.from_config({"async": {"max_stalenes": 1}})
 
 
+def test_a_run_config_takes_async_options_and_names_their_problems(tmp_path: Path) -> None:
+    from agentgym.trainers.config import ConfigError, load_config
+
+    def config(options: str) -> Path:
+        path = tmp_path / "run.yaml"
+        path.write_text(f"model: {{tiny: {{}}}}\noutput_dir: {tmp_path / 'out'}\n"
+                        "env: {id: calculator}\n"
+                        f"stages:\n  - grpo: {{options: {options}}}\n")
+        return path
+
+    loaded = load_config(config("{async: {max_staleness: 1, stale: drop}}"))
+    options = GRPOOptions.from_config(loaded.stages[0].options)
+    assert options.asynchronous == AsyncOptions(max_staleness=1, stale="drop")
+    with pytest.raises(ConfigError, match=r"stages\[0\]\.grpo\.options\.async\.stale"):
+        load_config(config("{async: {stale: keep}}"))
+
+
 # ---- a real run --------------------------------------------------------------------------------
 
 
