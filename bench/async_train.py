@@ -25,7 +25,9 @@ trainer does). Every mode plays ``steps`` steps of ``groups`` groups of ``group_
 Reported per mode: ``makespan_s`` for the steps (simulated seconds), ``gpu_busy`` (share
 of the makespan the generation device decoded), ``worst_share_ratio`` and
 ``best_share_ratio`` (over tasks, a task's share of the trained groups over its share of
-the task set: 1.0 is fair), ``staleness_mean``, ``dropped_groups``; and each async mode's
+the task set: 1.0 is fair), ``staleness_mean``, ``dropped_groups``, the async modes'
+``trained_turns_ratio`` (mean turns of trained episodes over those of every episode
+played: below 1.0, training leans to short ones); and each async mode's
 ``makespan_ratio`` (its makespan over synchronous). Target (issue 34): async with
 ``max_staleness`` 2 at <= 0.6x the synchronous makespan, every task's share within 1.5x
 of its share of the task set.
@@ -252,12 +254,14 @@ def run_mode(mode: str, constants: Constants, tokenizer: Any,
     finally:
         gpu.stop()
         rollout.close()  # episodes still in flight are cancelled (asynchronous modes)
+    turns_ratio = rollout.final_fairness.get("trained_turns_ratio")
     total = sum(trained.values())
     ratios = [trained[t] / total * len(tasks) for t in tasks]
     return {"makespan_s": makespan / scale, "gpu_busy": busy / makespan,
             "worst_share_ratio": min(ratios), "best_share_ratio": max(ratios),
             "staleness_mean": sum(stale) / len(stale), "dropped_groups": dropped,
             "errors": errors,
+            **({} if turns_ratio is None else {"trained_turns_ratio": turns_ratio}),
             "opt_s": opt_s / scale}
 
 

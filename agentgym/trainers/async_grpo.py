@@ -24,7 +24,8 @@ Tasks that are always solved or never solved teach nothing; with ``skip_settled`
 whose last groups all came out so is skipped when asked for, and counted.
 
 Dropping biases training toward the tasks that finish fast; the producer counts each
-task's groups asked for and trained on, and logs the worst ratio of the two shares.
+task's groups asked for and trained on, and logs the worst ratio of the two shares, and
+the mean turns of trained episodes over those of every episode played (:class:`TurnsTally`).
 :class:`GroupProducer` is the producer; :class:`~agentgym.trainers.grpo.EnvRollout`
 decides what to take.
 """
@@ -43,7 +44,8 @@ from agentgym.core.settings import check_settings
 from agentgym.rollout.pipeline import Job, JobFeed, RolloutPipeline
 from agentgym.rollout.trajectory import Trajectory
 
-__all__ = ["AsyncOptions", "GroupProducer", "PlayedGroup", "fairness", "importance_weights"]
+__all__ = ["AsyncOptions", "GroupProducer", "PlayedGroup", "TurnsTally", "fairness",
+           "importance_weights"]
 
 
 @dataclass
@@ -191,20 +193,49 @@ class GroupProducer:
             self._arrived.set()
 
 
+#: Tasks asked for fewer times than this are left out of the per-task shares: on a large
+#: task set a task asked for once, and still in flight, would read as never trained.
+MIN_ASKED = 2
+
+
 def fairness(asked: Counter[str], trained: Counter[str],
-             min_asked: int = 1) -> dict[str, Any]:
+             min_asked: int = MIN_ASKED) -> dict[str, Any]:
     """How each task's share of trained groups compares with its share of the groups
-    asked for, over tasks asked for at least ``min_asked`` times: ``worst_ratio`` (the
-    smallest trained-share / asked-share, 1.0 when fair), ``best_ratio`` (the largest),
-    and the tasks at each end (``under``, ``over``)."""
-    total_asked, total_trained = sum(asked.values()), sum(trained.values())
+    asked for, over the ``tasks`` asked for at least ``min_asked`` times: ``worst_ratio``
+    (the smallest trained-share / asked-share, 1.0 when fair), ``best_ratio`` (the
+    largest), and the tasks at each end (``under``, ``over``); the ratios are None while
+    no task qualifies (or nothing was trained)."""
     tasks = [t for t, n in asked.items() if n >= min_asked]
+    total_asked = sum(asked[t] for t in tasks)
+    total_trained = sum(trained[t] for t in tasks)
     if not tasks or not total_trained:
-        return {"worst_ratio": 1.0, "best_ratio": 1.0, "under": None, "over": None}
+        return {"worst_ratio": None, "best_ratio": None, "under": None, "over": None,
+                "tasks": len(tasks)}
     ratio = {t: (trained[t] / total_trained) / (asked[t] / total_asked) for t in tasks}
     under, over = min(ratio, key=ratio.__getitem__), max(ratio, key=ratio.__getitem__)
     return {"worst_ratio": ratio[under], "best_ratio": ratio[over], "under": under,
-            "over": over}
+            "over": over, "tasks": len(tasks)}
+
+
+@dataclass
+class TurnsTally:
+    """Mean turns per episode of the groups trained on against those of every group
+    played (left out ones included): below 1.0, training leans to the short episodes
+    (what dropping stale groups does); it needs no task to be asked for twice."""
+
+    trained: list[float] = field(default_factory=lambda: [0.0, 0.0])  # turns, episodes
+    played: list[float] = field(default_factory=lambda: [0.0, 0.0])
+
+    def add(self, group: list[Trajectory], trained: bool) -> None:
+        turns = sum(t.turns for t in group)
+        for tally in ([self.trained, self.played] if trained else [self.played]):
+            tally[0] += turns
+            tally[1] += len(group)
+
+    def ratio(self) -> float | None:
+        if not self.trained[1] or not self.played[0]:
+            return None
+        return (self.trained[0] / self.trained[1]) / (self.played[0] / self.played[1])
 
 
 def importance_weights(policy_logps: Any, sampling_logps: Any, mask: Any, cap: float

@@ -91,6 +91,7 @@ from agentgym.rollout.trajectory import Trajectory, TrajectoryWriter
 from agentgym.trainers.async_grpo import (
     AsyncOptions,
     GroupProducer,
+    TurnsTally,
     fairness,
     importance_weights,
     staleness_metrics,
@@ -382,6 +383,7 @@ class EnvRollout:
         #: (``skip_settled``); and the groups not played because their task was settled.
         self._streaks: dict[str, tuple[float | None, int]] = {}
         self._skipped_settled = 0
+        self._turns = TurnsTally()  # asynchronous: trained against played episodes' turns
         self._all_played: list[Trajectory] = []  # this call's episodes, for the costs
         self._async_metrics: dict[str, float] = {}
         self.final_fairness: dict[str, Any] = {}  # asynchronous: set when closed
@@ -526,7 +528,9 @@ class EnvRollout:
                 producer.mark_trained(group)
                 groups.append(group)
                 taken.append(group.episodes)
+                self._turns.add(group.episodes, trained=True)
                 continue
+            self._turns.add(group.episodes, trained=False)
             self._ask([self._replacement()], step)  # keeps the supply
         self._count_played(producer.take_played())
         self.replaced = skipped
@@ -542,7 +546,9 @@ class EnvRollout:
             "async/ready_groups": float(producer.ready),
             "async/skipped_settled_groups": float(self._skipped_settled),  # this call
             "fairness/worst_task_ratio": share["worst_ratio"],
-            "fairness/best_task_ratio": share["best_ratio"]}
+            "fairness/best_task_ratio": share["best_ratio"],
+            "fairness/trained_turns_ratio": self._turns.ratio()}
+        self._async_metrics = {k: v for k, v in self._async_metrics.items() if v is not None}
         self._skipped_settled = 0
         return episodes
 
@@ -594,6 +600,7 @@ class EnvRollout:
             return {}
         producer = self._producer
         return {**fairness(producer.asked, producer.trained),
+                "trained_turns_ratio": self._turns.ratio(),
                 "groups_asked": sum(producer.asked.values()),
                 "groups_trained": sum(producer.trained.values())}
 

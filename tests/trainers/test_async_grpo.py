@@ -182,8 +182,10 @@ def test_the_drop_rule_never_trains_a_group_older_than_max_staleness(
         assert min(own) >= 3 - 1  # the step minus max_staleness
     assert run["logged"]["async/stale_dropped_groups"] == 2
     assert run["logged"]["async/staleness_max"] == 0
-    # Groups asked for were never trained: fairness reports it.
-    assert run["fairness"]["worst_ratio"] == 0.0
+    # Every task was asked for once: no per-task share yet; episodes all took 2 turns.
+    assert run["fairness"]["worst_ratio"] is None and run["fairness"]["tasks"] == 0
+    assert run["fairness"]["groups_asked"] == 8 and run["fairness"]["groups_trained"] == 4
+    assert run["fairness"]["trained_turns_ratio"] == 1.0
 
 
 def test_the_correct_rule_trains_stale_groups_the_longest_waiting_first(
@@ -226,7 +228,24 @@ def test_fairness_compares_trained_and_asked_shares() -> None:
     assert report["worst_ratio"] == pytest.approx((1 / 3) / (1 / 2))
     assert report["best_ratio"] == pytest.approx((2 / 3) / (1 / 2))
     assert (report["under"], report["over"]) == ("b", "a")
-    assert fairness(Counter(a=1), Counter())["worst_ratio"] == 1.0  # nothing trained yet
+    assert fairness(Counter(a=1), Counter())["worst_ratio"] is None  # nothing trained yet
+    # Tasks asked for once are left out unless asked: one in flight is not yet unfair.
+    assert fairness(Counter(a=1, b=1), Counter(a=1))["worst_ratio"] is None
+    assert fairness(Counter(a=1, b=1), Counter(a=1), min_asked=1)["worst_ratio"] == 0.0
+
+
+def test_the_turns_tally_shows_a_lean_to_short_episodes() -> None:
+    from agentgym.rollout.trajectory import Trajectory
+    from agentgym.trainers.async_grpo import TurnsTally
+
+    def group(turns: int) -> list[Trajectory]:
+        return [Trajectory("env", "t", i, turns=turns) for i in range(2)]
+
+    tally = TurnsTally()
+    assert tally.ratio() is None
+    tally.add(group(2), trained=True)
+    tally.add(group(6), trained=False)  # a long group left out
+    assert tally.ratio() == pytest.approx(2 / 4)
 
 
 def test_async_options_are_checked_and_read_from_a_run_config() -> None:
