@@ -110,6 +110,7 @@ from agentgym.core.tools import (
     describe,
     toolset_class,
 )
+from agentgym.core.waiting import wait_within
 
 AnyTool = Tool | BoundTool
 T = TypeVar("T")
@@ -592,7 +593,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         token = _turn_deadline.set(deadline)
         try:
             left = deadline - time.monotonic() + self.turn_grace_s
-            return await asyncio.wait_for(self._run_tool(episode, call), left)
+            return await wait_within(self._run_tool(episode, call), left)
         except asyncio.TimeoutError:
             error = (f"{call.name} was stopped: this turn's time budget"
                      f" ({self.turn_timeout_s:g} s) ran out")
@@ -630,7 +631,7 @@ async def _within(setup: Coroutine[Any, Any, None], timeout_s: Any) -> None:
     if timeout_s is None:
         return await setup
     try:
-        await asyncio.wait_for(setup, float(timeout_s))
+        await wait_within(setup, float(timeout_s))
     except asyncio.TimeoutError:
         raise SetupTimeoutError(
             f"the episode's setup did not finish within {float(timeout_s):g} s"
