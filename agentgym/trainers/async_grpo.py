@@ -39,7 +39,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.settings import check_settings
 from agentgym.rollout.pipeline import Job, JobFeed, RolloutPipeline
 from agentgym.rollout.trajectory import Trajectory
@@ -104,7 +103,7 @@ class GroupProducer:
     on the pipeline's event loop).
 
     Jobs are ``(task_id, episode)``; a group's episodes are ``group_size`` consecutive
-    episode numbers starting at a multiple of ``group_size``.
+    episode numbers.
     """
 
     def __init__(self, pipeline: RolloutPipeline, group_size: int):
@@ -113,7 +112,9 @@ class GroupProducer:
         self.asked: Counter[str] = Counter()  # groups asked for, per task
         self.trained: Counter[str] = Counter()  # groups handed to training, per task
         self.played: list[Trajectory] = []  # every finished episode since the last take
+        # Per group (keyed by its first episode): request order, step, episodes done.
         self._pending: dict[int, tuple[int, int, list[Trajectory]]] = {}
+        self._group_of: dict[int, int] = {}  # episode -> its group's first episode
         self._ready: list[PlayedGroup] = []
         self._arrived = asyncio.Event()
         self._order = 0
@@ -131,18 +132,16 @@ class GroupProducer:
 
     def ask(self, tasks: Iterable[str], step: int, first_episode: int) -> int:
         """Play a group of each of ``tasks`` (asked for at trainer step ``step``), numbered
-        from ``first_episode`` (a multiple of ``group_size``); returns the next free
-        episode number."""
-        if first_episode % self.group_size:
-            raise InvalidArgumentError(f"first_episode {first_episode} is not a multiple of"
-                                       f" the group size {self.group_size}")
+        from ``first_episode``; returns the next free episode number."""
         jobs: list[Job] = []
         episode = first_episode
         for task in tasks:
-            self._pending[episode // self.group_size] = (self._order, step, [])
+            self._pending[episode] = (self._order, step, [])
             self._order += 1
             self.asked[task] += 1
-            jobs += [(task, episode + i) for i in range(self.group_size)]
+            for i in range(self.group_size):
+                self._group_of[episode + i] = episode
+                jobs.append((task, episode + i))
             episode += self.group_size
         if self._stream is None:
             self._stream = asyncio.ensure_future(self.pipeline.stream(self.feed, self._done))
@@ -178,9 +177,9 @@ class GroupProducer:
 
     def _done(self, trajectory: Trajectory) -> None:
         self.played.append(trajectory)
-        key = trajectory.episode // self.group_size
-        if key not in self._pending:
-            return  # a group abandoned (never happens today)
+        key = self._group_of.pop(trajectory.episode, None)
+        if key is None or key not in self._pending:
+            return  # not one of its groups
         order, step, episodes = self._pending[key]
         episodes.append(trajectory)
         if len(episodes) == self.group_size:

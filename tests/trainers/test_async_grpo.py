@@ -50,8 +50,10 @@ def _half_right(expression: str, attempt: int) -> str:
     return ("right", "wrong")[attempt % 2]  # every group carries signal
 
 
-def _async_rollout(tokenizer: Any, policy: Any, **options: Any) -> EnvRollout:
-    return EnvRollout("calculator", {"num_tasks": 64}, group_size=4, tokenizer=tokenizer,
+def _async_rollout(tokenizer: Any, policy: Any, group_size: int = 4,
+                   **options: Any) -> EnvRollout:
+    return EnvRollout("calculator", {"num_tasks": 64}, group_size=group_size,
+                      tokenizer=tokenizer,
                       rollout=ROLLOUT, policy=policy,
                       options=GRPOOptions(asynchronous=AsyncOptions(**options)))
 
@@ -105,6 +107,24 @@ def test_trajectories_align_versions_with_tokens(tiny_model_dir: Path) -> None:
         assert len(trajectory.versions) == len(trajectory.completion_ids)
         for version, own in zip(trajectory.versions, trajectory.loss_mask, strict=True):
             assert version == (3 if own else -1)  # -1: a token the env wrote
+
+
+def test_groups_of_any_size_are_assembled_at_any_step(tiny_model_dir: Path) -> None:
+    """A step's episodes are numbered from step * 1,000,000, which 3 does not divide."""
+    tokenizer = _tokenizer(tiny_model_dir)
+    rollout = _async_rollout(tokenizer, Versioned(tokenizer, _half_right), group_size=3)
+    trainer = _Trainer()
+    trainer.state.global_step = 1
+    try:
+        out = rollout([f"calculator-train-{i}" for i in (0, 1) for _ in range(3)], trainer)
+    finally:
+        rollout.close()
+    groups = [rollout.last[i:i + 3] for i in (0, 3)]
+    for group in groups:
+        assert len({t.task_id for t in group}) == 1
+        assert [t.episode - group[0].episode for t in group] == [0, 1, 2]
+    assert sorted(out["task_id"]) == sorted(f"calculator-train-{i}" for i in (0, 1)
+                                            for _ in range(3))
 
 
 # ---- the importance correction --------------------------------------------------------------
