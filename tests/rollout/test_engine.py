@@ -16,6 +16,7 @@ pytest.importorskip("transformers", reason="the engine needs the train extra")
 from agentgym.core.errors import InvalidArgumentError  # noqa: E402
 from agentgym.core.policies import Sampling, TokenPolicy  # noqa: E402
 from agentgym.rollout.engine import Engine, EngineError  # noqa: E402
+from agentgym.rollout.engine import engine as engine_module  # noqa: E402
 from agentgym.rollout.policies.hf import HFPolicy  # noqa: E402
 
 GREEDY = Sampling(max_tokens=24, temperature=0)
@@ -130,6 +131,38 @@ def test_a_weight_update_changes_the_next_tokens(tiny_model_dir: Path) -> None:
         engine.close()
     assert after.token_ids != before.token_ids
     assert back.token_ids == before.token_ids
+
+
+def test_a_training_model_samples_in_eval_mode_and_gets_its_mode_back(
+        tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trainer's model in train mode, with dropout: the engine samples without dropout
+    (greedy tokens equal an eval-mode model's), and every module, one added after the
+    engine's first steps too (an adapter), is back in train mode afterwards."""
+    monkeypatch.setattr(engine_module, "IDLE_EXIT_S", 0.1)
+    model = HFPolicy(str(tiny_model_dir)).model
+    reference = Engine(str(tiny_model_dir), slots=2, max_len=256)
+    engine = Engine(model, slots=2, max_len=256)
+    seen: list[bool] = []
+    try:
+        prompt = list(range(10, 60))
+        (expected,) = run(reference.generate(prompt, GREEDY))
+        model.train()
+        (first,) = run(engine.generate(prompt, GREEDY))
+        engine._thread.join()  # the thread ends when idle, so the next request starts one
+        # A module added after the engine's first steps: the next busy period switches it.
+        added = torch.nn.Dropout(0.5)
+        added.register_forward_pre_hook(lambda module, args: seen.append(module.training))
+        model.model.layers[0].add_module("adapter_dropout", added)
+        for layer in model.model.layers:
+            layer.self_attn.attention_dropout = 0.9  # would change the tokens if it ran
+        model.model.layers[0].mlp.register_forward_hook(lambda m, args, out: added(out))
+        (second,) = run(engine.generate(prompt, GREEDY))
+    finally:
+        engine.close()
+        reference.close()
+    assert first.token_ids == second.token_ids == expected.token_ids
+    assert seen and not any(seen)
+    assert all(module.training for module in model.modules())
 
 
 def test_a_request_that_cannot_fit_is_refused_alone(engine: Engine) -> None:
