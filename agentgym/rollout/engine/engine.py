@@ -530,7 +530,6 @@ class _EvalMode:
 
     def refresh(self) -> None:
         from torch.nn import Module
-
         from transformers import PreTrainedModel
 
         def plain(module: Any) -> bool:  # its train() only sets flags, as Module's does
