@@ -26,6 +26,10 @@ They are two things at once:
   and expects the page's own reward, which checks the whole chain (page start, seeding,
   observation, bids, tools, done flag, grading) end to end.
 
+As a registered policy, ``miniwob-solver`` (:func:`solver_policy`) plays each task with
+its family's solver: demonstrations for supervised fine-tuning on the ``miniwob`` env over
+several families (``sft: {demonstrations: {policy: miniwob-solver, episodes: 256}}``).
+
 Families whose targets have no bid in the observation (``click-link``, ``click-tab-2*``:
 their links are ``<span>`` elements without an ARIA role, shown as bid-less StaticText)
 are not here.
@@ -38,6 +42,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from agentgym.core.errors import InvalidArgumentError
+from agentgym.core.policies import ScriptedPolicy
 from agentgym.core.task import Task
 
 Turn = dict[str, Any]
@@ -447,3 +453,23 @@ SOLVERS: dict[str, Solver] = {
     "simple-arithmetic": simple_arithmetic,
     "use-spinner": use_spinner,
 }
+
+
+def solver_policy(argument: str | None = None) -> ScriptedPolicy:
+    """``miniwob-solver``: each task played by its family's solver (:data:`SOLVERS`). A
+    task of a family without one fails its episode with an error naming those that have
+    one (a demonstration stage keeps only episodes that pass)."""
+    if argument:
+        raise InvalidArgumentError(
+            f"the miniwob-solver policy takes no argument; got {argument!r}")
+
+    def act(messages: list[dict], task: Task) -> Turn:
+        family = task.metadata.get("family") or task.id.split("/")[0]
+        solver = SOLVERS.get(family)
+        if solver is None:
+            raise InvalidArgumentError(
+                f"miniwob-solver has no solver for the family {family!r} (task {task.id});"
+                f" it solves {', '.join(sorted(SOLVERS))}")
+        return solver(messages, task)
+
+    return ScriptedPolicy(act)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.probes import ExploitProbe
-from agentgym.core.registry import EnvRegistration
+from agentgym.core.registry import EnvRegistration, Spec
 
 _SITES = {
     "shop": "an online shop with a customer side (catalog, cart, checkout, orders, account)"
@@ -44,6 +44,13 @@ def agentgym_envs() -> list[EnvRegistration]:
         "WebArena's task files (webarena-verified) against WebArena servers you run; base"
         " URLs from base_urls= or WEBARENA_<SITE> variables."))
     return envs
+
+
+@hookimpl
+def agentgym_policies() -> list[Spec]:
+    return [Spec("miniwob-solver", "agentgym.testing.miniwob_solvers:solver_policy",
+                 "Plays MiniWoB++ tasks with their family's scripted solver (16 families):"
+                 " correct demonstrations for SFT on miniwob envs.")]
 
 
 @hookimpl

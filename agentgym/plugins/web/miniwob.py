@@ -120,32 +120,49 @@ class MiniWoBEnv(WebEnv):
     """MiniWoB++ tasks in Chromium (module docstring).
 
     Args:
-        family: one task family (``click-button``), or None for all of them.
-        seeds: seeds per family (task ids ``family/0`` .. ``family/seeds-1``).
+        family: one task family (``click-button``), a list of them, or None for all of
+            them; tasks take the families in turn (``a/0``, ``b/0``, ``a/1``, ...).
+        seeds: seeds per family: task ids ``family/first_seed`` ..
+            ``family/first_seed+seeds-1``.
+        first_seed: the first seed: ``seeds=800`` to train on and ``first_seed=800,
+            seeds=200`` to evaluate on hold different problems of the same families.
         max_turns: turns before truncation.
         Other arguments: see :class:`~agentgym.plugins.web.env.WebEnv`.
     """
 
-    def __init__(self, family: str | None = None, *, seeds: int = SEEDS, max_turns: int = 10,
-                 **kwargs: Any):
+    def __init__(self, family: str | list[str] | None = None, *, seeds: int = SEEDS,
+                 first_seed: int = 0, max_turns: int = 10, **kwargs: Any):
         known = families()
         if not known:
             miniwob_root()  # raises with the fix
-        if family is not None and family not in known:
-            import difflib
-
-            close = difflib.get_close_matches(family, known, n=3)
+        chosen = ([family] if isinstance(family, str) else list(family) if family is not None
+                  else list(known))
+        if not chosen:
             raise InvalidArgumentError(
-                f"family={family!r} is not a MiniWoB++ task"
-                + (f"; did you mean {', '.join(map(repr, close))}?" if close else "")
-                + f" ({len(known)} families: `agentgym list envs` shows them as miniwob-*)")
+                "family=[] names no task family: give one (click-button), a list, or None"
+                " for all of them")
+        for name in chosen:
+            if name not in known:
+                import difflib
+
+                close = difflib.get_close_matches(str(name), known, n=3)
+                raise InvalidArgumentError(
+                    f"family={name!r} is not a MiniWoB++ task"
+                    + (f"; did you mean {', '.join(map(repr, close))}?" if close else "")
+                    + f" ({len(known)} families: `agentgym list envs` shows them as"
+                    " miniwob-*)")
         if seeds < 1:
             raise InvalidArgumentError(f"seeds={seeds} must be >= 1")
-        chosen = [family] if family else list(known)
-        size = len(chosen) * seeds
-        source = GeneratedTasks(size, lambda i: _task(chosen[i // seeds], i % seeds),
-                                lambda i: f"{chosen[i // seeds]}/{i % seeds}")
-        self.family = family
+        if first_seed < 0:
+            raise InvalidArgumentError(f"first_seed={first_seed} must be >= 0")
+        # Families interleaved (task i is family i % F), so the first n tasks, what an
+        # eval of n episodes plays, cover every family evenly.
+        count = len(chosen)
+        source = GeneratedTasks(
+            count * seeds, lambda i: _task(chosen[i % count], first_seed + i // count),
+            lambda i: f"{chosen[i % count]}/{first_seed + i // count}")
+        self.family = family if isinstance(family, str) else None
+        self.families = tuple(chosen)
         self.tick_ms = TICK_MS
         self._utterance = ""
         super().__init__(source, max_turns=max_turns, **kwargs)

@@ -186,6 +186,47 @@ def test_unknown_family_is_a_clear_error() -> None:
         agentgym.make("miniwob-click-buton")
 
 
+def test_several_families_take_turns_and_seeds_split_train_from_held_out() -> None:
+    families_ = ["click-button", "focus-text-2"]
+    train = MiniWoBEnv(families_, seeds=3)
+    held_out = agentgym.make("miniwob", family=families_, first_seed=3, seeds=2)
+    try:
+        assert [t.id for t in train.tasks] == ["click-button/0", "focus-text-2/0",
+                                               "click-button/1", "focus-text-2/1",
+                                               "click-button/2", "focus-text-2/2"]
+        assert [t.id for t in held_out.tasks] == ["click-button/3", "focus-text-2/3",
+                                                  "click-button/4", "focus-text-2/4"]
+        assert held_out.tasks[3].metadata == {"family": "focus-text-2", "seed": 4}
+    finally:
+        train.close()
+        held_out.close()
+    with pytest.raises(InvalidArgumentError, match=r"'click-buton'.*did you mean"):
+        MiniWoBEnv(["focus-text-2", "click-buton"])
+    with pytest.raises(InvalidArgumentError, match="names no task family"):
+        MiniWoBEnv([])
+    with pytest.raises(InvalidArgumentError, match="first_seed=-1"):
+        MiniWoBEnv("click-button", first_seed=-1)
+
+
+def test_the_solver_policy_plays_each_family_with_its_solver() -> None:
+    """``miniwob-solver``, as a demonstration stage builds it by name: every task of a
+    several-family env won; a family without a solver fails its episode, named."""
+    from agentgym.core.policies import build_policy
+
+    policy = build_policy("miniwob-solver")
+    families_ = ["click-button", "click-option", "click-link"]  # click-link has no solver
+    report = asyncio.run(evaluate("miniwob", policy, 6, env_kwargs={"family": families_},
+                                  pipeline=PipelineConfig(mode="sync", concurrency=1)))
+    by_family: dict[str, list] = {}
+    for t in report.trajectories:
+        by_family.setdefault(t.task_id.split("/")[0], []).append(t)
+    assert {f: len(ts) for f, ts in by_family.items()} == dict.fromkeys(families_, 2)
+    for family in ("click-button", "click-option"):
+        assert [t.reward for t in by_family[family]] == [1.0, 1.0], by_family[family]
+    for t in by_family["click-link"]:
+        assert t.reward == 0.0 and "no solver for the family 'click-link'" in str(t.error)
+
+
 def test_parse_line() -> None:
     node = parse_line("    [19] spinbutton 'Select a value:', value='-3', focused, valuemin=0")
     assert node is not None
