@@ -9,7 +9,11 @@ A Starlette app (run by :class:`~agentgym.core.serving.LocalServer`, loopback on
 * ``POST /v1/chat/completions``: messages and ``tools``, rendered with the tokenizer's
   chat template; the completion's tool calls are parsed (``hermes`` ``<tool_call>``
   blocks by default, the format of the Qwen and SmolLM templates) into the message's
-  ``tool_calls``, with ``finish_reason="tool_calls"``.
+  ``tool_calls``, with ``finish_reason="tool_calls"``;
+* with a :class:`~agentgym.rollout.capture.CaptureStore`, the same three under each open
+  episode's own base URL, ``/episodes/KEY/v1``: every call made there is recorded token
+  for token into that episode's calls (:mod:`agentgym.rollout.capture`); a key that is
+  unknown, or whose episode has ended, gets HTTP 404.
 
 Both take ``max_tokens`` (or ``max_completion_tokens``), ``temperature``, ``top_p``,
 ``seed`` and ``logprobs``, and vLLM's extensions, the field's convention for token-exact
@@ -26,11 +30,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from agentgym.core.errors import AgentGymError, InvalidArgumentError
 from agentgym.core.parsers import HermesParser, ToolCallParser, XMLParser
 from agentgym.core.policies import Generation, Sampling, TokenPolicy
+from agentgym.rollout.capture import CapturedCall, CaptureStore, UnknownEpisodeKeyError
 from agentgym.rollout.chat import with_decoded_arguments
 
 __all__ = ["PARSERS", "openai_app"]
@@ -48,8 +54,14 @@ class BadRequest(AgentGymError):
         self.param = param
 
 
-def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes") -> Any:
-    """The Starlette app serving ``policy`` as ``model_name``."""
+#: Records one call's prompt ids and generation (under an episode's key), or nothing.
+Recorder = Callable[[list[int], Generation], None] | None
+
+
+def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes",
+               capture: CaptureStore | None = None) -> Any:
+    """The Starlette app serving ``policy`` as ``model_name``; with ``capture``, also under
+    each of its episodes' base URLs (module docstring)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -72,7 +84,7 @@ def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes"
     async def chat_completions(request: Request) -> JSONResponse:
         return await _answer(request, chat)
 
-    async def complete(body: dict[str, Any]) -> dict[str, Any]:
+    async def complete(body: dict[str, Any], record: Recorder = None) -> dict[str, Any]:
         prompt = body.get("prompt")
         if isinstance(prompt, str):
             prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
@@ -80,10 +92,12 @@ def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes"
             prompt_ids = list(prompt)
         elif (isinstance(prompt, list) and len(prompt) == 1
               and isinstance(prompt[0], (str, list))):
-            return await complete({**body, "prompt": prompt[0]})
+            return await complete({**body, "prompt": prompt[0]}, record)
         else:
             raise BadRequest("prompt must be a string or a list of token ids", "prompt")
         generation = await _generate(policy, prompt_ids, body)
+        if record is not None:
+            record(prompt_ids, generation)
         choice: dict[str, Any] = {"index": 0, "text": _text(tokenizer, generation, body),
                                   "finish_reason": generation.finish_reason,
                                   "logprobs": None}
@@ -96,7 +110,7 @@ def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes"
         return _response("text_completion", "cmpl", model_name, choice, prompt_ids,
                          generation)
 
-    async def chat(body: dict[str, Any]) -> dict[str, Any]:
+    async def chat(body: dict[str, Any], record: Recorder = None) -> dict[str, Any]:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise BadRequest("messages must be a non-empty list of chat messages",
@@ -112,6 +126,8 @@ def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes"
             raise BadRequest(f"the chat template cannot render these messages: {e}",
                              "messages") from None
         generation = await _generate(policy, list(prompt_ids), body)
+        if record is not None:
+            record(list(prompt_ids), generation)
         text = tokenizer.decode(_without_stop(generation), skip_special_tokens=False)
         turn = parser.parse(text) if tools else None
         message: dict[str, Any] = {"role": "assistant", "content": text}
@@ -140,11 +156,42 @@ def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes"
             response["prompt_token_ids"] = list(prompt_ids)
         return response
 
-    return Starlette(routes=[
+    def episode(handle: Any) -> Any:
+        """``handle`` under ``/episodes/{key}/v1``, recording each call into that key's."""
+
+        async def route(request: Request) -> JSONResponse:
+            assert capture is not None
+            key = request.path_params["key"]
+            try:
+                capture.check(key)
+            except UnknownEpisodeKeyError as e:
+                return _error(404, str(e), None, "not_found_error")
+            if handle is None:
+                return await models(request)
+
+            def record(prompt_ids: list[int], generation: Generation) -> None:
+                capture.record(key, CapturedCall(
+                    list(prompt_ids), list(generation.token_ids),
+                    None if generation.logprobs is None else list(generation.logprobs),
+                    None if generation.versions is None else list(generation.versions),
+                    generation.finish_reason))
+
+            return await _answer(request, lambda body: handle(body, record))
+
+        return route
+
+    routes = [
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-    ])
+    ]
+    if capture is not None:
+        routes += [
+            Route("/episodes/{key}/v1/models", episode(None), methods=["GET"]),
+            Route("/episodes/{key}/v1/completions", episode(complete), methods=["POST"]),
+            Route("/episodes/{key}/v1/chat/completions", episode(chat), methods=["POST"]),
+        ]
+    return Starlette(routes=routes)
 
 
 async def _answer(request: Any, handle: Any) -> Any:
@@ -163,6 +210,8 @@ async def _answer(request: Any, handle: Any) -> Any:
         return _error(400, f"the request body is not JSON: {e}", None)
     except BadRequest as e:
         return _error(400, str(e), e.param)
+    except UnknownEpisodeKeyError as e:  # the episode ended while its call ran
+        return _error(404, str(e), None, "not_found_error")
     except InvalidArgumentError as e:  # what the policy refused: this request alone
         return _error(400, str(e), None)
     except AgentGymError as e:
