@@ -35,7 +35,7 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 
-from agentgym.core.errors import AgentGymError
+from agentgym.core.errors import AgentGymError, InvalidArgumentError
 
 __all__ = ["CaptureStore", "CapturedCall", "Sample", "Samples", "UnknownEpisodeKeyError",
            "build_samples"]
@@ -125,7 +125,7 @@ def build_samples(calls: list[CapturedCall]) -> Samples:
     previous: CapturedCall | None = None
     for call in calls:
         if call.logprobs is not None and len(call.logprobs) != len(call.completion_ids):
-            raise ValueError(f"a captured call has {len(call.completion_ids)} completion"
+            raise InvalidArgumentError(f"a captured call has {len(call.completion_ids)} completion"
                              f" tokens but {len(call.logprobs)} log-probabilities")
         if sample is not None and previous is not None:
             kept = previous.prompt_ids + previous.completion_ids
