@@ -41,7 +41,11 @@ class LocalServer:
 
         self.name = name
         self._startup_timeout = startup_timeout
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP named, not 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only
+        # on sockets whose proto says TCP. With it on, a response written in two parts
+        # (headers, body) waited for the client's delayed ACK: 44 ms a request on a
+        # kept-alive connection instead of 0.3.
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self._socket.bind((LOOPBACK, port))

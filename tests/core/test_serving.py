@@ -32,6 +32,39 @@ def test_a_server_answers_on_loopback_and_stops():
         urllib.request.urlopen(server.url, timeout=2)
 
 
+def test_connections_turn_nagle_off():
+    """asyncio sets TCP_NODELAY on accepted connections only when the listening socket's
+    proto says TCP; without it a kept-alive client waited 44 ms for every response (the
+    server's second write held back until the client's delayed ACK)."""
+    import asyncio
+    import socket
+
+    with LocalServer(APP, name="test-http") as server:
+        listening = server._socket
+        assert listening.proto == socket.IPPROTO_TCP
+
+        async def accepted_nodelay() -> int:  # what asyncio does with such a socket
+            loop = asyncio.get_running_loop()
+            client = socket.create_connection(("127.0.0.1", server.port))
+            try:
+                probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM, listening.proto)
+                probe.bind(("127.0.0.1", 0))
+                probe.listen(1)
+                other = socket.create_connection(probe.getsockname())
+                conn, _ = probe.accept()
+                conn.setblocking(False)
+                transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, conn)
+                value = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                transport.close()
+                other.close()
+                probe.close()
+                return value
+            finally:
+                client.close()
+
+        assert asyncio.run(accepted_nodelay())
+
+
 def test_a_taken_port_is_a_clear_error():
     with LocalServer(APP) as server, pytest.raises(ServerStartError,
                                                    match=f"127.0.0.1:{server.port}.*port"):
