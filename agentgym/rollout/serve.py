@@ -20,9 +20,11 @@ Both take ``max_tokens`` (or ``max_completion_tokens``), ``temperature``, ``top_
 clients: ``return_token_ids`` adds ``prompt_token_ids`` and ``token_ids`` to each choice
 (and ``prompt_token_ids`` to a chat response), ``return_tokens_as_token_ids`` writes each
 logprob's token as ``"token_id:ID"``, ``skip_special_tokens`` (default true) says whether
-the text keeps special tokens. One choice per request (``n=1``), no streaming: such a
-request gets HTTP 400 saying so, as does any request the policy refuses (a prompt too long,
-a token outside the vocabulary). Errors are OpenAI's ``{"error": {...}}`` bodies.
+the text keeps special tokens. ``stream=true`` answers with OpenAI's chunks as server-sent
+events, all at once when the completion is done (the policy returns it whole). One choice
+per request (``n=1``): another ``n`` gets HTTP 400 saying so, as does any request the
+policy refuses (a prompt too long, a token outside the vocabulary). Errors are OpenAI's
+``{"error": {...}}`` bodies.
 """
 
 from __future__ import annotations
@@ -201,11 +203,12 @@ async def _answer(request: Any, handle: Any) -> Any:
         body = json.loads(await request.body())
         if not isinstance(body, dict):
             raise BadRequest("the request body must be a JSON object")
-        if body.get("stream"):
-            raise BadRequest("streaming is not supported: send stream=false", "stream")
         if body.get("n", 1) != 1:
             raise BadRequest("one choice per request: send n=1", "n")
-        return JSONResponse(await handle(body))
+        response = await handle(body)
+        if body.get("stream"):
+            return _stream(response, body)
+        return JSONResponse(response)
     except json.JSONDecodeError as e:
         return _error(400, f"the request body is not JSON: {e}", None)
     except BadRequest as e:
@@ -216,6 +219,45 @@ async def _answer(request: Any, handle: Any) -> Any:
         return _error(400, str(e), None)
     except AgentGymError as e:
         return _error(503, f"{type(e).__name__}: {e}", None, "server_error")
+
+
+def _stream(response: dict[str, Any], body: dict[str, Any]) -> Any:
+    """``response`` as server-sent events of OpenAI's chunks (``stream=true``). The policy
+    returns a completion whole, so the chunks come at once when it is done: the content
+    (and its log-probs and token ids), each tool call, then the finish reason, the usage
+    when ``stream_options.include_usage`` asks for it, and ``[DONE]``."""
+    from starlette.responses import StreamingResponse
+
+    choice = response["choices"][0]
+    chat = response["object"] == "chat.completion"
+    kind = "chat.completion.chunk" if chat else "text_completion"
+    extras = {k: choice[k] for k in ("prompt_token_ids", "token_ids") if k in choice}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
+        part = ({"index": 0, "delta": delta} if chat else {"index": 0, **delta})
+        part.update(finish_reason=finish, logprobs=more.pop("logprobs", None), **more)
+        event = {"id": response["id"], "object": kind, "created": response["created"],
+                 "model": response["model"], "choices": [part]}
+        return f"data: {json.dumps(event)}\n\n"
+
+    events = []
+    if chat:
+        message = choice["message"]
+        events.append(chunk({"role": "assistant", "content": message.get("content") or ""},
+                            logprobs=choice.get("logprobs"), **extras))
+        for index, call in enumerate(message.get("tool_calls") or []):
+            events.append(chunk({"tool_calls": [{"index": index, **call}]}))
+        events.append(chunk({}, choice["finish_reason"]))
+    else:
+        events.append(chunk({"text": choice["text"]}, logprobs=choice.get("logprobs"),
+                            **extras))
+        events.append(chunk({"text": ""}, choice["finish_reason"]))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        events.append("data: " + json.dumps(
+            {"id": response["id"], "object": kind, "created": response["created"],
+             "model": response["model"], "choices": [], "usage": response["usage"]}) + "\n\n")
+    events.append("data: [DONE]\n\n")
+    return StreamingResponse(iter(events), media_type="text/event-stream")
 
 
 def _error(status: int, message: str, param: str | None,

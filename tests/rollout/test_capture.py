@@ -159,6 +159,16 @@ def test_the_engine_behind_the_proxy_records_what_it_sampled(tiny_model_dir: Pat
     assert recorded.versions == [0] * len(recorded.completion_ids)
 
 
+def test_a_streaming_harness_is_recorded_too(tokenizer) -> None:
+    policy = Scripted(tokenizer, ["Streaming along."])
+    with episode(policy) as (store, key, client, _):
+        chunks = list(client.chat.completions.create(
+            model="scripted", messages=[{"role": "user", "content": "Go."}], stream=True))
+        (recorded,) = store.close(key)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Streaming along."
+    assert recorded.completion_ids == policy.generations[0].token_ids
+
+
 def test_the_store_refuses_keys_it_does_not_hold() -> None:
     store = CaptureStore()
     key = store.open()

@@ -73,6 +73,32 @@ def test_the_openai_client_gets_tool_calls_token_ids_and_logprobs(engine: Engine
     assert answer.usage.completion_tokens == len(extra["token_ids"])
 
 
+def test_streaming_clients_get_the_same_answer_in_chunks(engine: Engine) -> None:
+    """Harnesses that stream: the openai client's streams of a chat completion (content,
+    tool call, finish reason, usage) and of a text completion add up to the answer."""
+    call = '<tool_call>\n{"name": "calculate", "arguments": {"expression": "37 * 4"}}\n</tool_call>'
+    policy = Scripted(engine.tokenizer, "Let me compute.\n" + call)
+    with LocalServer(openai_app(policy, "scripted")) as server:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused")
+        chunks = list(client.chat.completions.create(
+            model="scripted", messages=[{"role": "user", "content": "What is 37 * 4?"}],
+            tools=[CALCULATE], max_tokens=64, stream=True,
+            stream_options={"include_usage": True}, extra_body={"return_token_ids": True}))
+        text = list(client.completions.create(model="scripted", prompt=[5, 6, 7],
+                                              max_tokens=64, stream=True))
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    calls = [t for c in chunks if c.choices for t in c.choices[0].delta.tool_calls or []]
+    finish = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert content == "Let me compute."
+    assert [(t.function.name, json.loads(t.function.arguments)) for t in calls] == [
+        ("calculate", {"expression": "37 * 4"})]
+    assert finish[-1] == "tool_calls" and not any(finish[:-1])
+    assert chunks[0].choices[0].model_extra["prompt_token_ids"] == policy.prompts[0]
+    assert chunks[-1].usage.completion_tokens == len(chunks[0].choices[0].model_extra["token_ids"])
+    assert "".join(c.choices[0].text for c in text) == "Let me compute.\n" + call
+    assert text[-1].choices[0].finish_reason == "stop"
+
+
 def test_a_history_with_tool_calls_renders_as_the_rollout_renders_it(engine: Engine) -> None:
     policy = Scripted(engine.tokenizer, "148")
     history = [{"role": "user", "content": "What is 37 * 4?"},
@@ -115,9 +141,8 @@ def test_the_openai_policy_plays_the_calculator_env_against_the_server(
 def test_bad_requests_get_openai_errors_and_the_server_goes_on(engine: Engine) -> None:
     with LocalServer(openai_app(engine, "tiny")) as server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
-        with pytest.raises(openai.BadRequestError, match="streaming is not supported"):
-            client.completions.create(model="tiny", prompt=[1, 2, 3], max_tokens=4,
-                                      stream=True)
+        with pytest.raises(openai.BadRequestError, match="one choice per request"):
+            client.completions.create(model="tiny", prompt=[1, 2, 3], max_tokens=4, n=2)
         with pytest.raises(openai.BadRequestError, match="positions per slot"):
             client.completions.create(model="tiny", prompt=[1, 2, 3] * 400, max_tokens=4)
         with pytest.raises(openai.BadRequestError, match="vocabulary"):
