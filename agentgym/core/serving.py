@@ -16,7 +16,9 @@ the calling thread until interrupted (``agentgym view``).
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import stat
 import threading
 import time
 from typing import Any
@@ -29,41 +31,55 @@ class ServerStartError(RuntimeError):
 
 
 class LocalServer:
-    """An ASGI ``app`` on uvicorn at ``http://127.0.0.1:PORT`` (``port=0``: a free port).
+    """An ASGI ``app`` on uvicorn at ``http://127.0.0.1:PORT`` (``port=0``: a free port), or
+    on the Unix socket at path ``uds`` (which a folder bound into a sandbox can expose to
+    it alone; no TCP port is opened then).
 
     ``name`` names the thread (and appears in errors); ``startup_timeout`` bounds how long
     ``start`` waits for the server to accept connections.
     """
 
     def __init__(self, app: Any, *, port: int = 0, name: str = "agentgym-http",
-                 startup_timeout: float = 30.0) -> None:
+                 startup_timeout: float = 30.0, uds: str | os.PathLike | None = None) -> None:
         import uvicorn  # lazy: importing agentgym.core must stay cheap
 
         self.name = name
         self._startup_timeout = startup_timeout
-        # IPPROTO_TCP named, not 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only
-        # on sockets whose proto says TCP. With it on, a response written in two parts
-        # (headers, body) waited for the client's delayed ACK: 44 ms a request on a
-        # kept-alive connection instead of 0.3.
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            self._socket.bind((LOOPBACK, port))
-        except OSError as error:
-            self._socket.close()
-            raise ServerStartError(
-                f"{name}: cannot listen on {LOOPBACK}:{port} ({error}); pick another port,"
-                " or 0 for any free one") from error
-        self._socket.listen(2048)
-        self.port: int = self._socket.getsockname()[1]
+        self.uds = None if uds is None else os.fspath(uds)
+        if self.uds is not None:
+            self._socket = _unix_socket(self.uds, name)
+            self.port = 0
+        else:
+            self._socket = self._tcp_socket(port)
+            self.port = self._socket.getsockname()[1]
         self._server = uvicorn.Server(uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="off",
             timeout_graceful_shutdown=5, timeout_keep_alive=30))
         self._thread: threading.Thread | None = None
 
+    def _tcp_socket(self, port: int) -> socket.socket:
+        name = self.name
+        # IPPROTO_TCP named, not 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only
+        # on sockets whose proto says TCP. With it on, a response written in two parts
+        # (headers, body) waited for the client's delayed ACK: 44 ms a request on a
+        # kept-alive connection instead of 0.3.
+        listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listening.bind((LOOPBACK, port))
+        except OSError as error:
+            listening.close()
+            raise ServerStartError(
+                f"{name}: cannot listen on {LOOPBACK}:{port} ({error}); pick another port,"
+                " or 0 for any free one") from error
+        listening.listen(2048)
+        return listening
+
     @property
     def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
+        """``http://127.0.0.1:PORT``; on a Unix socket, ``http://localhost`` (the host an
+        HTTP client sends, through a transport on :attr:`uds`)."""
+        return "http://localhost" if self.uds is not None else f"http://{LOOPBACK}:{self.port}"
 
     def start(self) -> LocalServer:
         """Serve in a daemon thread; return once connections are accepted."""
@@ -92,16 +108,38 @@ class LocalServer:
         self._server.run(sockets=[self._socket])
 
     def close(self) -> None:
-        """Stop: finish open requests (up to 5 s), close the port, join the thread."""
+        """Stop: finish open requests (up to 5 s), close the port (or remove the socket
+        file), join the thread."""
         self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
         with contextlib.suppress(OSError):
             self._socket.close()
+        if self.uds is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.uds)
 
     def __enter__(self) -> LocalServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _unix_socket(path: str, name: str) -> socket.socket:
+    """A listening Unix socket at ``path`` that any local user may connect to (a sandbox's
+    user is not the server's): the socket is the only way in, so its mode is 0666."""
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISSOCK(os.stat(path).st_mode):
+                os.unlink(path)  # a stale socket of a server that died
+        listening.bind(path)
+        os.chmod(path, 0o666)
+    except OSError as error:
+        listening.close()
+        raise ServerStartError(f"{name}: cannot listen on the Unix socket {path} ({error});"
+                               " pick a path in a folder you may write") from error
+    listening.listen(2048)
+    return listening

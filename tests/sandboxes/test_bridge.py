@@ -1,0 +1,68 @@
+"""The bridge: a host server on a Unix socket, reached from inside a sandbox through a
+relay on the sandbox's own loopback; the host's loopback stays out of reach."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from agentgym.core.sandbox import SandboxError
+from agentgym.core.serving import LocalServer
+from agentgym.sandboxes.bridge import bridge_mounts, start_bridge
+
+
+async def hello(request):
+    body = await request.body()
+    return PlainTextResponse(f"hello from the host: {body.decode()}")
+
+
+APP = Starlette(routes=[Route("/hello", hello, methods=["GET", "POST"])])
+
+
+@pytest.fixture
+def socket_path():
+    # A short path (Unix socket paths are limited to 107 bytes), in a folder the sandbox's
+    # user can enter.
+    folder = Path(tempfile.mkdtemp(prefix="agentgym-bridge-", dir="/tmp"))
+    folder.chmod(0o755)
+    yield folder / "proxy.sock"
+    for child in folder.iterdir():
+        child.unlink()
+    folder.rmdir()
+
+
+def test_the_sandbox_reaches_the_bridged_server_and_not_the_host(make_sandbox, run,
+                                                                  socket_path) -> None:
+    with LocalServer(APP, uds=socket_path) as bridged, LocalServer(APP) as on_host:
+        assert bridged.port == 0 and socket_path.is_socket()
+        box = make_sandbox(mounts=bridge_mounts(socket_path))
+        url = run(start_bridge(box, socket_path))
+        reached = run(box.exec(f"curl -sS --max-time 10 -d 'a call' {url}/hello"))
+        assert reached.exit_code == 0 and reached.output == "hello from the host: a call"
+        # Many calls, and calls at once, through the one relay.
+        # (`wait` waits for these six only: the relay is not one of the shell's jobs.)
+        several = run(box.exec(
+            f"for i in 1 2 3 4 5 6; do curl -sS --max-time 10 -d $i {url}/hello & done;"
+            " wait", timeout=30))
+        assert several.exit_code == 0
+        assert sorted(several.output.split("hello from the host: ")[1:]) == list("123456")
+        # The host's own loopback server is not reachable: the sandbox's 127.0.0.1 is its own.
+        host = run(box.exec(f"curl -sS --max-time 5 {on_host.url}/hello"))
+        assert host.exit_code != 0 and "hello" not in host.output
+    assert not socket_path.exists()  # the server removed its socket
+
+
+def test_a_sandbox_without_the_mounts_is_told_what_the_bridge_needs(make_sandbox, run,
+                                                                     socket_path) -> None:
+    box = make_sandbox()
+    with pytest.raises(SandboxError, match=r"no relay script.*bridge_mounts"):
+        run(start_bridge(box, socket_path))
+    # With the mounts but no server on the socket, calls fail (the relay closes them).
+    box = make_sandbox(mounts=bridge_mounts(socket_path))
+    url = run(start_bridge(box, socket_path))
+    assert run(box.exec(f"curl -sS --max-time 5 {url}/hello")).exit_code != 0
