@@ -169,6 +169,63 @@ def test_a_streaming_harness_is_recorded_too(tokenizer) -> None:
     assert recorded.completion_ids == policy.generations[0].token_ids
 
 
+AGENT_PROGRAM = """\
+import json, os, urllib.request
+base, key = os.environ["OPENAI_BASE_URL"], os.environ["OPENAI_API_KEY"]
+messages = [{"role": "user", "content": "Fix the bug."}]
+for turn in range(3):
+    request = urllib.request.Request(
+        base + "/chat/completions",
+        data=json.dumps({"model": "m", "messages": messages, "max_tokens": 16}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + key})
+    answer = json.load(urllib.request.urlopen(request, timeout=30))
+    messages += [{"role": "assistant", "content": answer["choices"][0]["message"]["content"]},
+                 {"role": "user", "content": "Command output %d." % turn}]
+print("turns", turn + 1)
+"""
+
+
+def test_an_agent_program_in_a_sandbox_is_captured_through_the_bridge(
+        backend: str, tokenizer) -> None:
+    """An unmodified agent program (stdlib HTTP, its own loop) inside a sandbox, pointed at
+    the capture proxy through the bridge: its calls are one sample of the sampled tokens."""
+    import asyncio
+    import tempfile
+
+    from agentgym.core.registry import open_sandbox
+    from agentgym.sandboxes.bridge import bridge_mounts, start_bridge
+
+    folder = Path(tempfile.mkdtemp(prefix="agentgym-capture-", dir="/tmp"))
+    folder.chmod(0o755)
+    socket_path = folder / "proxy.sock"
+    policy = Scripted(tokenizer, ["Looking.", "Editing.", "Done."])
+    store = CaptureStore()
+
+    async def play() -> str:
+        box = await open_sandbox(backend, mounts=bridge_mounts(socket_path))
+        try:
+            url = await start_bridge(box, socket_path)
+            await box.write_file("agent.py", AGENT_PROGRAM)
+            key = store.open()
+            ran = await box.exec(f"OPENAI_BASE_URL={url}/episodes/{key}/v1"
+                                 f" OPENAI_API_KEY={key} python3 agent.py", timeout=60)
+            assert ran.exit_code == 0, ran.output
+            return key
+        finally:
+            await box.close()
+
+    try:
+        with LocalServer(openai_app(policy, "scripted", capture=store), uds=socket_path):
+            key = asyncio.run(play())
+    finally:
+        folder.rmdir()
+    samples = build_samples(store.close(key))
+    (sample,) = samples.samples
+    assert sample.calls == 3 and (samples.rewritten, samples.mismatches) == (0, 0)
+    assert [t for t, m in zip(sample.token_ids, sample.loss_mask, strict=True) if m] == [
+        t for g in policy.generations for t in g.token_ids]
+
+
 def test_the_store_refuses_keys_it_does_not_hold() -> None:
     store = CaptureStore()
     key = store.open()
