@@ -70,6 +70,10 @@ def test_the_sandbox_reaches_the_bridged_server_and_not_the_host(make_sandbox, r
         # The host's own loopback server is not reachable: the sandbox's 127.0.0.1 is its own.
         host = post(box, run, f"{on_host.url}/hello")
         assert host.exit_code != 0 and "unreachable" in host.output
+        # Nor any other address: there is no route at all (192.0.2.1 is TEST-NET-1, a
+        # documentation address, so a sandbox that had one would send nothing harmful).
+        other = post(box, run, "http://192.0.2.1/hello")
+        assert other.exit_code != 0 and "Network is unreachable" in other.output
     assert not socket_path.exists()  # the server removed its socket
 
 
