@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.sandbox import Sandbox, SandboxError
 
 __all__ = ["BRIDGE_PORT", "bridge_mounts", "start_bridge"]
@@ -31,10 +32,20 @@ _LOG = "/tmp/agentgym-bridge.log"
 
 def bridge_mounts(socket_path: str | Path) -> dict[str, str]:
     """The mounts a sandbox spec needs for :func:`start_bridge` to reach ``socket_path``
-    (a Unix socket on the host; its folder is bound, so the socket may be made after the
-    sandbox starts)."""
+    (a Unix socket on the host). Its folder is bound, so the socket may be made after the
+    sandbox starts; that folder must hold nothing else, since all of it becomes visible
+    inside."""
     socket_path = Path(socket_path)
-    return {SOCKET_DIR: str(socket_path.parent),
+    folder = socket_path.parent
+    others = sorted(p.name for p in folder.iterdir() if p.name != socket_path.name) \
+        if folder.is_dir() else []
+    if not folder.is_dir() or others:
+        raise InvalidArgumentError(
+            f"socket_path={str(socket_path)!r}: its folder is bound into the sandbox whole,"
+            + (f" and it holds {', '.join(others[:5])}" if others else " and it does not"
+               " exist")
+            + "; give the socket a folder of its own (tempfile.mkdtemp(), mode 0755)")
+    return {SOCKET_DIR: str(folder),
             SCRIPT: str(Path(__file__).with_name("forward.py"))}
 
 

@@ -16,18 +16,17 @@ import sys
 
 
 async def _pipe(reader, writer):
-    try:
+    """Copy until ``reader`` ends, then end ``writer``'s side only (a client that has sent
+    its whole request still reads the answer)."""
+    with contextlib.suppress(ConnectionError, OSError):
         while True:
             data = await reader.read(65536)
             if not data:
                 break
             writer.write(data)
             await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            writer.close()
+        if writer.can_write_eof():
+            writer.write_eof()
 
 
 async def _main(port, path):
@@ -37,7 +36,13 @@ async def _main(port, path):
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
+        try:
+            await asyncio.gather(_pipe(reader, upstream_writer),
+                                 _pipe(upstream_reader, writer))
+        finally:
+            for each in (writer, upstream_writer):
+                with contextlib.suppress(OSError):
+                    each.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", port)
     print("ready", flush=True)

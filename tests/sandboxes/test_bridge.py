@@ -11,6 +11,7 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.sandbox import SandboxError
 from agentgym.core.serving import LocalServer
 from agentgym.sandboxes.bridge import bridge_mounts, start_bridge
@@ -75,6 +76,33 @@ def test_the_sandbox_reaches_the_bridged_server_and_not_the_host(make_sandbox, r
         other = post(box, run, "http://192.0.2.1/hello")
         assert other.exit_code != 0 and "Network is unreachable" in other.output
     assert not socket_path.exists()  # the server removed its socket
+
+
+def test_a_socket_in_a_shared_folder_is_refused(tmp_path) -> None:
+    """The socket's folder is bound whole: one holding anything else would show it."""
+    (tmp_path / "secret.txt").write_text("host data")
+    with pytest.raises(InvalidArgumentError, match=r"secret\.txt.*folder of its own"):
+        bridge_mounts(tmp_path / "proxy.sock")
+
+
+def test_a_half_closed_request_still_gets_its_answer(make_sandbox, run, socket_path) -> None:
+    """A client that shuts its sending side after the request reads the whole answer."""
+    with LocalServer(APP, uds=socket_path):
+        box = make_sandbox(mounts=bridge_mounts(socket_path))
+        url = run(start_bridge(box, socket_path))
+        port = url.rsplit(":", 1)[1]
+        run(box.write_file("/tmp/half.py", (
+            "import socket\n"
+            f"s = socket.create_connection(('127.0.0.1', {port}))\n"
+            "s.sendall(b'POST /hello HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 4\\r\\n"
+            "Connection: close\\r\\n\\r\\nhalf')\n"
+            "s.shutdown(socket.SHUT_WR)\n"
+            "data = b''\n"
+            "while chunk := s.recv(4096):\n"
+            "    data += chunk\n"
+            "print(data.decode().split('\\r\\n\\r\\n', 1)[1])\n")))
+        answered = run(box.exec("python3 /tmp/half.py", timeout=30))
+    assert answered.exit_code == 0 and answered.output.strip() == "hello from the host: half"
 
 
 def test_a_sandbox_without_the_mounts_is_told_what_the_bridge_needs(make_sandbox, run,
