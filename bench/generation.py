@@ -6,7 +6,8 @@ transformers' ``generate`` with a static cache.
 Workload: ``C`` concurrent clients, each asking for ``--requests`` completions one after
 another (as an episode asks for its turns): prompts of 32-``--max-prompt`` tokens and
 budgets of 8-``--max-new`` tokens, drawn from a seeded generator, greedy (so every path
-produces the same tokens and does the same work). Paths:
+produces the same tokens and does the same work); ``--lengths fixed`` instead gives every
+request a ``--max-prompt``-token prompt and a ``--max-new``-token budget. Paths:
 
 1. ``loop``: :class:`~agentgym.rollout.policies.hf.HFPolicy` (static batches: requests that
    arrive during a batch wait for it to finish);
@@ -19,13 +20,18 @@ produces the same tokens and does the same work). Paths:
 
 Measured per path and ``C``: tokens/s (completion tokens of all requests over the wall
 time) and ms per decode step (wall time over the forward passes that decode one token per
-row, prefill included in the wall time). The multi-turn row (``--multi-turn N``, default
-64; 0 skips it): ``N`` episodes of bench/pipeline.py's env (real sandboxes and tools,
-several turns whose prompts grow) through the real rollout pipeline with each policy.
+row, prefill included in the wall time; the engine counts its own steps, since a step
+replayed from a CUDA graph runs no forward pass a hook could count). ``--warmup`` has
+the engine and ``generate`` serve one round of requests untimed first (graph captures,
+compilation); ``--dtype`` loads the model in another dtype (``bfloat16`` on a GPU). The
+multi-turn row (``--multi-turn N``, default 64; 0 skips it): ``N`` episodes of
+bench/pipeline.py's env (real sandboxes and tools, several turns whose prompts grow)
+through the real rollout pipeline with each policy.
 
 The default model is the tiny local one (``agentgym.testing.build_tiny_model``), so the
 CPU numbers measure the host side (scheduling, Python per step), which is what continuous
-batching changes; ``--model`` takes a real one (SmolLM2-135M on a GPU).
+batching changes; ``--model`` takes a real one (SmolLM2-135M on a GPU:
+scripts/gpu_smollm2.sh).
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ from _shared import print_results
 #: How token budgets are drawn between 8 and ``--max-new``: evenly, or log-uniformly (most
 #: turns short, a few long: an agent's tool calls beside its occasional long answers).
 LENGTHS = ("uniform", "log-uniform")
+#: Not drawn (``--lengths fixed``): every prompt ``--max-prompt`` tokens, every budget
+#: ``--max-new`` (one batch decoding in step; how a decode step is usually quoted).
+FIXED = "fixed"
 
 
 def workload(vocab: int, count: int, max_prompt: int, max_new: int, lengths: str = "uniform",
@@ -53,12 +62,17 @@ def workload(vocab: int, count: int, max_prompt: int, max_new: int, lengths: str
     rng = random.Random(seed)
 
     def budget() -> int:
+        if lengths == FIXED:
+            return max_new
         if lengths == "uniform":
             return rng.randrange(8, max_new + 1)
         return round(math.exp(rng.uniform(math.log(8), math.log(max_new))))
 
-    return [([rng.randrange(vocab) for _ in range(rng.randrange(32, max_prompt + 1))],
-             budget()) for _ in range(count)]
+    def prompt_length() -> int:
+        return max_prompt if lengths == FIXED else rng.randrange(32, max_prompt + 1)
+
+    return [([rng.randrange(vocab) for _ in range(prompt_length())], budget())
+            for _ in range(count)]
 
 
 class DecodeCounter:
@@ -100,10 +114,14 @@ def run_policy(policy: Any, requests: list[tuple[list[int], int]],
     async def main() -> int:
         return sum(await asyncio.gather(*(worker() for _ in range(concurrency))))
 
+    # The engine counts its own decode steps: replayed from a CUDA graph, a step runs no
+    # forward pass that a hook could count.
+    steps_before = getattr(policy, "steps_run", None)
     with DecodeCounter(policy.model) as counter:
         start = time.perf_counter()
         tokens = asyncio.run(main())
-    return measured(tokens, time.perf_counter() - start, counter.steps)
+    steps = counter.steps if steps_before is None else policy.steps_run - steps_before
+    return measured(tokens, time.perf_counter() - start, steps)
 
 
 def run_generate(model: Any, pad: int, requests: list[tuple[list[int], int]],
@@ -179,7 +197,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=8,
                         help="requests per unit of concurrency")
     parser.add_argument("--lengths", default=",".join(LENGTHS),
-                        help="how budgets are drawn: uniform, log-uniform or both")
+                        help="how budgets are drawn: uniform, log-uniform or both; or"
+                             " fixed (every prompt --max-prompt, every budget --max-new)")
     parser.add_argument("--max-prompt", type=int, default=256)
     parser.add_argument("--max-new", type=int, default=256)
     parser.add_argument("--paths", default="loop,engine,generate")
@@ -187,6 +206,10 @@ def main() -> None:
                         help="episodes of the multi-turn row (0 skips it)")
     parser.add_argument("--multi-turn-concurrency", type=int, default=16)
     parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument("--dtype", default=None, help="e.g. bfloat16 (default: the model's)")
+    parser.add_argument("--warmup", action="store_true",
+                        help="engine and generate: serve one round of requests untimed"
+                             " first (CUDA graph captures, compilation)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
 
@@ -204,23 +227,33 @@ def main() -> None:
     results: dict[str, float] = {}
     for lengths in args.lengths.split(","):
         for concurrency in (int(c) for c in args.concurrency.split(",")):
-            loop = HFPolicy(model_dir, device=args.device, max_batch_size=concurrency)
+            loop = HFPolicy(model_dir, device=args.device, max_batch_size=concurrency,
+                            dtype=getattr(torch, args.dtype) if args.dtype else None)
             requests = workload(loop.vocab_size, args.requests * concurrency,
                                 args.max_prompt, args.max_new, lengths)
+            first_round = requests[:concurrency] if args.warmup else []
             print(f"{lengths} budgets, {concurrency} at once ...", file=sys.stderr)
             row = f"{lengths}_c{concurrency}"
-            if "loop" in paths:
+            if "loop" in paths:  # nothing to warm up: no graphs, no compilation
                 for key, value in run_policy(loop, requests, concurrency).items():
                     results[f"loop_{row}_{key}"] = value
             if "engine" in paths:
                 engine = Engine(loop.model, tokenizer=loop.tokenizer, slots=concurrency,
                                 max_len=args.max_prompt + args.max_new + 2)
                 try:
+                    if first_round:
+                        results[f"engine_{row}_warmup_s"] = run_policy(
+                            engine, first_round, concurrency)["seconds"]
                     for key, value in run_policy(engine, requests, concurrency).items():
                         results[f"engine_{row}_{key}"] = value
+                    if engine.graphs is not None:
+                        results[f"engine_{row}_graphs_captured"] = engine.graphs.captures
                 finally:
                     engine.close()
             if "generate" in paths:
+                if first_round:
+                    run_generate(loop.model, loop.pad_token_id, first_round, concurrency,
+                                 loop.device)
                 for key, value in run_generate(loop.model, loop.pad_token_id, requests,
                                                concurrency, loop.device).items():
                     results[f"generate_{row}_{key}"] = value

@@ -3,12 +3,12 @@
 # (they skip on CPU), the engine's and the static loop's tests (on a GPU machine they decode
 # there), the generation bench, and a few GRPO steps of scripts/gpu_check.py, on the tiny
 # model, or on MODEL_DIR when set (a local model folder: no hub is reachable there).
-# Serial (-o addopts=-ra): the device machine gets no pytest-xdist.
+# One process (addopts without -n): the device machine runs the tests serially.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
-"$PY" -m pytest -o addopts=-ra tests/trainers/test_gpu.py tests/rollout/test_hf_policy.py \
-  tests/rollout/test_engine.py -q
+"$PY" -m pytest -o addopts="-ra --import-mode=importlib" tests/trainers/test_gpu.py tests/rollout/test_hf_policy.py \
+  tests/rollout/test_engine.py tests/rollout/test_engine_graphs.py -q
 MODEL_DIR=${MODEL_DIR:-}
 if [ -z "$MODEL_DIR" ]; then
   MODEL_DIR=$(mktemp -d)/tiny

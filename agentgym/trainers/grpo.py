@@ -68,6 +68,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import logging
 import math
 import random
 import time
@@ -117,6 +118,8 @@ from agentgym.trainers.trl_adapter import (
 )
 
 __all__ = ["EnvRollout", "GRPOOptions", "grpo_config", "train_grpo"]
+
+logger = logging.getLogger(__name__)
 
 #: Our defaults for TRL's GRPOConfig: DAPO, and a loop that reports every step.
 GRPO_DEFAULTS: dict[str, Any] = {
@@ -286,8 +289,6 @@ def trainer_policy(trainer: Any, rollout: EnvRollout) -> Any:
                 "asynchronous GRPO samples with agentgym's engine for now, not TRL's vLLM:"
                 " drop use_vllm from the GRPO args, or the async options")
         return VLLMTrainerPolicy(trainer)
-    import copy
-
     from agentgym.rollout.engine import Engine
 
     model = trainer.accelerator.unwrap_model(trainer.model)
@@ -295,10 +296,36 @@ def trainer_policy(trainer: Any, rollout: EnvRollout) -> Any:
         # Asynchronous: the engine decodes while the trainer steps, so it samples from its
         # own copy, which takes the trained weights after each optimizer step
         # (_EngineWeights); a shared model would be read while the optimizer writes it.
-        model = copy.deepcopy(model).eval()
+        import torch
+
+        args = trainer.args
+        half = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
+        model = inference_copy(model, half)  # sampled in the precision training computes in
     return Engine(model, tokenizer=trainer.processing_class,
                   slots=(rollout.pipeline_config or PipelineConfig()).concurrency,
                   max_len=rollout.rollout.max_total_tokens + 1)
+
+
+def inference_copy(model: Any, dtype: Any = None) -> Any:
+    """A copy of ``model`` for sampling only, in ``dtype`` (default: the model's): eval
+    mode, no gradients, no activation checkpointing (a checkpointed layer in train mode
+    drops the KV cache it is given), and the class's own ``forward``. What training sets on
+    the instance is left behind: TRL's fused LM head and accelerate's autocast replace
+    ``forward`` with a closure over the original model, which a deep copy keeps calling, so
+    the copy ran the trainer's layers (seen with transformers 5.17: every asynchronous
+    episode failed)."""
+    import copy
+
+    model = copy.deepcopy(model)
+    for module in model.modules():
+        module.__dict__.pop("forward", None)
+    if getattr(model, "supports_gradient_checkpointing", False):
+        disable = (getattr(model, "activation_checkpointing_disable", None)
+                   or model.gradient_checkpointing_disable)
+        disable()
+    if dtype is not None:
+        model.to(dtype)
+    return model.eval().requires_grad_(False)
 
 
 class _EngineWeights(TrainerCallback):
@@ -385,6 +412,7 @@ class EnvRollout:
         self._skipped_settled = 0
         self._turns = TurnsTally()  # asynchronous: trained against played episodes' turns
         self._all_played: list[Trajectory] = []  # this call's episodes, for the costs
+        self._errors_said: set[str] = set()  # episode errors already logged
         self._async_metrics: dict[str, float] = {}
         self.final_fairness: dict[str, Any] = {}  # asynchronous: set when closed
         self._rollouts = (TrajectoryWriter(rollouts_file, resume=True)
@@ -704,6 +732,12 @@ class EnvRollout:
         reasons = Counter(t.finish_reason or "unknown" for t in played)
         for reason, count in reasons.items():
             metrics[f"env/finish/{reason}"] = count / n
+        # An episode's error is what to fix first, and the metrics only count it: say each
+        # new one once, with how many episodes of this call it ended.
+        for error, count in Counter(t.error for t in played if t.error).items():
+            if error not in self._errors_said and len(self._errors_said) < 20:
+                self._errors_said.add(error)
+                logger.warning(f"{count} of {n} episodes ended with an error: {error}")
         # What a useful gradient cost: every episode played for this call (replaced and
         # dropped groups too) per group trained on that carries signal.
         useful = sum(self._has_signal(g) for g in episodes.groups)

@@ -333,3 +333,47 @@ def test_an_async_run_trains_with_the_engine_and_resumes_without_training_a_grou
     assert resumed.state.global_step == 3 and resumed._own_policy.version == 3
     assert len(trained) == 1
     assert not first_run & set(trained[0]), "a group trained before was trained again"
+
+
+def test_the_async_engine_samples_from_an_inference_copy(tiny_model_dir: Path) -> None:
+    """The trainer's model has activation checkpointing on, trains, and its forward is a
+    closure over itself (as TRL's fused LM head makes it); the engine's copy has none of
+    it (a checkpointed layer in train mode drops the KV cache it is given; the closure
+    would run the trainer's layers), never touches the trainer's layers, and samples the
+    tokens an untouched model does."""
+    from transformers import AutoModelForCausalLM
+
+    from agentgym.trainers.grpo import inference_copy
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    enable = getattr(model, "activation_checkpointing_enable", None) \
+        or model.gradient_checkpointing_enable
+    enable()
+    model.train()
+    original_forward = model.forward
+
+    def fused_forward(*args: Any, **kwargs: Any) -> Any:
+        return original_forward(*args, **kwargs)
+
+    model.forward = fused_forward
+    copy = inference_copy(model, torch.bfloat16)
+    trainer_layer_calls = []
+    model.model.layers[0].register_forward_pre_hook(lambda *a: trainer_layer_calls.append(1))
+    assert "forward" not in copy.__dict__ and next(copy.parameters()).dtype == torch.bfloat16
+    assert not any(getattr(m, "gradient_checkpointing", False) for m in copy.modules())
+    assert not any(m.training for m in copy.modules())
+    assert not any(p.requires_grad for p in copy.parameters())
+    assert any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+    assert model.training and all(p.requires_grad for p in model.parameters())
+    greedy = Sampling(max_tokens=16, temperature=0)
+    prompt = list(range(5, 40))
+    copy.float()  # bf16 on a CPU: the tokens are compared at the reference's precision
+    copied, reference = Engine(copy, slots=2, max_len=128), Engine(str(tiny_model_dir))
+    try:
+        copy.train()  # even when something sets it training, it decodes with its cache
+        ours, theirs = (asyncio.run(e.generate(prompt, greedy)) for e in (copied, reference))
+    finally:
+        copied.close()
+        reference.close()
+    assert ours.token_ids == theirs.token_ids
+    assert trainer_layer_calls == []

@@ -12,7 +12,8 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
-def _train(tiny_model_dir: Path, out: Path, **args: object) -> object:
+def _train(tiny_model_dir: Path, out: Path, asynchronous: object = None,
+           **args: object) -> object:
     from agentgym.core.policies import Sampling
     from agentgym.rollout.loop import RolloutConfig
     from agentgym.trainers.grpo import GRPOOptions, train_grpo
@@ -21,7 +22,7 @@ def _train(tiny_model_dir: Path, out: Path, **args: object) -> object:
         str(tiny_model_dir), "calculator", env_kwargs={"num_tasks": 16}, output_dir=out,
         args={"max_steps": 2, "per_device_train_batch_size": 8, "num_generations": 4,
               "save_strategy": "no", **args},
-        options=GRPOOptions(mask_finish_reasons=()),
+        options=GRPOOptions(mask_finish_reasons=(), asynchronous=asynchronous),
         rollout=RolloutConfig(Sampling(max_tokens=32, temperature=1.0), max_total_tokens=1024))
 
 
@@ -30,6 +31,19 @@ def test_grpo_steps_on_gpu_with_transformers_generation(tiny_model_dir: Path,
     trainer = _train(tiny_model_dir, tmp_path, bf16=True)
     assert trainer.state.global_step == 2
     assert next(trainer.model.parameters()).device.type == "cuda"
+
+
+def test_async_grpo_steps_on_gpu_play_episodes_without_errors(tiny_model_dir: Path,
+                                                              tmp_path: Path) -> None:
+    """Asynchronous: the engine decodes (from CUDA graphs, on its own copy of the model)
+    while the trainer steps on the same GPU."""
+    trainer = _train(tiny_model_dir, tmp_path, asynchronous={"max_staleness": 2},
+                     bf16=True, max_steps=3)
+    assert trainer.state.global_step == 3
+    episodes = trainer.env_rollout.last
+    assert episodes and [t.error for t in episodes if t.error] == []
+    engine = trainer._own_policy
+    assert engine.cuda_graphs and engine.graphs.captures > 0, engine.graphs.error
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None,

@@ -391,6 +391,30 @@ def test_a_run_without_signal_warns_what_to_change(
     assert "num_generations" in warnings[0] and "max_resample_rounds" in warnings[0]
 
 
+def test_an_episode_error_is_said_once_with_its_message(
+        tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The metrics only count errors (env/finish/error); the log says what they were."""
+    caplog.set_level(logging.WARNING, logger="agentgym.trainers.grpo")
+    tokenizer = _tokenizer(tiny_model_dir)
+    script = CalculatorScript(tokenizer, lambda expr, attempt: "right")
+
+    class HalfBroken:
+        tokenizer = script.tokenizer
+
+        async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
+            if script.attempts.total() % 2:
+                script.attempts["broken"] += 1
+                raise RuntimeError("the model failed: simulated")
+            return await script.generate(prompt_ids, sampling)
+
+    _train(str(tiny_model_dir), tmp_path / "run", HalfBroken(), 2, tokenizer=tokenizer,
+           options=GRPOOptions(measure_kl=False, log_rollouts=0),
+           args={"save_strategy": "no"})
+    said = [r.getMessage() for r in caplog.records if "ended with an error" in r.getMessage()]
+    assert len(said) == 1, said  # the same error again is not said again
+    assert said[0].split()[1:3] == ["of", "8"] and "the model failed: simulated" in said[0]
+
+
 def test_a_collapsed_policy_is_warned_of(tiny_model_dir: Path, tmp_path: Path,
                                          caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger=HEALTH_LOGGER)

@@ -111,13 +111,16 @@ def test_grpo_raises_the_reward_of_a_half_right_policy(half_right_checkpoint: Pa
             if logs and "env/pass_rate" in logs:
                 rewards.append(logs["env/pass_rate"])
 
-    # A learning rate the tiny model trains stably at: at 1e-3, kl/ref spiked to 35-90 in
-    # 4 of 8 runs and one CI run collapsed (pass rate 0 from step 6); at 5e-4 the reward
-    # rose by 0.2-0.35 over 20 steps in 6 of 6 runs.
-    steps = 20
+    # A learning rate the tiny model trains stably at. Two CI runs diverged after the
+    # reward had risen (kl/ref 0.06 -> 4.5 -> 62 from step 7, the pass rate back to 0.1-0.3)
+    # at 1e-3 and at 5e-4 over 20 steps. Swept here with two runs side by side (CI's two
+    # workers), six seeds each, every one passing: at 5e-4 over 20 steps kl/ref peaked at
+    # 3.4-5.2 in two of six; at 2e-4 over 40 steps it peaked under 1.2 in four of six (3.9
+    # and 10 in the others, once the reward was up), and the reward rose by 0.21-0.40.
+    steps = 40
     train_grpo(str(half_right_checkpoint), ENV_ID, output_dir=tmp_path / "grpo",
                args={"max_steps": steps, "per_device_train_batch_size": 32,
-                     "num_generations": 8, "learning_rate": 5e-4,
+                     "num_generations": 8, "learning_rate": 2e-4,
                      "lr_scheduler_type": "constant", "logging_steps": 1,
                      "save_strategy": "no", "seed": 0},
                # An episode that never submits (max_turns) scores 0 here and keeps its

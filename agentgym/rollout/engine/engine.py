@@ -14,6 +14,10 @@ for. One thread runs the engine's steps; each step
    sampling on the device (:mod:`~agentgym.rollout.engine.sampling`), and reads back only
    the sampled tokens and their log-probabilities.
 
+On a GPU, prefill and decode passes are replayed from CUDA graphs
+(:mod:`~agentgym.rollout.engine.graphs`): one launch instead of over a thousand, which is
+what bounds a small model's steps there.
+
 Outputs match :class:`~agentgym.rollout.policies.hf.HFPolicy` at temperature 0 (same
 logits, up to float rounding), with the same :class:`Generation` contract: tokens up to and
 including the first stop token, else ``max_tokens`` of them; processed log-probabilities.
@@ -38,6 +42,7 @@ import contextlib
 import inspect
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +50,7 @@ from typing import Any
 
 from agentgym.core.errors import AgentGymError, InvalidArgumentError
 from agentgym.core.policies import Generation, Sampling, TokenPolicy
+from agentgym.rollout.engine.graphs import StepGraphs
 from agentgym.rollout.engine.model import LocalModel
 from agentgym.rollout.engine.sampling import sample_tokens
 from agentgym.rollout.engine.slots import SlotCache
@@ -110,6 +116,7 @@ class Engine(TokenPolicy):
         prefill_chunk: prompt tokens prefilled per step at most (between decode steps).
         stop_token_ids: tokens that end a completion; default: the tokenizer's eos token
             and the model's ``generation_config.eos_token_id``.
+        cuda_graphs: replay steps from CUDA graphs; default: on a CUDA device.
 
     Attributes:
         steps_run: decode steps run so far.
@@ -121,11 +128,15 @@ class Engine(TokenPolicy):
             out-of-memory error).
         version: the weights' version: 0 at the start, then what each update set (by
             default one more than before).
+        graphs: the steps' CUDA graphs (:class:`StepGraphs`; None until the first step,
+            and without ``cuda_graphs``); ``graphs.captures`` counts them,
+            ``graphs.error`` says why capturing was turned off.
     """
 
     def __init__(self, model_or_path: Any, tokenizer: Any = None, device: Any = None,
                  dtype: Any = None, slots: int = 32, max_len: int | None = None,
-                 prefill_chunk: int = 2048, stop_token_ids: Iterable[int] | None = None):
+                 prefill_chunk: int = 2048, stop_token_ids: Iterable[int] | None = None,
+                 cuda_graphs: bool | None = None):
         if slots < 1:
             raise InvalidArgumentError(f"slots={slots} must be >= 1")
         if prefill_chunk < 1:
@@ -149,6 +160,13 @@ class Engine(TokenPolicy):
         self.prefill_tokens = self.reused_tokens = 0
         self.max_running = slots
         self.version = 0
+        on_cuda = self.local.device.type == "cuda"
+        if cuda_graphs and not on_cuda:
+            raise InvalidArgumentError(
+                f"cuda_graphs=True needs a CUDA device, and the engine runs on"
+                f" {self.local.device}: leave cuda_graphs unset")
+        self.cuda_graphs = on_cuda if cuda_graphs is None else bool(cuda_graphs)
+        self.graphs: StepGraphs | None = None
         self._boolean_mask = implementation == "sdpa"
         self._layer_kinds = sorted(set(getattr(config, "layer_types", None)
                                        or ["full_attention"]))
@@ -223,15 +241,17 @@ class Engine(TokenPolicy):
         if update.error is not None:
             raise update.error
 
-    def _apply_updates(self) -> None:
+    def _apply_updates(self) -> bool:
         """Apply the weight updates asked for, in order (between two steps); an update
-        that fails is the error of the caller that asked for it."""
+        that fails is the error of the caller that asked for it. Whether there were any."""
+        applied = False
         with self._step_lock:
             while True:
                 with self._wake:
                     if not self._updates:
-                        return
+                        return applied
                     update = self._updates.popleft()
+                applied = True
                 try:
                     if update.weights is not None:
                         self.local.load_weights(update.weights)
@@ -273,10 +293,12 @@ class Engine(TokenPolicy):
                         return  # next request starts another
                 if self._closed:
                     break
+            updated = self._apply_updates()
             if idle:  # a trainer may have added modules (adapters) since the last steps
                 eval_mode.refresh()
-                idle = False
-            self._apply_updates()
+            if (idle or updated) and self.graphs is not None:
+                self.graphs.check_weights()  # tensors that moved: capture again
+            idle = False
             try:
                 with self._step_lock, torch.inference_mode(), eval_mode():
                     self._step()
@@ -290,6 +312,14 @@ class Engine(TokenPolicy):
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
             except Exception as e:  # a model that fails: its requests end, the engine lives
+                if self.cuda_graphs:
+                    # A step changes nothing before its forward pass returns, so it can run
+                    # again: without graphs, in case they are what failed.
+                    self.cuda_graphs = False
+                    warnings.warn(f"a step replayed from CUDA graphs failed"
+                                  f" ({type(e).__name__}: {e}); the engine runs without"
+                                  " graphs from now on (slower)", stacklevel=1)
+                    continue
                 self._fail([r for r in self._running if r is not None],
                            EngineError(f"the model failed: {type(e).__name__}: {e}"))
         self._fail([*self._waiting, *(r for r in self._running if r is not None)],
@@ -363,16 +393,21 @@ class Engine(TokenPolicy):
             batch.append((request, chunk))
         if not batch:
             return
-        width = max(len(chunk) for _, chunk in batch)
-        scratch = self.max_len - 1
-        tokens = [[self.local.pad_token_id] * (width - len(c)) + c for _, c in batch]
-        positions = [[scratch] * (width - len(c)) + list(range(r.filled, r.filled + len(c)))
-                     for r, c in batch]
-        device = self.local.device
-        logits = self._forward(torch.tensor(tokens, device=device),
-                               torch.tensor(positions, device=device),
-                               [r.slot for r, _ in batch],
-                               max(r.filled + len(c) for r, c in batch))
+        reach = max(r.filled + len(c) for r, c in batch)
+        graphs = self._graphs()
+        logits = None if graphs is None else graphs.prefill(
+            [r.slot for r, _ in batch], [c for _, c in batch], [r.filled for r, _ in batch],
+            reach)
+        if logits is None:
+            width = max(len(chunk) for _, chunk in batch)
+            scratch = self.max_len - 1
+            tokens = [[self.local.pad_token_id] * (width - len(c)) + c for _, c in batch]
+            positions = [[scratch] * (width - len(c)) + list(range(r.filled, r.filled + len(c)))
+                         for r, c in batch]
+            device = self.local.device
+            logits = self._forward(torch.tensor(tokens, device=device),
+                                   torch.tensor(positions, device=device),
+                                   [r.slot for r, _ in batch], reach)
         done, rows = [], []
         for row, (request, chunk) in enumerate(batch):
             self._held[request.slot].extend(chunk)
@@ -397,9 +432,14 @@ class Engine(TokenPolicy):
         for r in requests:
             tokens[r.slot], positions[r.slot] = r.tokens[-1], r.position
         device = self.local.device
-        logits = self._forward(torch.tensor(tokens, device=device)[:, None],
-                               torch.tensor(positions, device=device)[:, None],
-                               range(last), max(r.position for r in requests) + 1)
+        reach = max(r.position for r in requests) + 1
+        graphs = self._graphs()
+        if graphs is not None:
+            logits = graphs.decode(tokens, positions, reach)
+        else:
+            logits = self._forward(torch.tensor(tokens, device=device)[:, None],
+                                   torch.tensor(positions, device=device)[:, None],
+                                   range(last), reach)
         for r in requests:
             self._held[r.slot].append(r.tokens[-1])
         if len(requests) < last:
@@ -412,15 +452,36 @@ class Engine(TokenPolicy):
         """Run the model on slots ``rows``: ``input_ids`` and ``positions`` are
         ``[rows, new_tokens]``, and no row's sequence reaches past position ``reach - 1``;
         returns the logits of each row's last new token (``[rows, vocab]``)."""
-        import torch
+        self._ensure_cache()
+        step = WINDOW_STEP if self.local.device.type == "cuda" else 1
+        return self._run(input_ids, positions, rows, min(self.max_len, -(-reach // step) * step))
 
+    def _graphs(self) -> StepGraphs | None:
+        """The steps' CUDA graphs (made on first use), or None without them."""
+        if not self.cuda_graphs:
+            return None
+        if self.graphs is None:
+            self._ensure_cache()
+            self.graphs = StepGraphs(self._run, self.local.model, self.slots, self.max_len,
+                                     self.local.pad_token_id, self.local.device)
+        return self.graphs
+
+    def _ensure_cache(self) -> None:
         if self._cache is None:
             model = self.local.model
             self._cache = SlotCache(model.config, self.slots, self.max_len, self.local.device,
                                     next(model.parameters()).dtype)
-        step = WINDOW_STEP if self.local.device.type == "cuda" else 1
-        window = min(self.max_len, -(-reach // step) * step)
-        self._cache.target(rows, positions, window)
+
+    def _run(self, input_ids: Any, positions: Any, rows: Sequence[int] | int | Any,
+             window: int) -> Any:
+        """The forward pass of :meth:`_forward` over positions ``0..window-1``; ``rows``
+        as an int is slots ``0..rows-1``, as a tensor the slot ids on the device. With
+        either it allocates nothing from host data, so the step graphs
+        (:class:`StepGraphs`) capture it."""
+        import torch
+
+        assert self._cache is not None
+        self._cache.target(range(rows) if isinstance(rows, int) else rows, positions, window)
         keys = torch.arange(window, device=positions.device)[None, None, :]
         query = positions[:, :, None]
         masks = {}
@@ -435,7 +496,10 @@ class Engine(TokenPolicy):
                 visible = torch.zeros(visible.shape, dtype=self._dtype, device=visible.device) \
                     .masked_fill(~visible, torch.finfo(self._dtype).min)
             masks[kind] = visible
-        out = self.local.model(input_ids=input_ids, attention_mask=masks,
+        # One kind of layer: the mask itself, which every model takes as prepared (a dict
+        # of masks per kind is what only the models with several kinds read).
+        mask = masks if len(masks) > 1 else masks[self._layer_kinds[0]]
+        out = self.local.model(input_ids=input_ids, attention_mask=mask,
                                position_ids=positions, use_cache=True, logits_to_keep=1,
                                **{self._cache_arg: self._cache})
         return out.logits[:, -1]

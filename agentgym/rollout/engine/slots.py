@@ -27,9 +27,9 @@ class SlotCache:
     over.
     """
 
-    #: transformers asks some caches whether they slide or compile; this one does neither.
+    #: transformers asks a cache whether it compiles; this one is not compiled (the engine
+    #: captures its decode step as a CUDA graph itself).
     is_compileable = False
-    is_sliding = False
 
     def __init__(self, config: Any, slots: int, max_len: int, device: Any, dtype: Any):
         import torch
@@ -39,30 +39,39 @@ class SlotCache:
             config.hidden_size // config.num_attention_heads)
         shape = (slots, heads, max_len, head_dim)
         self.layers = config.num_hidden_layers
+        # Per layer, as transformers reads it (mask creation looks for a full-attention
+        # layer); the engine prepares every mask itself, sliding windows included.
+        self.is_sliding = [False] * self.layers
         self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(self.layers)]
         self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(self.layers)]
         self.slots, self.max_len = slots, max_len
         self._heads = torch.arange(heads, device=device)[None, :, None]
+        self._slot_index = torch.arange(slots, device=device)[:, None, None]
         self._window = max_len
         self._read: Any = None
         self._rows: Any = None
         self._positions: Any = None
 
-    def target(self, rows: Sequence[int], positions: Any, window: int) -> None:
-        """Aim the next forward pass at slots ``rows`` (one per row of the batch): row
-        ``i``'s new tokens go to positions ``positions[i]`` (``[rows, new_tokens]``), and
-        every row attends over positions ``0..window-1``. Rows that are a contiguous range
-        are read as a view; others are gathered (a copy: fine for prefill)."""
+    def target(self, rows: Sequence[int] | Any, positions: Any, window: int) -> None:
+        """Aim the next forward pass at slots ``rows`` (one per row of the batch: a
+        sequence of ints, or a 1-D tensor of slot ids on the cache's device): row ``i``'s
+        new tokens go to positions ``positions[i]`` (``[rows, new_tokens]``), and every row
+        attends over positions ``0..window-1``. Rows that are a contiguous range are read
+        as a view; others are gathered (a copy). Neither a range nor a tensor allocates
+        from host data, which is what a CUDA graph capture needs."""
         import torch
 
-        device = positions.device
         self._window = window
-        first = rows[0]
-        if list(rows) == list(range(first, first + len(rows))):
-            self._read: Any = slice(first, first + len(rows))
+        if isinstance(rows, torch.Tensor):
+            self._read: Any = rows
         else:
-            self._read = torch.tensor(list(rows), device=device)
-        self._rows = torch.tensor(list(rows), device=device)[:, None, None]
+            first = rows[0]
+            if list(rows) == list(range(first, first + len(rows))):
+                self._read = slice(first, first + len(rows))
+            else:
+                self._read = torch.tensor(list(rows), device=positions.device)
+        self._rows = (self._slot_index[self._read] if isinstance(self._read, slice)
+                      else self._read[:, None, None])
         self._positions = positions[:, None, :]
 
     def update(self, key_states: Any, value_states: Any, layer_idx: int, *args: Any,

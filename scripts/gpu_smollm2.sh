@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The SmolLM2-135M checks for a GPU machine (the lent device machine), in priority order,
+# each bounded so one that hangs cannot take the others' time:
+#   tests  the engine's GPU tests (CUDA graphs replay the eager tokens), the GPU trainer tests;
+#   bench  bench/generation.py on SmolLM2 in bf16, 32 concurrent requests (200-token prompts
+#          and 128-token budgets, then mixed lengths): ms per decode step and tokens/s of the
+#          engine (CUDA graphs) and the static loop;
+#   train  examples/configs/calculator-smollm2-gpu.yaml as written (SFT, then synchronous
+#          GRPO): rollout tokens/s and GRPO steps per minute;
+#   async  the same GRPO stage from that SFT checkpoint with grpo.options.async;
+#   generate  transformers' generate with a static cache (it compiles for minutes: only when
+#          STEPS names it).
+# MODEL is the SmolLM2 folder (scripts/gpu_check.py --from-gguf ... --convert-only makes
+# it); RESULTS the folder logs and JSON go to; STEPS the checks to run (default: all four).
+# Prints a table at the end (scripts/gpu_table.py).
+#   MODEL=models/smollm2-135m-instruct RESULTS=/tmp/out bash scripts/gpu_smollm2.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python3}
+MODEL=${MODEL:-models/smollm2-135m-instruct}
+RESULTS=${RESULTS:-/tmp/gpu-smollm2}
+STEPS=${STEPS:-tests bench train async}
+mkdir -p "$RESULTS"
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+say() { echo "== $(date +%T) $*"; }
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+
+if has tests; then
+  say "GPU tests"
+  timeout "${TESTS_S:-150}" "$PY" -m pytest -o addopts="-ra --import-mode=importlib" -q -p no:cacheprovider \
+    tests/rollout/test_engine_graphs.py tests/rollout/test_engine.py tests/trainers/test_gpu.py \
+    2>&1 | tail -n 25 | tee "$RESULTS/tests.log"
+fi
+
+if has bench; then
+  say "generation bench, SmolLM2 in bf16, 32 concurrent: fixed lengths, then uniform"
+  timeout "${BENCH_S:-150}" "$PY" bench/generation.py --model "$MODEL" --dtype bfloat16 \
+    --concurrency 32 --requests 2 --max-prompt 200 --max-new 128 --lengths fixed,uniform \
+    --multi-turn 0 --warmup --paths loop,engine --json \
+    > "$RESULTS/generation.json" 2> "$RESULTS/generation.err"
+  tail -n 3 "$RESULTS/generation.err"
+fi
+
+if has generate; then  # compiles for minutes: not in the default STEPS
+  say "transformers generate, static cache"
+  timeout "${GENERATE_S:-300}" "$PY" bench/generation.py --model "$MODEL" --dtype bfloat16 \
+    --concurrency 32 --requests 2 --max-prompt 200 --max-new 128 --lengths fixed \
+    --multi-turn 0 --warmup --paths generate --json \
+    > "$RESULTS/generation_generate.json" 2> "$RESULTS/generation_generate.err"
+  tail -n 3 "$RESULTS/generation_generate.err"
+fi
+
+if has train; then
+  say "calculator-smollm2-gpu.yaml, synchronous GRPO"
+  rm -rf /tmp/run-sync
+  timeout "${TRAIN_S:-200}" "$PY" -m agentgym train examples/configs/calculator-smollm2-gpu.yaml \
+    --output-dir /tmp/run-sync --json > "$RESULTS/train_sync.json" 2> "$RESULTS/train_sync.err"
+  tail -n 4 "$RESULTS/train_sync.err"
+  cp /tmp/run-sync/metrics.jsonl "$RESULTS/metrics_sync.jsonl" 2>/dev/null
+  cp /tmp/run-sync/eval.json "$RESULTS/eval_sync.json" 2>/dev/null
+fi
+
+if has async && [ -d /tmp/run-sync/00-sft/final ]; then
+  say "the GRPO stage again from that SFT checkpoint, asynchronous (max_staleness 2)"
+  rm -rf /tmp/run-async
+  "$PY" -c '
+import yaml
+config = yaml.safe_load(open("examples/configs/calculator-smollm2-gpu.yaml"))
+config["model"] = "/tmp/run-sync/00-sft/final"
+grpo = config["stages"][-1]
+grpo["grpo"].setdefault("options", {})["async"] = {"max_staleness": 2}
+config["stages"] = [grpo]
+yaml.safe_dump(config, open("/tmp/async.yaml", "w"))'
+  timeout "${ASYNC_S:-150}" "$PY" -m agentgym train /tmp/async.yaml --output-dir /tmp/run-async \
+    --json > "$RESULTS/train_async.json" 2> "$RESULTS/train_async.err"
+  tail -n 4 "$RESULTS/train_async.err"
+  cp /tmp/run-async/metrics.jsonl "$RESULTS/metrics_async.jsonl" 2>/dev/null
+  cp /tmp/run-async/eval.json "$RESULTS/eval_async.json" 2>/dev/null
+fi
+
+say "errors and graph fallbacks said in the runs' logs"
+grep -h "ended with an error\|CUDA graph" "$RESULTS"/*.err 2>/dev/null | cut -c1-400 | head -n 6
+
+say "table"
+"$PY" scripts/gpu_table.py "$RESULTS"

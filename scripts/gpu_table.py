@@ -1,0 +1,92 @@
+"""Print the table of scripts/gpu_smollm2.sh's results folder (what it measured on a GPU).
+
+    python scripts/gpu_table.py RESULTS_DIR
+
+Rows: ms per decode step and tokens/s of each generation path at 32 concurrent requests;
+for each training run (synchronous, asynchronous), the held-out pass rate by stage, the
+GRPO stage's steps per minute and its rollout tokens/s (median over steps). A file that
+is missing (its check did not finish) is said so, not skipped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text().strip().splitlines()[-1])
+    except (OSError, IndexError, json.JSONDecodeError) as e:
+        return {"missing": f"{path.name}: {type(e).__name__}"}
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def generation(results: Path) -> None:
+    bench = _json(results / "generation.json")
+    bench.update({k: v for k, v in _json(results / "generation_generate.json").items()
+                  if k != "missing"})
+    if "missing" in bench:
+        print(f"generation: {bench['missing']}")
+        return
+    for lengths in ("fixed", "uniform"):
+        row = f"{lengths}_c32"
+        if not any(key.endswith(f"{row}_ms_per_step") for key in bench):
+            continue
+        print(f"{'generation, 32 concurrent, ' + lengths:<40}{'ms/step':>10}{'tokens/s':>12}")
+        for path in ("loop", "engine", "generate"):
+            ms = bench.get(f"{path}_{row}_ms_per_step")
+            if ms is not None:
+                tps = bench[f"{path}_{row}_tokens_per_s"]
+                print(f"  {path:<38}{ms:>10.1f}{tps:>12.0f}")
+        captured = bench.get(f"engine_{row}_graphs_captured")
+        if captured is not None:
+            print(f"  engine graphs captured: {captured:.0f}, warm-up round"
+                  f" {bench.get(f'engine_{row}_warmup_s', 0):.1f} s")
+
+
+def training(results: Path, name: str) -> None:
+    summary = _json(results / f"train_{name}.json")
+    records = [r for r in _records(results / f"metrics_{name}.jsonl") if r.get("kind") == "grpo"]
+    if "missing" in summary and not records:
+        print(f"{name}: {summary['missing']}")
+        return
+    stages = summary.get("stages") or []
+    evals: dict[str, Any] = {}
+    if summary.get("eval") and Path(summary["eval"]).exists():
+        evals = {e["stage"]: e["pass_rate"]
+                 for e in json.loads(Path(summary["eval"]).read_text())["stages"]}
+    grpo = [s for s in stages if s.get("kind") == "grpo"]
+    steps = [r for r in records if "rollout/tokens_per_s" in r]
+    tokens = [r["rollout/tokens_per_s"] for r in steps[1:] or steps]
+    seconds = grpo[0].get("seconds") if grpo else None
+    print(f"{name}: held-out pass rate {evals or '(no eval)'}")
+    if steps:
+        print(f"  GRPO steps {len(steps)}, {seconds or 0:.0f} s"
+              f" ({60 * len(steps) / seconds:.1f} steps/min)" if seconds else
+              f"  GRPO steps {len(steps)} (stage unfinished)")
+        print(f"  rollout tokens/s median {statistics.median(tokens):.0f}"
+              f" (min {min(tokens):.0f}, max {max(tokens):.0f})")
+        for key in ("async/staleness_mean", "async/is_ratio_mean", "env/pass_rate"):
+            values = [r[key] for r in steps if key in r]
+            if values:
+                print(f"  {key}: {[round(v, 3) for v in values]}")
+
+
+def main() -> None:
+    results = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/gpu-smollm2")
+    generation(results)
+    for name in ("sync", "async"):
+        training(results, name)
+
+
+if __name__ == "__main__":
+    main()
