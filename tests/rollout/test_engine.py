@@ -234,3 +234,11 @@ def test_close_fails_what_is_left_and_refuses_more(tiny_model_dir: Path) -> None
     engine.close()
     (result,) = run(engine.generate([1, 2, 3], GREEDY))
     assert isinstance(result, EngineError) and "closed" in str(result)
+
+
+def test_closing_lets_the_cache_go(tiny_model_dir: Path) -> None:
+    engine = Engine(str(tiny_model_dir), slots=2, max_len=128)
+    (generation,) = run(engine.generate([1, 2, 3], GREEDY))
+    assert engine._cache is not None
+    engine.close()
+    assert engine._cache is None and engine.graphs is None

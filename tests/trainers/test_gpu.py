@@ -42,8 +42,8 @@ def test_async_grpo_steps_on_gpu_play_episodes_without_errors(tiny_model_dir: Pa
     assert trainer.state.global_step == 3
     episodes = trainer.env_rollout.last
     assert episodes and [t.error for t in episodes if t.error] == []
-    engine = trainer._own_policy
-    assert engine.cuda_graphs and engine.graphs.captures > 0, engine.graphs.error
+    engine = trainer._own_policy  # closed by now: cuda_graphs still on means no fallback
+    assert engine.cuda_graphs and engine.steps_run > 0
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None,

@@ -263,12 +263,17 @@ class Engine(TokenPolicy):
                     update.applied.set()
 
     def close(self) -> None:
-        """Stop the engine's thread; requests still waiting or running get an error."""
+        """Stop the engine's thread; requests still waiting or running get an error. The KV
+        cache and the CUDA graphs are let go (device memory), the model is not."""
         with self._wake:
             self._closed = True
             self._wake.notify()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=30)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=30)
+        if thread is None or not thread.is_alive():
+            with self._step_lock:
+                self.graphs = self._cache = None
 
     # ---- the engine's thread ---------------------------------------------------------------
 
