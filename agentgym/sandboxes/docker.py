@@ -330,12 +330,14 @@ class DockerSandbox(Sandbox):
             session = _Shell(client.api, container.id)
             session.start(workdir)
         except BaseException as error:
+            # Read before it is removed: a container that stopped says why (killed, exited).
+            state = "" if isinstance(error, SandboxError) else _state_of(client, container.id)
             with contextlib.suppress(Exception):
                 container.remove(force=True)
             if isinstance(error, SandboxError):
                 raise
             raise SandboxError(f"the container from image {image!r} failed to start: {error}"
-                               " (an image needs bash, coreutils and tar)") from error
+                               f"{state} (an image needs bash, coreutils and tar)") from error
         # Tracked here, in the thread: a container started for a create that was cancelled
         # meanwhile is still closed at exit.
         box = cls(client, container, limits, control, session)
