@@ -309,11 +309,11 @@ def trainer_policy(trainer: Any, rollout: EnvRollout) -> Any:
 def inference_copy(model: Any, dtype: Any = None) -> Any:
     """A copy of ``model`` for sampling only, in ``dtype`` (default: the model's): eval
     mode, no gradients, no activation checkpointing (a checkpointed layer in train mode
-    drops the KV cache it is given), and the class's own ``forward``. What training sets on
-    the instance is left behind: TRL's fused LM head and accelerate's autocast replace
-    ``forward`` with a closure over the original model, which a deep copy keeps calling, so
-    the copy ran the trainer's layers (seen with transformers 5.17: every asynchronous
-    episode failed)."""
+    drops the KV cache it is given), and the class's own ``forward``. What training put on
+    the instance stays behind: TRL's fused LM head replaces ``forward`` with a closure over
+    the original model's bound ``forward``, which a deep copy keeps calling, so the copy
+    ran the trainer's layers (seen with transformers 5.17: every asynchronous episode
+    failed); accelerate's autocast wrapper goes too (``dtype`` is the precision instead)."""
     import copy
 
     model = copy.deepcopy(model)

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch", reason="the engine needs the train extra")
 pytest.importorskip("transformers", reason="the engine needs the train extra")
 
 from agentgym.core.errors import InvalidArgumentError  # noqa: E402
-from agentgym.rollout.engine import Engine  # noqa: E402
+from agentgym.rollout.engine import Engine, EngineError  # noqa: E402
 from agentgym.rollout.engine.graphs import MAX_GRAPH_TOKENS, StepGraphs  # noqa: E402
 from agentgym.rollout.policies.hf import HFPolicy  # noqa: E402
 
@@ -144,13 +144,16 @@ def test_cuda_graphs_replay_the_eager_tokens(llama_dir: Path, dtype: str) -> Non
 
 
 def test_a_failing_graph_step_runs_again_without_graphs(tiny_model_dir: Path) -> None:
+    """A step that fails inside the graphs runs again eagerly, and the requests get the
+    tokens they would have had; a failure after the forward pass (sampling) is not retried:
+    its requests fail."""
     engine = Engine(str(tiny_model_dir), slots=4, max_len=256)
     graphs = bucketed(engine)
 
     def broken(*args, **kwargs):
         raise RuntimeError("operation not permitted when stream is capturing (simulated)")
 
-    graphs.decode = broken
+    graphs.forward = broken
     reference = HFPolicy(str(tiny_model_dir), max_batch_size=8)
     try:
         with pytest.warns(UserWarning, match="simulated.*runs without graphs"):
@@ -158,3 +161,23 @@ def test_a_failing_graph_step_runs_again_without_graphs(tiny_model_dir: Path) ->
     finally:
         engine.close()
     assert engine.cuda_graphs is False
+
+
+def test_a_failure_after_the_forward_pass_fails_its_requests(
+        tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentgym.rollout.engine import engine as engine_module
+
+    engine = Engine(str(tiny_model_dir), slots=4, max_len=256)
+    bucketed(engine)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("probability tensor contains nan (simulated)")
+
+    monkeypatch.setattr(engine_module, "sample_tokens", broken)
+    try:
+        (result,) = run(engine.generate([5, 6, 7], mixed_requests(
+            engine.local.vocab_size, 1)[0][1]))
+    finally:
+        engine.close()
+    assert isinstance(result, EngineError) and "simulated" in str(result)
+    assert engine.cuda_graphs  # not a graph's failure: the graphs stay on

@@ -50,7 +50,7 @@ from typing import Any
 
 from agentgym.core.errors import AgentGymError, InvalidArgumentError
 from agentgym.core.policies import Generation, Sampling, TokenPolicy
-from agentgym.rollout.engine.graphs import StepGraphs
+from agentgym.rollout.engine.graphs import GraphStepError, StepGraphs
 from agentgym.rollout.engine.model import LocalModel
 from agentgym.rollout.engine.sampling import sample_tokens
 from agentgym.rollout.engine.slots import SlotCache
@@ -316,15 +316,11 @@ class Engine(TokenPolicy):
                     " slots or a smaller max_len to avoid this)"))
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
+            except GraphStepError as e:  # raised before the step changed anything: run
+                self.cuda_graphs = False  # it again, without graphs, in case they failed
+                warnings.warn(f"a step replayed from CUDA graphs failed ({e}); the engine"
+                              " runs without graphs from now on (slower)", stacklevel=1)
             except Exception as e:  # a model that fails: its requests end, the engine lives
-                if self.cuda_graphs:
-                    # A step changes nothing before its forward pass returns, so it can run
-                    # again: without graphs, in case they are what failed.
-                    self.cuda_graphs = False
-                    warnings.warn(f"a step replayed from CUDA graphs failed"
-                                  f" ({type(e).__name__}: {e}); the engine runs without"
-                                  " graphs from now on (slower)", stacklevel=1)
-                    continue
                 self._fail([r for r in self._running if r is not None],
                            EngineError(f"the model failed: {type(e).__name__}: {e}"))
         self._fail([*self._waiting, *(r for r in self._running if r is not None)],

@@ -42,6 +42,12 @@ MIN_WIDTH = 16
 #: Prefill steps of more padded tokens (rows x width) than this run eagerly.
 MAX_GRAPH_TOKENS = 4096
 
+class GraphStepError(RuntimeError):
+    """A step run through :class:`StepGraphs` failed (its capture or its replay) before
+    returning: nothing of the engine's state was changed by it, so the step can run again
+    without graphs."""
+
+
 #: ``forward(input_ids, positions, rows, window) -> logits``: the engine's forward pass,
 #: ``input_ids`` and ``positions`` ``[rows, width]``; ``rows`` an int (slots ``0..rows-1``)
 #: or a tensor of slot ids; the logits of each row's last token (``[rows, vocab]``).
@@ -144,10 +150,15 @@ class StepGraphs:
         if slots is not None:  # padding rows write slot 0's scratch position
             self.slot_ids[:rows].copy_(torch.tensor(slots + [0] * (rows - count)))
         key = (slots is not None, rows, width, window)
-        replay = self._replays.get(key)
-        if replay is None:
-            replay = self._replays[key] = self._capture(*key)
-        return replay()[:count]
+        try:
+            replay = self._replays.get(key)
+            if replay is None:
+                replay = self._replays[key] = self._capture(*key)
+            return replay()[:count]
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as e:
+            raise GraphStepError(f"{type(e).__name__}: {e}") from e
 
     def _buffers(self, width: int) -> tuple[Any, Any]:
         import torch
