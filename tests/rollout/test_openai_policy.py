@@ -137,7 +137,12 @@ def serve(tokenizer) -> Iterator[Callable[..., tuple[str, FakeServer]]]:
                 length = int(self.headers.get("Content-Length", 0))
                 self.reply(json.loads(self.rfile.read(length)))
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            # socketserver listens with a backlog of 5; 16 connections at once under the
+            # full suite's load overflowed it and one was reset (a real server takes more).
+            request_queue_size = 128
+
+        server = Server(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
         servers.append(server)
