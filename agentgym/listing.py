@@ -23,7 +23,7 @@ from agentgym.core.plugins import plugin_host
 #: The kinds core declares that ``agentgym list`` shows, in its order; the kinds plugins
 #: add (``agentgym_addhooks``) follow them (:func:`kinds`).
 KINDS = ["envs", "tools", "rewards", "plugins", "sandboxes", "policies", "parsers",
-         "task_sources", "probes"]
+         "task_sources", "probes", "harnesses"]
 #: A family of more ids than this sharing a prefix (``miniwob-*``) is one summary row.
 FAMILY_ROWS = 12
 #: The ``toolset`` of the tools plugins offer for any env to use (``agentgym_tools``).

@@ -37,6 +37,7 @@ def test_there_is_a_hookspec_per_contribution_kind():
         "agentgym_policies",
         "agentgym_tool_call_parsers",
         "agentgym_exploit_probes",
+        "agentgym_harnesses",
         "agentgym_cli_commands",
     }
 

@@ -87,7 +87,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import gymnasium
 
 from agentgym.core.env_info import ExtraInfo, ResetInfo, ResetOptions, StepInfo
-from agentgym.core.episode import Episode, Message, Submitted, _turn_deadline
+from agentgym.core.episode import SANDBOX, Episode, Message, Submitted, _turn_deadline
 from agentgym.core.errors import (
     AgentGymError,
     EnvStateError,
@@ -98,7 +98,7 @@ from agentgym.core.loop_thread import LoopThread
 from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
 from agentgym.core.registry import build, has
 from agentgym.core.reward import Reward, RewardResult
-from agentgym.core.sandbox import SandboxError
+from agentgym.core.sandbox import Sandbox, SandboxError, extra_mounts
 from agentgym.core.spaces import MessagesSpace, TextActionSpace
 from agentgym.core.task import Task, TaskSource, load_tasks
 from agentgym.core.tools import (
@@ -149,6 +149,17 @@ class EnvProtocol(Protocol):
 
     def task_ids(self) -> list[str]:
         """The task ids ``options["task_id"]`` accepts, in order."""
+        ...
+
+
+@runtime_checkable
+class SandboxAccess(Protocol):
+    """An env that hands out its running episode's sandbox: what a harness needs to start
+    an agent program in it (:mod:`agentgym.core.harness`). :class:`AgentEnv` has it."""
+
+    async def asandbox(self) -> Sandbox | None:
+        """The running episode's sandbox once its setup is done; None when its episodes
+        have none."""
         ...
 
 
@@ -349,11 +360,14 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
                           group=int(options.get("group", 0)))
         self.episode = episode  # setup_episode may read its attempt and group
         self._defer_grading = bool(options.get("defer_grading", False))
-        setup = _within(self.setup_episode(episode.task), options.get("setup_timeout_s"))
-        if options.get("overlap_setup") and not self.setup_before_prompt:
-            self._setup = asyncio.ensure_future(setup)  # ending the episode waits for it
-        else:
-            await setup
+        # The setup's sandboxes get the option's mounts; an overlapped setup's task copies
+        # the context (so the mounts) when it is made, inside the block.
+        with extra_mounts(options.get("sandbox_mounts")):
+            setup = _within(self.setup_episode(episode.task), options.get("setup_timeout_s"))
+            if options.get("overlap_setup") and not self.setup_before_prompt:
+                self._setup = asyncio.ensure_future(setup)  # ending the episode waits for it
+            else:
+                await setup
         episode.messages = self.initial_messages(episode.task)
         info: ResetInfo = copy.deepcopy({
             "task_id": task.id, "tools": self.tool_schemas(), "task": episode.task,
@@ -463,6 +477,14 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
                 result = await self.grade(episode)
                 episode.reward, episode.metrics = float(result.value), dict(result.metrics)
         return episode.reward, copy.deepcopy(episode.metrics)
+
+    async def asandbox(self) -> Sandbox | None:
+        """The running episode's sandbox (``episode.resources["sandbox"]``, the name every
+        sandboxed env gives it), once its setup is done; None when it has none. A harness
+        starts its program in it (:class:`SandboxAccess`)."""
+        episode = self._require_episode()
+        await self._setup_finished()
+        return episode.resources.get(SANDBOX)
 
     async def arelease(self) -> None:
         """End the current episode and release its resources (its sandbox, browser) while

@@ -33,6 +33,11 @@ class ResetOptions(TypedDict, total=False):
     group: int
     #: Seconds the setup may run; a setup still running then is cancelled.
     setup_timeout_s: float
+    #: Read-only mounts (path inside -> host path) the episode's sandbox gets besides what
+    #: its env's spec mounts: a harness's program and the bridge to the model server
+    #: (:mod:`agentgym.core.harness`). Every sandbox the setup opens through
+    #: ``open_sandbox`` gets them (:func:`agentgym.core.sandbox.extra_mounts`).
+    sandbox_mounts: dict[str, str]
 
 
 #: The reset options' names (what :class:`ResetOptions` declares).

@@ -65,6 +65,12 @@ class Submitted(PicklableException, Exception):  # a signal, not an error: hence
         self.answer, self.message = answer, message
 
 
+#: The name of an episode's sandbox in :attr:`Episode.resources` (the convention of every
+#: built-in plugin, and where :meth:`AgentEnv.asandbox <agentgym.core.env.AgentEnv.asandbox>`
+#: looks).
+SANDBOX = "sandbox"
+
+
 @dataclass
 class Episode:
     """One episode's state, owned by its env and read by rewards.

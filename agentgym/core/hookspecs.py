@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import click
 
     from agentgym.core.contributions import EnvRegistration, Spec
+    from agentgym.core.harness import Harness
     from agentgym.core.probes import ExploitProbe
     from agentgym.core.sandbox import SandboxBackend
     from agentgym.core.tools import Tool
@@ -146,6 +147,20 @@ def agentgym_exploit_probes() -> list[ExploitProbe]:
         does not), after the oracle, noop and known-wrong checks; a probe whose reward
         reaches the task's pass threshold fails the task. A probe applies to any env it can
         attack, not only the plugin's own: shell probes test every env with a shell tool.
+    """
+
+
+@hookspec
+def agentgym_harnesses() -> list[Harness]:
+    """Agent harnesses this plugin provides: unmodified agent programs that play an env's
+    tasks inside the task's sandbox, their model calls recorded token for token
+    (:mod:`agentgym.core.harness`).
+
+    Returns:
+        A list of :class:`~agentgym.core.harness.Harness`, registered under ``harness.id``:
+        how to install the program (pip requirements), its command line, its time limit.
+        ``agentgym eval ENV --harness ID`` and ``env.harness: ID`` in a training config
+        play an env with one.
     """
 
 

@@ -90,6 +90,7 @@ KINDS: dict[str, Kind] = {
         if getattr(backend, "supports", None) else backend.description)),
     "policies": Kind("agentgym_policies"),
     "parsers": Kind("agentgym_tool_call_parsers"),
+    "harnesses": Kind("agentgym_harnesses"),
     "probes": Kind("agentgym_exploit_probes",
                    description_of=lambda probe: f"[{probe.attack}] {probe.description}"),
     "commands": Kind(

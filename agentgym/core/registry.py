@@ -29,6 +29,7 @@ from agentgym.core.sandbox import (
     SandboxError,
     SandboxSpec,
     SandboxSpecError,
+    with_extra_mounts,
 )
 
 
@@ -125,7 +126,7 @@ async def open_sandbox(backend: str = "local", spec: SandboxSpec | None = None,
         raise SandboxSpecError(
             f"open_sandbox got both a spec and the fields {', '.join(sorted(fields))}; pass"
             " one: the spec (dataclasses.replace(spec, ...) changes fields) or the fields")
-    return await sandbox_backend(backend).open(spec)
+    return await sandbox_backend(backend).open(with_extra_mounts(spec))
 
 
 __all__ = ["EnvRegistration", "Spec", "build", "get", "has", "make", "open_sandbox",

@@ -52,7 +52,8 @@ import os
 import posixpath
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -315,6 +316,40 @@ class SandboxSpec:
 
 #: The names of :class:`SandboxSpec`'s fields.
 SPEC_FIELDS = frozenset(f.name for f in dataclasses.fields(SandboxSpec))
+
+
+#: Mounts every sandbox opened in this context gets besides its spec's (:func:`extra_mounts`).
+_EXTRA_MOUNTS: ContextVar[Mapping[str, str] | None] = ContextVar("agentgym_extra_mounts",
+                                                                 default=None)
+
+
+@contextlib.contextmanager
+def extra_mounts(mounts: Mapping[str, str] | None) -> Iterator[None]:
+    """Within the block (and in the tasks it starts), every sandbox opened through
+    :func:`~agentgym.core.registry.open_sandbox` also gets ``mounts`` (read-only, as
+    :attr:`SandboxSpec.mounts`). An episode reset with the ``sandbox_mounts`` option opens
+    its sandbox so, whatever spec its env builds: that is how a harness's program and the
+    bridge to the model server reach the task's sandbox (:mod:`agentgym.core.harness`)."""
+    token = _EXTRA_MOUNTS.set(dict(mounts or {}))
+    try:
+        yield
+    finally:
+        _EXTRA_MOUNTS.reset(token)
+
+
+def with_extra_mounts(spec: SandboxSpec) -> SandboxSpec:
+    """``spec`` with the mounts of the enclosing :func:`extra_mounts` added; a mount point
+    both name is refused (neither may hide the other)."""
+    extra = _EXTRA_MOUNTS.get()
+    if not extra:
+        return spec
+    points = {inside_path(p) for p in extra}
+    clash = sorted(points & set(spec.mounts))
+    if clash:
+        raise SandboxSpecError(
+            f"the sandbox's spec already mounts {', '.join(clash)}, which the episode's"
+            " sandbox_mounts option mounts too; move one of them")
+    return dataclasses.replace(spec, mounts={**spec.mounts, **extra})
 
 
 def inside_path(path: str) -> str:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import secrets
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentgym.core.errors import AgentGymError, InvalidArgumentError
 
@@ -59,6 +60,9 @@ class CapturedCall:
             say (its samples then have none).
         versions: each sampled token's policy version, when the policy reports them.
         finish_reason: ``stop`` or ``length``.
+        messages: the request's messages (a chat call; None for a text completion), to
+            show the episode as a conversation; the tokens are what counts.
+        text: the completion as the server answered it.
     """
 
     prompt_ids: list[int]
@@ -66,6 +70,8 @@ class CapturedCall:
     logprobs: list[float] | None
     versions: list[int] | None = None
     finish_reason: str = "stop"
+    messages: list[dict[str, Any]] | None = None
+    text: str | None = None
 
 
 @dataclass

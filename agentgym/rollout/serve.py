@@ -56,8 +56,9 @@ class BadRequest(AgentGymError):
         self.param = param
 
 
-#: Records one call's prompt ids and generation (under an episode's key), or nothing.
-Recorder = Callable[[list[int], Generation], None] | None
+#: Records one call (under an episode's key): its prompt ids, generation, the request's
+#: messages (chat) and the answer's text; or nothing.
+Recorder = Callable[[list[int], Generation, "list[dict[str, Any]] | None", str], None] | None
 
 
 def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes",
@@ -98,9 +99,10 @@ def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes"
         else:
             raise BadRequest("prompt must be a string or a list of token ids", "prompt")
         generation = await _generate(policy, prompt_ids, body)
+        text = _text(tokenizer, generation, body)
         if record is not None:
-            record(prompt_ids, generation)
-        choice: dict[str, Any] = {"index": 0, "text": _text(tokenizer, generation, body),
+            record(prompt_ids, generation, None, text)
+        choice: dict[str, Any] = {"index": 0, "text": text,
                                   "finish_reason": generation.finish_reason,
                                   "logprobs": None}
         if body.get("logprobs") is not None:
@@ -128,9 +130,9 @@ def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes"
             raise BadRequest(f"the chat template cannot render these messages: {e}",
                              "messages") from None
         generation = await _generate(policy, list(prompt_ids), body)
-        if record is not None:
-            record(list(prompt_ids), generation)
         text = tokenizer.decode(_without_stop(generation), skip_special_tokens=False)
+        if record is not None:
+            record(list(prompt_ids), generation, messages, text)
         turn = parser.parse(text) if tools else None
         message: dict[str, Any] = {"role": "assistant", "content": text}
         finish = generation.finish_reason
@@ -171,12 +173,13 @@ def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes"
             if handle is None:
                 return await models(request)
 
-            def record(prompt_ids: list[int], generation: Generation) -> None:
+            def record(prompt_ids: list[int], generation: Generation,
+                       messages: list[dict[str, Any]] | None, text: str) -> None:
                 capture.record(key, CapturedCall(
                     list(prompt_ids), list(generation.token_ids),
                     None if generation.logprobs is None else list(generation.logprobs),
                     None if generation.versions is None else list(generation.versions),
-                    generation.finish_reason))
+                    generation.finish_reason, messages, text))
 
             return await _answer(request, lambda body: handle(body, record))
 

@@ -73,6 +73,12 @@ class Trajectory:
     #: with ``screenshot=True``): ``{"message": index of the message they go with, "png":
     #: base64}``; empty for envs without them.
     screenshots: list[dict[str, Any]] = field(default_factory=list)
+    #: An episode an agent program played (:mod:`agentgym.rollout.harness`) whose calls
+    #: made several samples, because the program rewrote its history: every sample but
+    #: the last (which the token fields above hold), in order, each ``{"token_ids",
+    #: "loss_mask", "logprobs", "versions", "calls"}`` over its whole sequence. Empty for
+    #: every other episode.
+    earlier_samples: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def idle_sandbox_s(self) -> float:
@@ -122,7 +128,7 @@ def trajectory_features() -> Any:
         "finish_reason": Value("string"), "turns": Value("int64"),
         "tool_errors": Value("int64"), "timings": Json(), "messages": List(Json()),
         "metrics": Json(), "error": Value("string"), "tools": Value("string"),
-        "screenshots": List(Json()),
+        "screenshots": List(Json()), "earlier_samples": List(Json()),
     })
 
 

@@ -29,14 +29,10 @@ A subclass names its toolsets, says where a task's sandbox runs (override
 from __future__ import annotations
 
 from agentgym.core.env import AgentEnv
-from agentgym.core.episode import Episode
+from agentgym.core.episode import SANDBOX, Episode
 from agentgym.core.registry import open_sandbox
 from agentgym.core.sandbox import Sandbox, SandboxSpec
 from agentgym.core.task import Task
-
-#: The name of an episode's sandbox in ``episode.resources`` (the convention of every
-#: built-in plugin).
-SANDBOX = "sandbox"
 
 
 def episode_sandbox(episode: Episode) -> Sandbox | None:

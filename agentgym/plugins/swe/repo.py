@@ -50,8 +50,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentgym.core import pyenv
 from agentgym.core.cache import cache_root, file_lock
 from agentgym.core.errors import AgentGymError
+from agentgym.core.pyenv import relocate_env
 from agentgym.core.sandbox import DEFAULT_WORKDIR
 from agentgym.plugins.swe.instance import is_test_path
 
@@ -64,7 +66,7 @@ IDENTITY = {
     "GIT_COMMITTER_DATE": "946684800 +0000",
 }
 #: The interpreter the dependency envs are made with: the one inside the local sandbox.
-SANDBOX_PYTHON = os.environ.get("AGENTGYM_SWE_PYTHON", "/usr/bin/python3")
+SANDBOX_PYTHON = os.environ.get("AGENTGYM_SWE_PYTHON", pyenv.SANDBOX_PYTHON)
 #: Where sandboxes see the dependency env, and the interpreter in it.
 ENV_MOUNT = "/opt/agentgym/env"
 ENV_PYTHON = f"{ENV_MOUNT}/bin/python"
@@ -490,57 +492,6 @@ def _build_env(target: Path, repo: Path, archive: Path, package: str, version: s
     _run(["chmod", "-R", "a+rX", str(target)])
     (target / ENV_READY).write_text(json.dumps({"package": package, "version": version,
                                              "installed": frozen}, indent=1))
-
-
-def relocate_env(env: Path, mount: str) -> None:
-    """Make the virtual environment at ``env`` name ``mount`` wherever it names its own
-    folder, so that it works where sandboxes mount it (it keeps running on the host with
-    ``env/bin/python -m ...``; only its scripts' shebangs point at ``mount``).
-
-    The bytecode is compiled again as if its sources were under ``mount`` (tracebacks
-    name the sandbox's paths; bytecode that still names the folder is deleted); text files
-    (scripts' shebangs, ``pyvenv.cfg``, activate scripts, ``.pth`` files, metadata) have
-    the folder replaced; absolute symlinks into it are re-aimed. Raises :class:`RepoError`
-    naming any other file that still holds the host folder (a binary file: it cannot be
-    rewritten safely), since nothing inside a sandbox may depend on a host path.
-    """
-    # Both spellings of the folder, when it was reached through a symlink; longest first.
-    hosts = sorted({str(env), str(env.resolve())}, key=len, reverse=True)
-    purelib, platlib = _run([str(env / "bin" / "python"), "-c",
-                             "import sysconfig; print(sysconfig.get_path('purelib'));"
-                             " print(sysconfig.get_path('platlib'))"]).split()
-    # Exit status 1 only says some file did not compile (a package's Python 2 template, say):
-    # pip skipped the same ones, and the scan below catches any stale bytecode.
-    subprocess.run([str(env / "bin" / "python"), "-m", "compileall", "-q", "-f",
-                    "-s", str(env), "-p", mount, *sorted({purelib, platlib})],
-                   capture_output=True, timeout=1800)
-    stuck = []
-    for path in sorted(env.rglob("*")):
-        if path.is_symlink():
-            link = os.readlink(path)
-            host = next((h for h in hosts if link == h or link.startswith(h + "/")), None)
-            if host is not None:
-                path.unlink()
-                path.symlink_to(mount + link[len(host):])
-            continue
-        if not path.is_file():
-            continue
-        data = path.read_bytes()
-        if not any(h.encode() in data for h in hosts):
-            continue
-        if path.suffix == ".pyc":  # a cache: Python compiles its source again if needed
-            path.unlink()
-            continue
-        if b"\0" in data:
-            stuck.append(path.relative_to(env).as_posix())
-            continue
-        for host in hosts:
-            data = data.replace(host.encode(), mount.encode())
-        path.write_bytes(data)
-    if stuck:
-        raise RepoError(f"the env built in {env} cannot be moved to {mount}: these binary"
-                        f" files name the build folder: {', '.join(stuck[:10])}. A sandbox"
-                        " would not find it; report the package that installs them")
 
 
 # ---- the project, ready to test ---------------------------------------------------------

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from agentgym.core.pyenv import PythonEnvError
 from agentgym.plugins.swe import repo
 from agentgym.plugins.swe.repo import (
     ENV_MOUNT,
@@ -235,7 +236,7 @@ def test_relocating_an_env_rewrites_every_path_to_the_mount(tmp_path: Path) -> N
     subprocess.run([str(env / "bin" / "python"), "-c", "import mod"], check=True, cwd=tmp_path)
     # A binary file naming the build folder cannot be rewritten: the error names it.
     (env / "lib" / "blob.so").write_bytes(b"\0" + str(env).encode())
-    with pytest.raises(RepoError, match=r"binary files name the build folder: lib/blob\.so"):
+    with pytest.raises(PythonEnvError, match=r"binary files name the build folder: lib/blob\.so"):
         repo.relocate_env(env, "/opt/x")
 
 

@@ -1,0 +1,239 @@
+"""Harness episodes: an unmodified agent program plays a task in its sandbox, and its model
+calls become the episode's training samples.
+
+A :class:`HarnessRunner` holds what every episode of one harness shares: the harness's
+installed environment (:func:`~agentgym.core.pyenv.build_python_env`, built once), and an
+OpenAI-compatible server for a token policy (:func:`~agentgym.rollout.serve.openai_app`)
+with a :class:`~agentgym.rollout.capture.CaptureStore`, listening on a Unix socket in a
+folder of its own. :meth:`HarnessRunner.play` plays one episode of any env that hands out
+its sandbox (:class:`~agentgym.core.env.SandboxAccess`; every sandboxed
+:class:`~agentgym.core.env.AgentEnv`):
+
+1. ``init``: the env resets to the task with the harness's environment and the bridge
+   mounted (the ``sandbox_mounts`` reset option); the bridge's relay starts in the
+   sandbox (:mod:`agentgym.sandboxes.bridge`: the server, and nothing else of the host,
+   becomes ``http://127.0.0.1:PORT`` inside); the episode gets its capture key.
+2. ``run``: the harness's command runs in the sandbox with the environment
+   :mod:`agentgym.core.harness` lists, up to its time limit. Its exit ends the episode:
+   ``finish_reason`` ``harness_exit`` (status 0), ``harness_error`` (another status; the
+   output's tail is the trajectory's ``error``) or ``harness_timeout``.
+3. ``grade``: the env's own grader scores the sandbox as it stands
+   (``aend`` then ``agrade``: exactly as an episode of the built-in loop that a limit
+   ended), and the env releases the episode (its sandbox is closed like any other).
+
+The trajectory's tokens are the captured samples (:func:`~agentgym.rollout.capture.build_samples`):
+the last sample in ``prompt_ids``/``completion_ids``/``loss_mask``/``logprobs``/``versions``
+(split before its first sampled token), the earlier ones (a harness that rewrote its
+history) in ``earlier_samples``; ``metrics`` gains ``capture/*`` counts and the
+``harness`` block (exit status, seconds, output tail). A failure of the sandbox or the
+bridge ends only its episode (``sandbox_error`` / ``error``), never the batch.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentgym.core.env import SandboxAccess
+from agentgym.core.errors import InvalidArgumentError
+from agentgym.core.harness import HARNESS_MOUNT, Harness
+from agentgym.core.policies import TokenPolicy
+from agentgym.core.pyenv import build_python_env
+from agentgym.core.sandbox import SandboxError
+from agentgym.core.serving import LocalServer
+from agentgym.rollout.capture import CaptureStore, Samples, build_samples
+from agentgym.rollout.serve import openai_app
+from agentgym.rollout.trajectory import Trajectory
+from agentgym.sandboxes.bridge import bridge_mounts, start_bridge
+
+__all__ = ["HarnessRunner", "harness_by_id"]
+
+#: Where the episode's instruction and the harness's script are written inside.
+_FILES = "/tmp/agentgym-harness"
+#: How much of the program's output the trajectory keeps.
+_OUTPUT_TAIL = 4000
+
+
+def harness_by_id(harness_id: str) -> Harness:
+    """The registered harness ``harness_id`` (``agentgym list harnesses``)."""
+    from agentgym.core.registry import get
+
+    return get("harnesses", harness_id)
+
+
+class HarnessRunner:
+    """Plays episodes with one harness and one token policy (module docstring). Use it as
+    a context manager, or call :meth:`start` and :meth:`close`.
+
+    Args:
+        harness: the harness, or a registered harness's id.
+        policy: the token policy behind the server (an ``Engine``, ``hf:`` policy, a
+            scripted one in tests).
+        model_name: the model name the server answers to (``AGENTGYM_MODEL`` inside).
+        tool_parser: how tool calls are read from the model's text (``hermes``, ``xml``).
+        log: where progress lines go (installing the harness the first time).
+    """
+
+    def __init__(self, harness: Harness | str, policy: TokenPolicy, *,
+                 model_name: str = "agentgym", tool_parser: str = "hermes",
+                 log: Callable[[str], None] | None = None):
+        self.harness = harness_by_id(harness) if isinstance(harness, str) else harness
+        self.policy, self.model_name, self.log = policy, model_name, log
+        self.store = CaptureStore()
+        self._app = openai_app(policy, model_name, tool_parser, capture=self.store)
+        self._server: LocalServer | None = None
+        self._folder: Path | None = None
+        self._mounts: dict[str, str] = {}
+
+    @property
+    def socket_path(self) -> Path:
+        if self._folder is None:
+            raise InvalidArgumentError("HarnessRunner.start() has not run; use `with runner:`")
+        return self._folder / "model.sock"
+
+    def start(self) -> HarnessRunner:
+        """Install the harness (once per machine) and start the server."""
+        if self._server is not None:
+            return self
+        mounts: dict[str, str] = {}
+        if self.harness.requirements:
+            env = build_python_env(self.harness.requirements, HARNESS_MOUNT,
+                                   name=f"harness-{self.harness.id}", log=self.log)
+            mounts[HARNESS_MOUNT] = str(env)
+        # The socket's folder is bound into every sandbox whole: it holds nothing else.
+        self._folder = Path(tempfile.mkdtemp(prefix="agentgym-harness-", dir="/tmp"))
+        self._folder.chmod(0o755)
+        self._mounts = {**mounts, **bridge_mounts(self.socket_path)}
+        self._server = LocalServer(self._app, uds=self.socket_path).start()
+        return self
+
+    def close(self) -> None:
+        """Stop the server and remove its socket's folder. Idempotent."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        if self._folder is not None:
+            for path in self._folder.iterdir():
+                path.unlink(missing_ok=True)
+            self._folder.rmdir()
+            self._folder = None
+
+    def __enter__(self) -> HarnessRunner:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def play(self, env: Any, task_id: str, *, env_id: str = "", episode: int = 0,
+                   seed: int | None = None, attempt: int = 0, group: int = 0) -> Trajectory:
+        """Play ``task_id`` of ``env`` with the harness: the episode's trajectory, graded.
+        Never raises for what the program, its sandbox or the bridge did."""
+        if self._server is None:
+            raise InvalidArgumentError("HarnessRunner.play() needs a started runner; use"
+                                       " `with HarnessRunner(...) as runner:`")
+        env = getattr(env, "unwrapped", env)
+        if not isinstance(env, SandboxAccess):
+            raise InvalidArgumentError(
+                f"{type(env).__name__} does not hand out its episodes' sandbox (asandbox());"
+                f" the harness {self.harness.id!r} runs in a task's sandbox: play an env whose"
+                " episodes have one (an AgentEnv with a sandbox, e.g. a SandboxedEnv)")
+        record = Trajectory(env=env_id or type(env).__name__, task_id=task_id,
+                            episode=episode, policy=f"harness:{self.harness.id}")
+        key: str | None = None
+        started = time.perf_counter()
+        try:
+            messages, _ = await env.areset(seed=seed, options={
+                "task_id": task_id, "attempt": attempt, "group": group,
+                "sandbox_mounts": self._mounts})
+            box = await env.asandbox()
+            if box is None:
+                raise InvalidArgumentError(
+                    f"{record.env}'s episodes have no sandbox (asandbox() gave None): the"
+                    f" harness {self.harness.id!r} needs one to run in")
+            url = await start_bridge(box, self.socket_path)
+            key = self.store.open()
+            await self._write_inputs(box, messages, f"{url}/episodes/{key}/v1", key)
+            record.timings["init"] = time.perf_counter() - started
+            ran_at = time.perf_counter()
+            ran = await box.exec(f"bash {_FILES}/run.sh", timeout=self.harness.time_limit_s)
+            record.timings["generate"] = time.perf_counter() - ran_at
+            record.finish_reason = ("harness_timeout" if ran.timed_out else
+                                    "harness_exit" if ran.exit_code == 0 else "harness_error")
+            if record.finish_reason == "harness_error":
+                record.error = (f"the harness {self.harness.id!r} exited with status"
+                                f" {ran.exit_code}: {ran.output[-_OUTPUT_TAIL:]}")
+            harness_info = {"exit_code": ran.exit_code, "timed_out": ran.timed_out,
+                            "seconds": round(record.timings["generate"], 3),
+                            "output_tail": ran.output[-_OUTPUT_TAIL:]}
+            await env.aend(record.finish_reason)
+            graded_at = time.perf_counter()
+            record.reward, metrics = await env.agrade()
+            record.timings["grade"] = time.perf_counter() - graded_at
+            record.metrics = {**metrics, "harness": harness_info}
+        except Exception as error:  # this episode's alone: the batch goes on
+            record.finish_reason = ("sandbox_error" if isinstance(error, SandboxError)
+                                    else "error")
+            record.error = "".join(traceback.format_exception_only(type(error), error)).strip()
+            record.reward = 0.0
+        finally:
+            calls = self.store.close(key) if key is not None else []
+            try:
+                await env.arelease()
+            except Exception as error:  # the record says so; the sandbox backend cleans up
+                record.error = record.error or f"releasing the episode failed: {error!r}"
+        _take_samples(record, build_samples(calls), calls)
+        return record
+
+    async def _write_inputs(self, box: Any, messages: list[dict[str, Any]], base_url: str,
+                            key: str) -> None:
+        instruction = _instruction(messages)
+        environ = {**self.harness.env, "OPENAI_BASE_URL": base_url, "OPENAI_API_BASE": base_url,
+                   "OPENAI_API_KEY": key, "AGENTGYM_MODEL": self.model_name,
+                   "AGENTGYM_HARNESS": HARNESS_MOUNT, "AGENTGYM_INSTRUCTION": instruction,
+                   "AGENTGYM_INSTRUCTION_FILE": f"{_FILES}/instruction.md"}
+        await box.write_file(f"{_FILES}/instruction.md", instruction)
+        # A script of its own (not a line in the session shell): the command may hold
+        # here-documents, and the variables stay out of the session.
+        await box.write_file(f"{_FILES}/run.sh", "".join(
+            f"export {name}={shlex.quote(value)}\n" for name, value in environ.items())
+            + self.harness.command + "\n")
+
+
+def _instruction(messages: list[dict[str, Any]]) -> str:
+    """The task as the env states it to the agent: its user messages' text (the system
+    prompt is about agentgym's own tool-call format, which the harness does not use)."""
+    texts = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") != "user" or not content:
+            continue
+        if isinstance(content, list):  # OpenAI content parts
+            content = "\n".join(part.get("text", "") for part in content
+                                if isinstance(part, dict))
+        texts.append(str(content))
+    return "\n\n".join(texts)
+
+
+def _take_samples(record: Trajectory, samples: Samples, calls: list[Any]) -> None:
+    """Put the episode's samples into ``record`` (module docstring)."""
+    record.metrics.update(samples.metrics)
+    record.turns = len(calls)
+    if calls and calls[-1].messages is not None:
+        record.messages = [*calls[-1].messages,
+                           {"role": "assistant", "content": calls[-1].text or ""}]
+    if not samples.samples:
+        return
+    *earlier, last = samples.samples
+    cut = last.prompt_length
+    record.prompt_ids, record.completion_ids = last.token_ids[:cut], last.token_ids[cut:]
+    record.loss_mask = last.loss_mask[cut:]
+    record.logprobs = list(last.logprobs[cut:]) if last.logprobs is not None else []
+    record.versions = last.versions[cut:]
+    record.earlier_samples = [
+        {"token_ids": s.token_ids, "loss_mask": s.loss_mask, "logprobs": s.logprobs,
+         "versions": s.versions, "calls": s.calls} for s in earlier]
