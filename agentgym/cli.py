@@ -293,6 +293,10 @@ def rollout_options(command: Callable[..., Any]) -> Callable[..., Any]:
                           " model trained without them (rollout.tool_schemas: false)."),
         click.option("--ray-address", default=None,
                      help="Run envs as Ray actors on this cluster ('local' starts one)."),
+        click.option("--harness", default=None, metavar="ID",
+                     help="Play each episode with this agent program in the task's sandbox"
+                          " (`agentgym list harnesses`), the --policy (token-level) behind"
+                          " it; its calls are recorded token for token."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -302,7 +306,7 @@ def rollout_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def _run(env_id: str, policy: str, env_kwargs: tuple[str, ...], episodes: int,
          attempts: int, mode: str, concurrency: int, max_tokens: int, max_total_tokens: int,
          temperature: float, seed: int, tool_schemas: bool, ray_address: str | None,
-         quiet: bool,
+         harness: str | None, quiet: bool,
          on_done: Callable[[Any], None] | None = None,
          skip: set[tuple[str, int]] | None = None) -> list[Any]:
     from agentgym.core.policies import Sampling
@@ -311,6 +315,13 @@ def _run(env_id: str, policy: str, env_kwargs: tuple[str, ...], episodes: int,
     from agentgym.rollout.pipeline import PipelineConfig
 
     kwargs = parse_env_kwargs(env_kwargs, env_id)
+    if harness is not None:
+        from agentgym.core.registry import get
+
+        try:
+            get("harnesses", harness)
+        except KeyError as e:
+            raise click.BadParameter(str(e).strip("'\""), param_hint="'--harness'") from None
     agent = build_policy(policy)
     make_env = None
     if ray_address:
@@ -338,7 +349,8 @@ def _run(env_id: str, policy: str, env_kwargs: tuple[str, ...], episodes: int,
             config=RolloutConfig(Sampling(max_tokens=max_tokens, temperature=temperature),
                                  max_total_tokens=max_total_tokens, seed=seed,
                                  tool_schemas=tool_schemas),
-            skip=skip, make_env=make_env, on_done=done, on_stage=progress.stages))
+            skip=skip, make_env=make_env, on_done=done, on_stage=progress.stages,
+            harness=harness))
 
 
 class EpisodeProgress:

@@ -412,11 +412,11 @@ def set_plugin_host(host: PluginHost | None) -> PluginHost | None:
 
 
 def _singular(kind: str) -> str:
-    """``policies`` -> ``policy``, ``sandboxes`` -> ``sandbox``, ``task_sources`` ->
-    ``task source``."""
+    """``policies`` -> ``policy``, ``sandboxes`` -> ``sandbox``, ``harnesses`` ->
+    ``harness``, ``task_sources`` -> ``task source``."""
     if kind.endswith("ies"):
         word = kind[:-3] + "y"
-    elif kind.endswith("xes"):
+    elif kind.endswith(("xes", "sses")):
         word = kind[:-2]
     else:
         word = kind.removesuffix("s")

@@ -12,17 +12,21 @@ each attempted ``k`` times.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import comb
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentgym.core.errors import InvalidArgumentError
-from agentgym.core.policies import OraclePolicy
+from agentgym.core.policies import OraclePolicy, policy_level
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig, RolloutPipeline
 from agentgym.rollout.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from agentgym.core.harness import Harness
 
 #: Where an episode's time goes (``Trajectory.timings``): its stages, then ``queue``, the
 #: wait for a generation or grading slot.
@@ -158,26 +162,54 @@ async def rollout(env_id: str | None, policy: Any, n: int, *, k: int = 1,
                   skip: set[tuple[str, int]] | None = None,
                   make_env: Callable[[], Any] | None = None,
                   on_done: Callable[[Trajectory], None] | None = None,
-                  on_stage: Callable[[Counter], None] | None = None) -> list[Trajectory]:
+                  on_stage: Callable[[Counter], None] | None = None,
+                  harness: str | Harness | None = None) -> list[Trajectory]:
     """Play ``n`` tasks x ``k`` attempts of ``policy`` on ``env_id`` (or on the envs
     ``make_env`` builds: then ``env_id`` may be None, and labels the trajectories when
     given); ``skip`` lists ``(task_id, episode)`` pairs already done (resume). Attempt
     ``a`` of the ``i``-th task is episode ``i * k + a``; the env and the policy learn
-    ``attempt`` and ``group`` (:class:`RolloutPipeline`)."""
+    ``attempt`` and ``group`` (:class:`RolloutPipeline`). ``harness`` (an id of
+    ``agentgym list harnesses``): each episode is played by that agent program in the
+    task's sandbox, with ``policy`` (token-level) behind it, sampling as ``config`` says
+    (:mod:`agentgym.rollout.harness`)."""
     import agentgym
 
     if env_id is None and make_env is None:
         raise InvalidArgumentError("rollout() needs env_id or make_env: the env to play")
     kwargs = dict(env_kwargs or {})
     make = make_env or (lambda: agentgym.make(env_id, **kwargs))
-    runner = RolloutPipeline(make, policy, config=pipeline, rollout=config,
-                             env_id=env_id or "", policy_name=policy_name, on_done=on_done,
-                             on_stage=on_stage,
-                             attempt_of=lambda job: (job[1] // k, job[1] % k))
+    runner = None
+    if harness is not None:
+        from agentgym.rollout.harness import HarnessRunner
+
+        if policy_level(policy) != "token":
+            raise InvalidArgumentError(
+                f"the harness {getattr(harness, 'id', harness)!r} calls a model server, so it"
+                f" needs a token-level policy behind it (hf:PATH, vllm:MODEL, openai:URL);"
+                f" {policy_name or type(policy).__name__!r} is text-level")
+        runner = HarnessRunner(harness, policy, sampling=(config or RolloutConfig()).sampling)
+        await asyncio.to_thread(runner.start)  # installs the program the first time
+    pipeline_runner = RolloutPipeline(
+        make, policy, config=pipeline, rollout=config, env_id=env_id or "",
+        policy_name=policy_name or (f"harness:{runner.harness.id}" if runner else ""),
+        on_done=on_done, on_stage=on_stage, attempt_of=lambda job: (job[1] // k, job[1] % k),
+        harness=runner)
+    try:
+        return await _run_jobs(pipeline_runner, env_id, n, k, skip,
+                               oracle=runner is None and isinstance(policy, OraclePolicy))
+    finally:
+        if runner is not None:
+            runner.close()
+
+
+async def _run_jobs(runner: RolloutPipeline, env_id: str | None, n: int, k: int,
+                    skip: set[tuple[str, int]] | None, oracle: bool) -> list[Trajectory]:
+    """Plan the jobs (``n`` tasks x ``k``), check the oracle has solutions, run them; the
+    pipeline's envs are closed after."""
     try:
         task_ids = await runner.task_ids()
         jobs = [job for job in plan_jobs(task_ids, n, k) if job not in (skip or set())]
-        if isinstance(policy, OraclePolicy):  # before any sandbox or browser starts
+        if oracle:  # before any sandbox or browser starts
             await _check_solutions(runner, env_id, list(dict.fromkeys(t for t, _ in jobs)))
         return await runner.run(jobs)
     finally:

@@ -42,7 +42,7 @@ from typing import Any
 from agentgym.core.env import SandboxAccess
 from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.harness import HARNESS_MOUNT, Harness
-from agentgym.core.policies import TokenPolicy
+from agentgym.core.policies import Generation, Sampling, TokenPolicy
 from agentgym.core.pyenv import build_python_env
 from agentgym.core.sandbox import SandboxError
 from agentgym.core.serving import LocalServer
@@ -51,7 +51,7 @@ from agentgym.rollout.serve import openai_app
 from agentgym.rollout.trajectory import Trajectory
 from agentgym.sandboxes.bridge import bridge_mounts, start_bridge
 
-__all__ = ["HarnessRunner", "harness_by_id"]
+__all__ = ["HarnessEpisode", "HarnessRunner", "harness_by_id"]
 
 #: Where the episode's instruction and the harness's script are written inside.
 _FILES = "/tmp/agentgym-harness"
@@ -76,19 +76,26 @@ class HarnessRunner:
             scripted one in tests).
         model_name: the model name the server answers to (``AGENTGYM_MODEL`` inside).
         tool_parser: how tool calls are read from the model's text (``hermes``, ``xml``).
+        sampling: what every call samples with, whatever the program asks (a trainer's
+            temperature; its ``max_tokens`` caps the program's); None: as asked.
         log: where progress lines go (installing the harness the first time).
     """
 
     def __init__(self, harness: Harness | str, policy: TokenPolicy, *,
                  model_name: str = "agentgym", tool_parser: str = "hermes",
-                 log: Callable[[str], None] | None = None):
+                 sampling: Sampling | None = None, log: Callable[[str], None] | None = None):
         self.harness = harness_by_id(harness) if isinstance(harness, str) else harness
         self.policy, self.model_name, self.log = policy, model_name, log
         self.store = CaptureStore()
-        self._app = openai_app(policy, model_name, tool_parser, capture=self.store)
+        self._app = openai_app(_Current(self), model_name, tool_parser, capture=self.store,
+                               sampling=sampling)
         self._server: LocalServer | None = None
         self._folder: Path | None = None
         self._mounts: dict[str, str] = {}
+
+    def use_policy(self, policy: TokenPolicy) -> None:
+        """Serve ``policy`` from the next call on (a trainer's, after its weights moved)."""
+        self.policy = policy
 
     @property
     def socket_path(self) -> Path:
@@ -129,12 +136,12 @@ class HarnessRunner:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    async def play(self, env: Any, task_id: str, *, env_id: str = "", episode: int = 0,
-                   seed: int | None = None, attempt: int = 0, group: int = 0) -> Trajectory:
-        """Play ``task_id`` of ``env`` with the harness: the episode's trajectory, graded.
-        Never raises for what the program, its sandbox or the bridge did."""
+    def episode(self, env: Any, task_id: str, *, env_id: str = "", episode: int = 0,
+                seed: int | None = None, attempt: int = 0, group: int = 0) -> HarnessEpisode:
+        """One episode of ``task_id`` on ``env``, to play stage by stage (what the rollout
+        pipeline does) or at once (:meth:`play`)."""
         if self._server is None:
-            raise InvalidArgumentError("HarnessRunner.play() needs a started runner; use"
+            raise InvalidArgumentError("HarnessRunner needs to be started before it plays; use"
                                        " `with HarnessRunner(...) as runner:`")
         env = getattr(env, "unwrapped", env)
         if not isinstance(env, SandboxAccess):
@@ -142,66 +149,154 @@ class HarnessRunner:
                 f"{type(env).__name__} does not hand out its episodes' sandbox (asandbox());"
                 f" the harness {self.harness.id!r} runs in a task's sandbox: play an env whose"
                 " episodes have one (an AgentEnv with a sandbox, e.g. a SandboxedEnv)")
-        record = Trajectory(env=env_id or type(env).__name__, task_id=task_id,
-                            episode=episode, policy=f"harness:{self.harness.id}")
-        key: str | None = None
-        started = time.perf_counter()
-        try:
-            messages, _ = await env.areset(seed=seed, options={
-                "task_id": task_id, "attempt": attempt, "group": group,
-                "sandbox_mounts": self._mounts})
-            box = await env.asandbox()
-            if box is None:
-                raise InvalidArgumentError(
-                    f"{record.env}'s episodes have no sandbox (asandbox() gave None): the"
-                    f" harness {self.harness.id!r} needs one to run in")
-            url = await start_bridge(box, self.socket_path)
-            key = self.store.open()
-            await self._write_inputs(box, messages, f"{url}/episodes/{key}/v1", key)
-            record.timings["init"] = time.perf_counter() - started
-            ran_at = time.perf_counter()
-            ran = await box.exec(f"bash {_FILES}/run.sh", timeout=self.harness.time_limit_s)
-            record.timings["generate"] = time.perf_counter() - ran_at
-            record.finish_reason = ("harness_timeout" if ran.timed_out else
-                                    "harness_exit" if ran.exit_code == 0 else "harness_error")
-            if record.finish_reason == "harness_error":
-                record.error = (f"the harness {self.harness.id!r} exited with status"
-                                f" {ran.exit_code}: {ran.output[-_OUTPUT_TAIL:]}")
-            harness_info = {"exit_code": ran.exit_code, "timed_out": ran.timed_out,
-                            "seconds": round(record.timings["generate"], 3),
-                            "output_tail": ran.output[-_OUTPUT_TAIL:]}
-            await env.aend(record.finish_reason)
-            graded_at = time.perf_counter()
-            record.reward, metrics = await env.agrade()
-            record.timings["grade"] = time.perf_counter() - graded_at
-            record.metrics = {**metrics, "harness": harness_info}
-        except Exception as error:  # this episode's alone: the batch goes on
-            record.finish_reason = ("sandbox_error" if isinstance(error, SandboxError)
-                                    else "error")
-            record.error = "".join(traceback.format_exception_only(type(error), error)).strip()
-            record.reward = 0.0
-        finally:
-            calls = self.store.close(key) if key is not None else []
-            try:
-                await env.arelease()
-            except Exception as error:  # the record says so; the sandbox backend cleans up
-                record.error = record.error or f"releasing the episode failed: {error!r}"
-        _take_samples(record, build_samples(calls), calls)
-        return record
+        return HarnessEpisode(self, env, task_id, env_id=env_id, episode=episode, seed=seed,
+                              attempt=attempt, group=group)
 
-    async def _write_inputs(self, box: Any, messages: list[dict[str, Any]], base_url: str,
-                            key: str) -> None:
+    async def write_inputs(self, box: Any, messages: list[dict[str, Any]], base_url: str,
+                           key: str) -> None:
+        """Write an episode's instruction (its user messages) and its script (the
+        environment of :mod:`agentgym.core.harness`, then the harness's command) into
+        ``box``. A script of its own, not a line in the session shell: the command may hold
+        here-documents, and the variables stay out of the session."""
         instruction = _instruction(messages)
         environ = {**self.harness.env, "OPENAI_BASE_URL": base_url, "OPENAI_API_BASE": base_url,
                    "OPENAI_API_KEY": key, "AGENTGYM_MODEL": self.model_name,
                    "AGENTGYM_HARNESS": HARNESS_MOUNT, "AGENTGYM_INSTRUCTION": instruction,
                    "AGENTGYM_INSTRUCTION_FILE": f"{_FILES}/instruction.md"}
         await box.write_file(f"{_FILES}/instruction.md", instruction)
-        # A script of its own (not a line in the session shell): the command may hold
-        # here-documents, and the variables stay out of the session.
         await box.write_file(f"{_FILES}/run.sh", "".join(
             f"export {name}={shlex.quote(value)}\n" for name, value in environ.items())
             + self.harness.command + "\n")
+
+    async def play(self, env: Any, task_id: str, **options: Any) -> Trajectory:
+        """Play ``task_id`` of ``env`` with the harness (``options``: as :meth:`episode`'s):
+        the episode's trajectory, graded, its env released. Never raises for what the
+        program, its sandbox or the bridge did."""
+        played = self.episode(env, task_id, **options)
+        try:
+            await played.init()
+            await played.run()
+            await played.grade()
+        finally:
+            await played.env.arelease()
+        return played.trajectory()
+
+
+class _Current(TokenPolicy):
+    """The runner's policy at the time of each call (:meth:`HarnessRunner.use_policy`)."""
+
+    def __init__(self, runner: HarnessRunner):
+        self.runner = runner
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.runner.policy.tokenizer
+
+    async def generate(self, prompt_ids: list[int], sampling: Sampling) -> Generation:
+        return await self.runner.policy.generate(prompt_ids, sampling)
+
+
+class HarnessEpisode:
+    """One harness episode in the rollout loop's three stages (module docstring): ``init``,
+    ``run`` (``turn`` is the same: the program's whole run is one step), ``grade``; then
+    :meth:`trajectory`. Made by :meth:`HarnessRunner.episode`; the caller releases the env
+    after ``grade`` (as for an :class:`~agentgym.rollout.loop.EpisodeRunner`)."""
+
+    def __init__(self, runner: HarnessRunner, env: Any, task_id: str, *, env_id: str,
+                 episode: int, seed: int | None, attempt: int, group: int):
+        self.runner, self.env = runner, env
+        self.seed, self.attempt, self.group = seed, attempt, group
+        self.record = Trajectory(env=env_id or type(env).__name__, task_id=task_id,
+                                 episode=episode, policy=f"harness:{runner.harness.id}")
+        self.failed = False
+        self._box: Any = None
+        self._key: str | None = None
+        self._calls: list[Any] | None = None
+
+    async def init(self) -> None:
+        """Reset the env with the harness and the bridge mounted; start the relay; open the
+        episode's key and write its instruction and script."""
+        if self.failed:
+            return
+        started = time.perf_counter()
+        try:
+            messages, _ = await self.env.areset(seed=self.seed, options={
+                "task_id": self.record.task_id, "attempt": self.attempt, "group": self.group,
+                "sandbox_mounts": self.runner._mounts})
+            self._box = await self.env.asandbox()
+            if self._box is None:
+                raise InvalidArgumentError(
+                    f"{self.record.env}'s episodes have no sandbox (asandbox() gave None): the"
+                    f" harness {self.runner.harness.id!r} needs one to run in")
+            url = await start_bridge(self._box, self.runner.socket_path)
+            self._key = self.runner.store.open()
+            await self.runner.write_inputs(self._box, messages,
+                                            f"{url}/episodes/{self._key}/v1", self._key)
+        except Exception as error:  # this episode's alone: the batch goes on
+            self._fail(error)
+        self.record.timings["init"] = time.perf_counter() - started
+
+    async def turn(self, gate: Any = None, on_timing: Any = None) -> bool:
+        """The program's whole run (the pipeline's first step); True: the episode is over."""
+        await self.run()
+        return True
+
+    async def run(self, gate: Any = None, on_timing: Any = None) -> None:
+        """Run the harness's command to its exit or time limit, then end the episode."""
+        if self.failed or self.record.finish_reason:
+            return
+        harness, record = self.runner.harness, self.record
+        started = time.perf_counter()
+        try:
+            ran = await self._box.exec(f"bash {_FILES}/run.sh", timeout=harness.time_limit_s)
+            record.timings["generate"] = time.perf_counter() - started
+            record.finish_reason = ("harness_timeout" if ran.timed_out else
+                                    "harness_exit" if ran.exit_code == 0 else "harness_error")
+            if record.finish_reason == "harness_error":
+                record.error = (f"the harness {harness.id!r} exited with status"
+                                f" {ran.exit_code}: {ran.output[-_OUTPUT_TAIL:]}")
+            record.metrics["harness"] = {
+                "exit_code": ran.exit_code, "timed_out": ran.timed_out,
+                "seconds": round(record.timings["generate"], 3),
+                "output_tail": ran.output[-_OUTPUT_TAIL:]}
+            await self.env.aend(record.finish_reason)
+        except Exception as error:
+            self._fail(error)
+        finally:
+            self._close_key()
+
+    async def grade(self) -> None:
+        """Score the sandbox with the env's own grader."""
+        if not self.failed:
+            started = time.perf_counter()
+            try:
+                reward, metrics = await self.env.agrade()
+                self.record.reward = reward
+                self.record.metrics = {**metrics, **self.record.metrics}
+            except Exception as error:
+                self._fail(error)
+            self.record.timings["grade"] = time.perf_counter() - started
+        self._close_key()
+
+    def trajectory(self) -> Trajectory:
+        """The record with the episode's samples, complete once ``grade`` ran."""
+        self._close_key()
+        if self._calls is not None:
+            calls, self._calls = self._calls, None
+            _take_samples(self.record, build_samples(calls), calls)
+        return self.record
+
+    def _close_key(self) -> None:
+        if self._key is not None:
+            key, self._key = self._key, None
+            self._calls = self.runner.store.close(key)
+
+    def _fail(self, error: BaseException) -> None:
+        self.failed = True
+        self.record.finish_reason = ("sandbox_error" if isinstance(error, SandboxError)
+                                     else "error")
+        self.record.error = "".join(traceback.format_exception_only(type(error), error)).strip()
+        self.record.reward = 0.0
 
 
 def _instruction(messages: list[dict[str, Any]]) -> str:

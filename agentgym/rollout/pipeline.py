@@ -51,7 +51,7 @@ import typing
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from agentgym.core.env import AgentEnv
 from agentgym.core.errors import AgentGymError
@@ -65,6 +65,9 @@ from agentgym.rollout.scheduler import (
     StageCounts,
 )
 from agentgym.rollout.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from agentgym.rollout.harness import HarnessRunner
 
 Mode = Literal["sync", "async_batch", "pipeline"]
 MODES: tuple[str, ...] = typing.get_args(Mode)
@@ -192,6 +195,10 @@ class RolloutPipeline:
             as reset options (``setup_episode`` reads ``self.episode.attempt``), and so does
             a text policy whose ``act`` takes them. Default: every job its own group
             (its episode index), attempt 0.
+        harness: a started :class:`~agentgym.rollout.harness.HarnessRunner`: every episode
+            is played by its agent program in the task's sandbox, with the runner's policy
+            behind it (``policy`` is then unused), instead of by the built-in loop. The
+            program's whole run is the episode's one step.
     """
 
     def __init__(self, make_env: Callable[[], Any], policy: Any, *,
@@ -200,9 +207,10 @@ class RolloutPipeline:
                  on_done: Callable[[Trajectory], None] | None = None,
                  on_stage: Callable[[Counter], None] | None = None,
                  policy_for: Callable[[Job], tuple[Any, str]] | None = None,
-                 attempt_of: Callable[[Job], tuple[int, int]] | None = None):
+                 attempt_of: Callable[[Job], tuple[int, int]] | None = None,
+                 harness: HarnessRunner | None = None):
         self.make_env, self.policy, self.policy_for = make_env, policy, policy_for
-        self.attempt_of = attempt_of
+        self.attempt_of, self.harness = attempt_of, harness
         self.config, self.rollout = config or PipelineConfig(), rollout or RolloutConfig()
         self.env_id, self.policy_name = env_id, policy_name
         self.on_done, self.on_stage = on_done, on_stage
@@ -321,6 +329,10 @@ class RolloutPipeline:
         policy, name = self.policy_for(job) if self.policy_for else (self.policy,
                                                                       self.policy_name)
         group, attempt = self.attempt_of(job) if self.attempt_of else (job[1], 0)
+        if self.harness is not None:  # the same stages, played by the agent program
+            return cast(EpisodeRunner, self.harness.episode(
+                env, job[0], env_id=self.env_id, episode=job[1], attempt=attempt, group=group,
+                seed=self.rollout.seed + job[1]))
         return EpisodeRunner(env, policy, job[0], job[1], env_id=self.env_id,
                              policy_name=name, config=self.rollout,
                              overlap_setup=self.config.overlaps(),

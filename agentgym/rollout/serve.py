@@ -29,6 +29,7 @@ policy refuses (a prompt too long, a token outside the vocabulary). Errors are O
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -62,9 +63,12 @@ Recorder = Callable[[list[int], Generation, "list[dict[str, Any]] | None", str],
 
 
 def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes",
-               capture: CaptureStore | None = None) -> Any:
+               capture: CaptureStore | None = None, sampling: Sampling | None = None) -> Any:
     """The Starlette app serving ``policy`` as ``model_name``; with ``capture``, also under
-    each of its episodes' base URLs (module docstring)."""
+    each of its episodes' base URLs (module docstring). ``sampling``: what every call
+    samples with whatever the request asks (a trainer's temperature and top-p; its
+    ``max_tokens`` caps the request's), so that an agent program cannot change how the
+    policy being trained samples."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -98,7 +102,7 @@ def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes"
             return await complete({**body, "prompt": prompt[0]}, record)
         else:
             raise BadRequest("prompt must be a string or a list of token ids", "prompt")
-        generation = await _generate(policy, prompt_ids, body)
+        generation = await _generate(policy, prompt_ids, body, sampling)
         text = _text(tokenizer, generation, body)
         if record is not None:
             record(prompt_ids, generation, None, text)
@@ -129,7 +133,7 @@ def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes"
         except Exception as e:  # a template that cannot render these messages
             raise BadRequest(f"the chat template cannot render these messages: {e}",
                              "messages") from None
-        generation = await _generate(policy, list(prompt_ids), body)
+        generation = await _generate(policy, list(prompt_ids), body, sampling)
         text = tokenizer.decode(_without_stop(generation), skip_special_tokens=False)
         if record is not None:
             record(list(prompt_ids), generation, messages, text)
@@ -271,8 +275,8 @@ def _error(status: int, message: str, param: str | None,
                                    "code": None}}, status_code=status)
 
 
-async def _generate(policy: TokenPolicy, prompt_ids: list[int],
-                    body: dict[str, Any]) -> Generation:
+async def _generate(policy: TokenPolicy, prompt_ids: list[int], body: dict[str, Any],
+                    fixed: Sampling | None = None) -> Generation:
     budget = body.get("max_completion_tokens", body.get("max_tokens"))
     try:
         sampling = Sampling(max_tokens=int(budget) if budget is not None else 256,
@@ -281,6 +285,10 @@ async def _generate(policy: TokenPolicy, prompt_ids: list[int],
                             seed=None if body.get("seed") is None else int(body["seed"]))
     except (TypeError, ValueError) as e:
         raise BadRequest(f"bad sampling parameters: {e}") from None
+    if fixed is not None:
+        sampling = dataclasses.replace(
+            fixed, max_tokens=min(fixed.max_tokens, sampling.max_tokens if budget is not None
+                                  else fixed.max_tokens))
     return await policy.generate(prompt_ids, sampling)
 
 

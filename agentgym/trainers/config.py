@@ -110,6 +110,10 @@ class EnvSection:
 
     id: str
     kwargs: dict[str, Any] = field(default_factory=dict)
+    #: An agent program (``agentgym list harnesses``) that plays every GRPO and eval
+    #: episode in the task's sandbox, the model being trained behind it, instead of
+    #: agentgym's own loop (docs/own-agent.md). Demonstrations are still played by the loop.
+    harness: str | None = None
 
 
 @dataclass
@@ -652,6 +656,13 @@ def _check_env_kwargs(config: TrainConfig) -> list[tuple[str, str]]:
         converted, problems = signature.convert(kwargs)
         kwargs.update(converted)
         issues += [(_join(path, str(key)), problem) for key, problem in problems]
+    if config.env.harness is not None:
+        from agentgym.core.registry import get
+
+        try:
+            get("harnesses", config.env.harness)
+        except KeyError as e:
+            issues.append(("env.harness", str(e).strip("'\"")))
     return issues
 
 

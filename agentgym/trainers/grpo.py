@@ -65,6 +65,7 @@ keeps ``log_rollouts`` groups of each rollout call in ``rollouts.jsonl`` in its
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import functools
 import json
@@ -382,14 +383,23 @@ class EnvRollout:
         rollouts_file: where to append the ``options.log_rollouts`` groups of each call
             (None: nowhere); episodes already in the file (a resumed run) are not added
             again.
+        harness: an agent program (``agentgym list harnesses``) that plays every episode
+            in the task's sandbox with the policy behind it
+            (:mod:`agentgym.rollout.harness`), sampling as ``rollout`` says. An episode is
+            one row: its last captured sample (the program's whole conversation when it
+            keeps its history); samples before a history rewrite are counted
+            (``capture/untrained_samples``) but not trained on.
     """
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None, *,
                  group_size: int, tokenizer: Any, calls_apart: int = 1,
                  task_ids: Sequence[str] | None = None, options: GRPOOptions | None = None,
                  rollout: RolloutConfig | None = None, pipeline: PipelineConfig | None = None,
-                 policy: Any = None, rollouts_file: str | Path | None = None):
+                 policy: Any = None, rollouts_file: str | Path | None = None,
+                 harness: str | None = None):
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
+        self.harness = harness
+        self._harness_runner: Any = None  # started with the first policy
         self.group_size, self.tokenizer, self.calls_apart = group_size, tokenizer, calls_apart
         self.options = options or GRPOOptions()
         self.rollout, self.pipeline_config = rollout or RolloutConfig(), pipeline
@@ -423,6 +433,8 @@ class EnvRollout:
         self.policy = policy
         if self._pipeline is not None:
             self._pipeline.policy = policy
+        if self._harness_runner is not None:
+            self._harness_runner.use_policy(policy)
 
     def use_sampler(self, sampler: RecordingSampler) -> None:
         """Predict each next call's tasks from ``sampler`` (the trainer's), to prepare
@@ -446,6 +458,7 @@ class EnvRollout:
             raise InvalidArgumentError(f"{len(tasks)} prompts is not a multiple of the group size"
                                        f" (num_generations) {size}")
         step = trainer.state.global_step  # the one thing read from the trainer
+        self._loop.run(self._ensure_harness())
         if self.options.asynchronous is not None:
             episodes = self._loop.run(self._take_call(tasks[::size], step))
         else:
@@ -469,6 +482,9 @@ class EnvRollout:
         if self._pipeline is not None:
             self._loop.run(self._pipeline.close())
             self._pipeline = None
+        if self._harness_runner is not None:
+            self._harness_runner.close()
+            self._harness_runner = None
         self._loop.stop()
         if self._rollouts is not None:
             self._rollouts.close()
@@ -500,6 +516,18 @@ class EnvRollout:
             if self.task_ids is None:
                 self.task_ids = await self._pipeline.task_ids()
         return self._pipeline
+
+    async def _ensure_harness(self) -> None:
+        """With a harness: start its runner (installing the program the first time) with
+        the policy now known, and hand it to the pipeline."""
+        if self.harness is None or self._harness_runner is not None:
+            return
+        from agentgym.rollout.harness import HarnessRunner
+
+        pipeline = await self._ensure_pipeline()
+        runner = HarnessRunner(self.harness, self.policy, sampling=self.rollout.sampling)
+        await asyncio.to_thread(runner.start)
+        self._harness_runner = pipeline.harness = runner
 
     def _attempt_of(self, job: Job) -> tuple[int, int]:
         """A job's (group, attempt): a call's episodes come in groups of ``group_size``,
@@ -725,6 +753,12 @@ class EnvRollout:
             "masked/finish_reason": sum(self._masked(t) for t in played) / n,
             "prefetch/hits": float(self._pipeline.prepared_hits if self._pipeline else 0),
         }
+        if self.harness is not None:  # what the capture made of the program's calls
+            for key in ("calls", "samples", "rewritten", "mismatches"):
+                metrics[f"capture/{key}"] = sum(t.metrics.get(f"capture/{key}", 0)
+                                                for t in played) / n
+            metrics["capture/untrained_samples"] = sum(len(t.earlier_samples)
+                                                       for t in played) / n
         for stage in STAGES:
             metrics[f"time/{stage}_s"] = sum(t.timings.get(stage, 0.0) for t in played)
         metrics["time/sandbox_s"] = sum(t.timings.get("sandbox", 0.0) for t in played)
@@ -939,7 +973,8 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
                options: GRPOOptions | None = None, rollout: RolloutConfig | None = None,
                pipeline: PipelineConfig | None = None, tokenizer: Any = None,
                lora: dict[str, Any] | None = None, resume: bool = False,
-               callbacks: Sequence[Any] = (), policy: Any = None, console: Any = None) -> Any:
+               callbacks: Sequence[Any] = (), policy: Any = None, console: Any = None,
+               harness: str | None = None) -> Any:
     """Train ``model`` (a folder or a loaded causal LM) with GRPO on ``env_id``'s tasks.
 
     ``args`` are TRL ``GRPOConfig`` fields over :data:`GRPO_DEFAULTS`; ``lora`` (peft
@@ -947,6 +982,7 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
     from the last checkpoint in ``output_dir``. Each logged step is one line on ``console``
     (a rich Console; default: standard error; :mod:`agentgym.trainers.console`), and
     ``options.log_rollouts`` groups of each rollout call go to ``output_dir/rollouts.jsonl``.
+    ``harness``: an agent program plays the episodes (:class:`EnvRollout`).
     Saves the final model, its tokenizer and model card to ``output_dir/final`` and returns
     the trainer.
     """
@@ -960,7 +996,7 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
     env_rollout = EnvRollout(env_id, env_kwargs, group_size=config.num_generations,
                              tokenizer=tokenizer, calls_apart=steps_per_generation_batch(config),
                              options=options, rollout=rollout, pipeline=pipeline, policy=policy,
-                             rollouts_file=output_dir / ROLLOUTS_FILE)
+                             rollouts_file=output_dir / ROLLOUTS_FILE, harness=harness)
     task_ids = env_rollout.env_task_ids()
     if len(task_ids) * config.num_generations < config.generation_batch_size:
         env_rollout.close()

@@ -246,7 +246,7 @@ def _evaluate(config: TrainConfig, model: str, label: str, console: Console) -> 
                 policy_name=f"hf:{model}", pipeline=config.rollout.pipeline,
                 config=config.rollout.rollout_config(seed=config.seed,
                                                      temperature=section.temperature),
-                on_done=advance))
+                on_done=advance, harness=config.env.harness))
     finally:
         policy.close()
         del policy
@@ -356,7 +356,7 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
         train_grpo(model, config.env.id, env_kwargs=dict(config.env.kwargs),
                    output_dir=stage_dir, args=args, options=GRPOOptions.from_config(stage.options),
                    rollout=rollout, pipeline=pipeline, lora=stage.lora, resume=resume,
-                   callbacks=callbacks, console=console)
+                   callbacks=callbacks, console=console, harness=config.env.harness)
 
 
 @contextlib.contextmanager

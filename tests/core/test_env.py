@@ -453,7 +453,7 @@ def test_the_reset_options_and_info_keys_are_declared():
     from agentgym.core.env_info import RESET_OPTIONS, ResetInfo, StepInfo
 
     assert RESET_OPTIONS == ("task_id", "overlap_setup", "defer_grading", "attempt", "group",
-                             "setup_timeout_s")
+                             "setup_timeout_s", "sandbox_mounts")
     env = ToyEnv()
     try:
         _, info = env.reset(seed=0)

@@ -114,3 +114,46 @@ def test_mini_swe_agent_doing_nothing_useful_gets_nothing(backend, pypi, standin
     assert record.reward == 0.0
     assert [t for t, m in zip(record.completion_ids, record.loss_mask, strict=True) if m] == \
         policy.sampled
+
+
+TRAIN_CONFIG = """\
+model: {tiny: {}}
+output_dir: OUT
+seed: 0
+env: {id: swe-synth, kwargs: {tasks: TASKS}, harness: mini-swe-agent}
+eval: {episodes: 2}
+rollout: {max_tokens: 24, max_total_tokens: 3072, concurrency: 2}
+stages:
+  - grpo:
+      args: {max_steps: 2, per_device_train_batch_size: 2, num_generations: 2,
+             logging_steps: 1, save_steps: 2}
+"""
+
+
+def test_agentgym_train_runs_grpo_with_mini_swe_agent_playing(pypi, standin_tasks, tmp_path,
+                                                              agentgym_cli) -> None:
+    """The tiny model behind mini-swe-agent for two GRPO steps: the run completes, its
+    rollouts and eval episodes are the harness's, and the viewer reads them."""
+    import subprocess
+
+    from agentgym.viewer.index import EpisodeIndex, trajectory_files
+
+    run = tmp_path / "run"
+    config = tmp_path / "config.yaml"
+    config.write_text(TRAIN_CONFIG.replace("OUT", str(run)).replace("TASKS", str(standin_tasks)))
+    done = subprocess.run([agentgym_cli, "train", str(config), "--json"], capture_output=True,
+                          text=True, timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in (run / "metrics.jsonl").open()]
+    steps = [r for r in records if r["stage"] == "00-grpo" and "loss" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    assert all(r["capture/calls"] >= 1 and "capture/untrained_samples" in r for r in steps)
+    rollouts = [json.loads(line) for line in (run / "00-grpo" / "rollouts.jsonl").open()]
+    assert rollouts and {r["policy"] for r in rollouts} == {"harness:mini-swe-agent"}
+    assert all(r["finish_reason"].startswith("harness_") for r in rollouts), \
+        [(r["finish_reason"], r["error"]) for r in rollouts]
+    assert all(sum(r["loss_mask"]) > 0 for r in rollouts)  # the model's tokens are trained
+    evals = json.loads((run / "eval.json").read_text())
+    assert [e["stage"] for e in evals["stages"]] == ["base", "00-grpo"]
+    index = EpisodeIndex(trajectory_files(run))
+    assert index.bad_lines == 0 and len(index.rows) == len(rollouts) + 2 * 2
