@@ -104,6 +104,7 @@ from agentgym.trainers.layout import ROLLOUTS_FILE
 from agentgym.trainers.model_card import model_card
 from agentgym.trainers.sft import FINAL_DIR, checkpointing_setting
 from agentgym.trainers.trl_adapter import (
+    ExtraRow,
     ModelCardHook,
     ScoredBatch,
     ScoredBatchHook,
@@ -386,9 +387,9 @@ class EnvRollout:
         harness: an agent program (``agentgym list harnesses``) that plays every episode
             in the task's sandbox with the policy behind it
             (:mod:`agentgym.rollout.harness`), sampling as ``rollout`` says. An episode is
-            one row: its last captured sample (the program's whole conversation when it
-            keeps its history); samples before a history rewrite are counted
-            (``capture/untrained_samples``) but not trained on.
+            row per captured sample, each with the episode's advantage: the last sample
+            is the episode's row in TRL's group, the earlier ones (a program that rewrote
+            its history) are added to the scored batch (:meth:`take_extra_rows`).
     """
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None, *,
@@ -400,6 +401,7 @@ class EnvRollout:
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         self.harness = harness
         self._harness_runner: Any = None  # started with the first policy
+        self._extra_rows: list[ExtraRow] = []  # of the last call, until taken
         self.group_size, self.tokenizer, self.calls_apart = group_size, tokenizer, calls_apart
         self.options = options or GRPOOptions()
         self.rollout, self.pipeline_config = rollout or RolloutConfig(), pipeline
@@ -440,6 +442,13 @@ class EnvRollout:
         """Predict each next call's tasks from ``sampler`` (the trainer's), to prepare
         their episodes while the optimizer steps (``options.prefetch``)."""
         self.sampler = sampler
+
+    def take_extra_rows(self) -> list[ExtraRow]:
+        """The last call's further rows (episodes of several samples), once: for the
+        trainer to add to the batch it scored
+        (:func:`~agentgym.trainers.trl_adapter.append_rows`)."""
+        rows, self._extra_rows = self._extra_rows, []
+        return rows
 
     def take_metrics(self) -> dict[str, float]:
         """The metrics of the last call (see the module docstring), once: for the trainer
@@ -709,8 +718,11 @@ class EnvRollout:
         out: dict[str, list] = {k: [] for k in (
             "prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward",
             "finish_reason", "task_id")}
+        self._extra_rows = []
         for index, group in enumerate(episodes.groups):
             for t in group:
+                if not (self._masked(t) or index in episodes.masked):
+                    self._extra_rows += _earlier_rows(t, len(out["prompt_ids"]))
                 prompt, completion = list(t.prompt_ids) or [pad], list(t.completion_ids)
                 mask, logprobs = list(t.loss_mask), list(t.logprobs)
                 if not completion:  # failed before its first turn: one inert token
@@ -757,8 +769,7 @@ class EnvRollout:
             for key in ("calls", "samples", "rewritten", "mismatches"):
                 metrics[f"capture/{key}"] = sum(t.metrics.get(f"capture/{key}", 0)
                                                 for t in played) / n
-            metrics["capture/untrained_samples"] = sum(len(t.earlier_samples)
-                                                       for t in played) / n
+            metrics["capture/extra_rows"] = float(len(self._extra_rows))
         for stage in STAGES:
             metrics[f"time/{stage}_s"] = sum(t.timings.get(stage, 0.0) for t in played)
         metrics["time/sandbox_s"] = sum(t.timings.get("sandbox", 0.0) for t in played)
@@ -801,6 +812,19 @@ class EnvRollout:
             pipeline.prepare(jobs)
 
         self._loop.submit(prepare())
+
+
+def _earlier_rows(trajectory: Trajectory, source: int) -> list[ExtraRow]:
+    """The rows of ``trajectory``'s samples before its last (a harness episode whose
+    program rewrote its history), each sharing row ``source``'s advantage."""
+    rows = []
+    for sample in trajectory.earlier_samples:
+        mask = list(sample["loss_mask"])
+        cut = mask.index(1) if 1 in mask else len(mask)
+        ids, logprobs = list(sample["token_ids"]), sample.get("logprobs")
+        rows.append(ExtraRow(source, ids[:cut] or [0], ids[cut:], mask[cut:],
+                             None if logprobs is None else list(logprobs[cut:])))
+    return rows
 
 
 def _task_id(prompt: Any) -> str:
@@ -911,6 +935,9 @@ def _trainer_class() -> type:
             return model_card(kind="grpo", base_model=self.model.config.name_or_path,
                               model_dir=Path(self.args.output_dir) / FINAL_DIR,
                               env_id=self.env_rollout.env_id)
+
+        def extra_rows(self) -> list[ExtraRow]:
+            return self.env_rollout.take_extra_rows()
 
         def on_scored_batch(self, batch: ScoredBatch) -> None:
             log_metrics(self, {**self.env_rollout.take_metrics(),

@@ -18,7 +18,8 @@ minor versions these were checked against (``trl>=1.16,<1.17``); widen the pin o
   transformers' dict.
 * :class:`ModelCardHook`: the model card written beside checkpoints is agentgym's.
 * :class:`ScoredBatchHook`, :class:`ScoredBatch`: see each generation batch TRL has scored
-  (its advantages, its loss mask) before it trains on it.
+  (its advantages, its loss mask) before it trains on it, and add rows to it
+  (:class:`ExtraRow`, :func:`append_rows`: an episode of several samples).
 * :func:`completion_logps`, :func:`is_peft_trainer`, :func:`adapters_disabled`,
   :func:`frozen_copy`: score a batch's completion tokens as TRL does, under the trained
   model, its base (LoRA) or a copy.
@@ -36,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ModelCardHook", "ScoredBatch", "ScoredBatchHook", "TrainSamplerHook",
-           "adapters_disabled", "completion_logps", "frozen_copy", "is_peft_trainer",
+__all__ = ["ExtraRow", "ModelCardHook", "ScoredBatch", "ScoredBatchHook", "TrainSamplerHook",
+           "adapters_disabled", "append_rows", "completion_logps", "frozen_copy",
+           "is_peft_trainer",
            "log_metrics", "quiet_expected_warnings", "repeat_sampler_layout",
            "steps_per_generation_batch", "stop_token_ids", "use_console_callback", "vllm_generate"]
 
@@ -207,14 +209,39 @@ class ScoredBatch:
     reference_logps: Any = None
 
 
+@dataclass
+class ExtraRow:
+    """One more training row for an episode whose first row TRL has scored: a further
+    sample of an episode that has several (an agent program that rewrote its history).
+
+    Args:
+        source: the index, in the generation batch, of the episode's row; the extra row
+            takes its advantage.
+        prompt_ids, completion_ids: the sample, split before its first sampled token.
+        loss_mask: per completion token, 1 where the policy sampled it.
+        logprobs: per completion token, its sampling log-probability; None when unknown.
+    """
+
+    source: int
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float] | None = None
+
+
 class ScoredBatchHook:
     """Mixin for a ``GRPOTrainer`` subclass: every generation batch TRL has scored
-    (rewards, advantages) passes through ``self.on_scored_batch(batch)``, a
-    :class:`ScoredBatch`, before the optimizer steps that train on it (list it before the
-    trainer class, as :class:`TrainSamplerHook`)."""
+    (rewards, advantages) gets the rows ``self.extra_rows()`` returns (:func:`append_rows`)
+    and then passes through ``self.on_scored_batch(batch)``, a :class:`ScoredBatch`, before
+    the optimizer steps that train on it (list it before the trainer class, as
+    :class:`TrainSamplerHook`)."""
 
     def on_scored_batch(self, batch: ScoredBatch) -> None:
         pass
+
+    def extra_rows(self) -> list[ExtraRow]:
+        """Rows to add to the batch just scored (default: none)."""
+        return []
 
     def token_weights(self, batch: ScoredBatch) -> Any:
         """``(B, C)`` positive weights of each completion token's advantage (importance
@@ -235,6 +262,8 @@ class ScoredBatchHook:
         import torch
 
         output = super()._generate_and_score_completions(inputs)  # type: ignore[misc]
+        if self.model.training:  # type: ignore[attr-defined]
+            output = append_rows(self, output, self.extra_rows())
         loss_mask = output["completion_mask"]
         if output.get("tool_mask") is not None:
             loss_mask = loss_mask * output["tool_mask"]
@@ -251,6 +280,99 @@ class ScoredBatchHook:
             # TRL's loss takes (B, T) advantages as they are (it unsqueezes (B,) ones).
             output["advantages"] = output["advantages"].reshape(-1, 1) * weights
         return output
+
+
+def append_rows(trainer: Any, output: dict[str, Any], rows: list[ExtraRow]) -> dict[str, Any]:
+    """``output`` (what ``GRPOTrainer._generate_and_score_completions`` returned) with
+    ``rows`` added, scored as TRL scores its own: each takes its source row's advantage,
+    its ``old_per_token_logps`` (and ``ref_per_token_logps``) are computed now under the
+    trained (reference) weights when TRL keeps them, its sampling log-probs are its own,
+    and ``num_items_in_batch`` counts its tokens. Every tensor is padded again to the
+    widest row (prompts on the left, completions on the right). Rows with no token in the
+    loss are left out; inert rows (nothing in the loss, advantage 0) are added so that
+    the batch still splits into ``steps_per_generation`` equal parts."""
+    import torch
+
+    rows = [r for r in rows if any(r.loss_mask)]
+    if not rows:
+        return output
+    # Relies on: the output keys listed at ScoredBatchHook._generate_and_score_completions,
+    # importance_sampling_ratio (B, C) when TRL corrects vLLM's sampling, advantages (B,)
+    # here (before any token weights), num_items_in_batch (the loss mask's sum over all
+    # processes), GRPOTrainer.pad_token_id, .ref_model (None with beta == 0 or peft) and
+    # args.steps_per_generation (_prepare_inputs splits the batch into that many parts).
+    if "importance_sampling_ratio" in output:
+        logging.getLogger(__name__).warning(
+            "%d further samples of multi-sample episodes were not trained on: TRL's vLLM"
+            " importance-sampling correction does not extend to added rows", len(rows))
+        return output
+    device = output["prompt_ids"].device
+    pad = trainer._tokenizer.pad_token_id
+    if pad is None:
+        pad = trainer._tokenizer.eos_token_id
+    steps = max(1, trainer.args.steps_per_generation)
+    while (len(output["prompt_ids"]) + len(rows)) % steps:  # inert: in no loss
+        rows.append(ExtraRow(rows[-1].source, rows[-1].prompt_ids, rows[-1].completion_ids,
+                             [0] * len(rows[-1].completion_ids), rows[-1].logprobs))
+    width_p = max(output["prompt_ids"].size(1), *(len(r.prompt_ids) for r in rows))
+    width_c = max(output["completion_ids"].size(1), *(len(r.completion_ids) for r in rows))
+
+    def left(t: Any, value: float) -> Any:
+        return torch.nn.functional.pad(t, (width_p - t.size(1), 0), value=value)
+
+    def right(t: Any, value: float) -> Any:
+        return torch.nn.functional.pad(t, (0, width_c - t.size(1)), value=value)
+
+    def tensor(values: list[Any], dtype: Any) -> Any:
+        return torch.tensor(values, dtype=dtype, device=device)
+
+    new = {
+        "prompt_ids": torch.stack([left(tensor([r.prompt_ids], torch.long), pad)[0]
+                                   for r in rows]),
+        "prompt_mask": torch.stack([left(tensor([[1] * len(r.prompt_ids)], torch.long), 0)[0]
+                                    for r in rows]),
+        "completion_ids": torch.stack([right(tensor([r.completion_ids], torch.long), pad)[0]
+                                       for r in rows]),
+        "completion_mask": torch.stack([
+            right(tensor([[1] * len(r.completion_ids)], torch.long), 0)[0] for r in rows]),
+        "tool_mask": torch.stack([right(tensor([r.loss_mask], torch.long), 0)[0]
+                                  for r in rows]),
+    }
+    merged = {key: torch.cat([(left if key.startswith("prompt") else right)(
+        output[key] if key in output else torch.ones_like(output["completion_mask"]),
+        pad if key.endswith("_ids") else 0), new[key]]) for key in new}
+    advantages = output["advantages"]
+    merged["advantages"] = torch.cat([advantages, advantages[[r.source for r in rows]]])
+    batch = ScoredBatch(  # the new rows alone, as wide as the merged batch
+        input_ids=torch.cat([merged["prompt_ids"][-len(rows):],
+                             merged["completion_ids"][-len(rows):]], dim=1),
+        attention_mask=torch.cat([merged["prompt_mask"][-len(rows):],
+                                  merged["completion_mask"][-len(rows):]], dim=1),
+        logits_to_keep=width_c, loss_mask=merged["tool_mask"][-len(rows):],
+        advantages=merged["advantages"][-len(rows):])
+    everything = torch.arange(len(rows), device=device)
+    if "old_per_token_logps" in output:
+        merged["old_per_token_logps"] = torch.cat([
+            right(output["old_per_token_logps"], 0),
+            completion_logps(trainer, batch, everything)])
+    if "ref_per_token_logps" in output:
+        if trainer.ref_model is None:  # peft: the reference is the model without adapters
+            with adapters_disabled(trainer):
+                reference = completion_logps(trainer, batch, everything)
+        else:
+            reference = completion_logps(trainer, batch, everything, model=trainer.ref_model)
+        merged["ref_per_token_logps"] = torch.cat([right(output["ref_per_token_logps"], 0),
+                                                   reference])
+    if "sampling_per_token_logps" in output:
+        sampled = torch.stack([right(tensor(
+            [r.logprobs if r.logprobs is not None else [float("nan")] * len(r.completion_ids)],
+            output["sampling_per_token_logps"].dtype), 0)[0] for r in rows])
+        merged["sampling_per_token_logps"] = torch.cat(
+            [right(output["sampling_per_token_logps"], 0), sampled])
+    added = (new["completion_mask"] * new["tool_mask"]).sum()
+    merged["num_items_in_batch"] = output["num_items_in_batch"] + \
+        trainer.accelerator.gather(added).sum()
+    return {**output, **merged}
 
 
 def completion_logps(trainer: Any, batch: ScoredBatch, rows: Any, model: Any = None) -> Any:

@@ -78,7 +78,8 @@ for turn in range(6):
         break
     ran = subprocess.run(text.strip().splitlines()[0], shell=True, capture_output=True, text=True)
     exchange = [{"role": "assistant", "content": text},
-                {"role": "user", "content": "exit %d: %s" % (ran.returncode, ran.stdout)}]
+                {"role": "user", "content": "turn %d exit %d: %s" % (turn + 1, ran.returncode,
+                                                                    ran.stdout)}]
     messages = (messages[:2] if keep and turn >= 1 else messages) + exchange
 print("agent ran", turn + 1, "turns")
 '''
