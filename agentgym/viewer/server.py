@@ -136,6 +136,8 @@ class _Api:
         if self.tokenizer is not None:
             episode["completion_pieces"] = [self.tokenizer.decode([i]) for i in
                                             episode.get("completion_ids") or ()]
+            for sample in episode.get("earlier_samples") or ():
+                sample["pieces"] = [self.tokenizer.decode([i]) for i in sample["token_ids"]]
         return _json(episode)
 
     def locate(self, request: Request) -> Response:

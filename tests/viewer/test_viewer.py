@@ -39,7 +39,11 @@ def trajectory(i: int) -> Trajectory:
                       logprobs=[0.0] * 5, reward=1.0 if solved else 0.0,
                       finish_reason="submitted" if solved else "max_turns", turns=2,
                       timings={"init": 0.5, "generate": 1.0 + i, "tool": 0.25, "grade": 0.1},
-                      messages=messages, metrics={"passed": solved})
+                      messages=messages, metrics={"passed": solved},
+                      # Episode 8: an agent program's, whose history was rewritten once.
+                      earlier_samples=[{"token_ids": [1, 2, 20, 21, 22],
+                                        "loss_mask": [0, 0, 1, 1, 0], "logprobs": [0.0] * 5,
+                                        "versions": [-1] * 5, "calls": 1}] if i == 8 else [])
 
 
 def write(path: Path, rows: range) -> None:
@@ -224,6 +228,16 @@ def test_the_page_in_chromium(served):
         assert page.locator("#mask .model").count() == 3
         assert page.locator("#mask .env").count() == 2
         page.screenshot(path=ARTIFACTS / "episode.png", full_page=True)
+        # An agent program's episode of two samples: each its own row, masked spans kept.
+        page.goto(server.url + "#run.jsonl/8")
+        page.wait_for_selector("#episode:not([hidden]) h2")
+        page.click("#show-mask")
+        assert page.locator("#mask .sample").count() == 2
+        assert page.locator("#mask .sample h4").all_inner_texts() == [
+            "sample 1 of 2 (1 call)", "sample 2 of 2"]
+        assert page.locator("#mask .sample").first.locator(".model").count() == 2
+        assert page.locator("#mask .model").count() == 2 + 3
+        page.go_back()
         page.go_back()
         page.wait_for_selector("#list:not([hidden])")
         page.go_forward()
