@@ -31,6 +31,8 @@ bridge ends only its episode (``sandbox_error`` / ``error``), never the batch.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import shlex
 import tempfile
 import time
@@ -40,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.env import SandboxAccess
+from agentgym.core.env_info import ResetOptions
 from agentgym.core.errors import InvalidArgumentError
-from agentgym.core.harness import HARNESS_MOUNT, Harness
+from agentgym.core.harness import HARNESS_MOUNT, EpisodeOver, Harness
 from agentgym.core.policies import Generation, Sampling, TokenPolicy
 from agentgym.core.pyenv import build_python_env
 from agentgym.core.sandbox import SandboxError
@@ -92,6 +95,7 @@ class HarnessRunner:
         self._server: LocalServer | None = None
         self._folder: Path | None = None
         self._mounts: dict[str, str] = {}
+        self._host_run: Any = None  # a host harness's run, loaded at start
 
     def use_policy(self, policy: TokenPolicy) -> None:
         """Serve ``policy`` from the next call on (a trainer's, after its weights moved)."""
@@ -104,8 +108,14 @@ class HarnessRunner:
         return self._folder / "model.sock"
 
     def start(self) -> HarnessRunner:
-        """Install the harness (once per machine) and start the server."""
+        """Install the harness (once per machine) and start the server: on a Unix socket
+        for programs in sandboxes (reached through the bridge), on the host's loopback for
+        a host harness."""
         if self._server is not None:
+            return self
+        if self.harness.on_host:
+            self._host_run = self.harness.load()  # a missing package is said now
+            self._server = LocalServer(self._app).start()
             return self
         mounts: dict[str, str] = {}
         if self.harness.requirements:
@@ -124,7 +134,7 @@ class HarnessRunner:
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        if self._folder is not None:
+        if self._folder is not None:  # a sandbox harness's socket folder
             for path in self._folder.iterdir():
                 path.unlink(missing_ok=True)
             self._folder.rmdir()
@@ -144,7 +154,7 @@ class HarnessRunner:
             raise InvalidArgumentError("HarnessRunner needs to be started before it plays; use"
                                        " `with HarnessRunner(...) as runner:`")
         env = getattr(env, "unwrapped", env)
-        if not isinstance(env, SandboxAccess):
+        if not self.harness.on_host and not isinstance(env, SandboxAccess):
             raise InvalidArgumentError(
                 f"{type(env).__name__} does not hand out its episodes' sandbox (asandbox());"
                 f" the harness {self.harness.id!r} runs in a task's sandbox: play an env whose"
@@ -212,6 +222,7 @@ class HarnessEpisode:
         self._box: Any = None
         self._key: str | None = None
         self._calls: list[Any] | None = None
+        self._session: _HostSession | None = None
 
     async def init(self) -> None:
         """Reset the env with the harness and the bridge mounted; start the relay; open the
@@ -219,10 +230,20 @@ class HarnessEpisode:
         if self.failed:
             return
         started = time.perf_counter()
+        runner = self.runner
         try:
+            options: ResetOptions = {"task_id": self.record.task_id, "attempt": self.attempt,
+                                     "group": self.group}
+            if runner.harness.on_host:
+                messages, info = await self.env.areset(seed=self.seed, options=options)
+                self._key = runner.store.open()
+                assert runner._server is not None
+                self._session = _HostSession(
+                    self.env, _instruction(messages), f"{runner._server.url}/episodes/"
+                    f"{self._key}/v1", self._key, runner.model_name, list(info["tools"]))
+                return
             messages, _ = await self.env.areset(seed=self.seed, options={
-                "task_id": self.record.task_id, "attempt": self.attempt, "group": self.group,
-                "sandbox_mounts": self.runner._mounts})
+                **options, "sandbox_mounts": runner._mounts})
             self._box = await self.env.asandbox()
             if self._box is None:
                 raise InvalidArgumentError(
@@ -234,7 +255,8 @@ class HarnessEpisode:
                                             f"{url}/episodes/{self._key}/v1", self._key)
         except Exception as error:  # this episode's alone: the batch goes on
             self._fail(error)
-        self.record.timings["init"] = time.perf_counter() - started
+        finally:
+            self.record.timings["init"] = time.perf_counter() - started
 
     async def turn(self, gate: Any = None, on_timing: Any = None) -> bool:
         """The program's whole run (the pipeline's first step); True: the episode is over."""
@@ -246,6 +268,8 @@ class HarnessEpisode:
         if self.failed or self.record.finish_reason:
             return
         harness, record = self.runner.harness, self.record
+        if harness.on_host:
+            return await self._run_on_host()
         started = time.perf_counter()
         try:
             ran = await self._box.exec(f"bash {_FILES}/run.sh", timeout=harness.time_limit_s)
@@ -260,6 +284,38 @@ class HarnessEpisode:
                 "seconds": round(record.timings["generate"], 3),
                 "output_tail": ran.output[-_OUTPUT_TAIL:]}
             await self.env.aend(record.finish_reason)
+        except Exception as error:
+            self._fail(error)
+        finally:
+            self._close_key()
+
+    async def _run_on_host(self) -> None:
+        """A host harness's ``run``, to its return, the env's end of the episode or the
+        time limit."""
+        harness, record, session = self.runner.harness, self.record, self._session
+        started = time.perf_counter()
+        try:
+            await asyncio.wait_for(self.runner._host_run(session), harness.time_limit_s)
+            record.finish_reason = "harness_exit"
+        except EpisodeOver:
+            record.finish_reason = "harness_exit"
+        except asyncio.TimeoutError:
+            record.finish_reason = "harness_timeout"
+        except Exception as error:
+            if session.over:  # it failed on the episode's end: the episode is whole
+                record.finish_reason = "harness_exit"
+            else:
+                record.finish_reason = "harness_error"
+                record.error = (f"the harness {harness.id!r} raised: "
+                                + "".join(traceback.format_exception_only(type(error), error))
+                                .strip()[-_OUTPUT_TAIL:])
+        record.timings["generate"] = time.perf_counter() - started
+        record.metrics["harness"] = {"seconds": round(record.timings["generate"], 3),
+                                     "tool_calls": session.calls,
+                                     "env_finish_reason": session.finish_reason}
+        try:
+            if not session.over:
+                await self.env.aend(record.finish_reason)
         except Exception as error:
             self._fail(error)
         finally:
@@ -297,6 +353,31 @@ class HarnessEpisode:
                                      else "error")
         self.record.error = "".join(traceback.format_exception_only(type(error), error)).strip()
         self.record.reward = 0.0
+
+
+class _HostSession:
+    """A host harness's :class:`~agentgym.core.harness.HostSession`: its tool calls are
+    assistant turns of the env's own loop."""
+
+    def __init__(self, env: Any, instruction: str, base_url: str, api_key: str, model: str,
+                 tools: list[dict[str, Any]]):
+        self.env, self.instruction, self.base_url = env, instruction, base_url
+        self.api_key, self.model, self.tools = api_key, model, tools
+        self.over, self.calls = False, 0
+        self.finish_reason: str | None = None
+
+    async def call_tool(self, name: str, arguments: str | dict[str, Any]) -> str:
+        if self.over:
+            raise EpisodeOver(f"the episode is over ({self.finish_reason}): {name} was not run")
+        self.calls += 1
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        messages, _, terminated, truncated, info = await self.env.astep({
+            "role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{self.calls}", "type": "function",
+                "function": {"name": name, "arguments": text}}]})
+        if terminated or truncated:
+            self.over, self.finish_reason = True, info.get("finish_reason")
+        return "\n".join(str(m.get("content") or "") for m in messages)
 
 
 def _instruction(messages: list[dict[str, Any]]) -> str:

@@ -24,7 +24,7 @@ from agentgym.core.reward import RewardResult
 from agentgym.core.sandbox import SandboxLimits, SandboxSpec, open_sandboxes
 from agentgym.core.task import Task, TaskList
 from agentgym.core.tools import tool
-from agentgym.rollout.harness import HarnessRunner
+from agentgym.rollout.harness import HarnessRunner, harness_by_id
 from agentgym.testing import ScriptedTokens
 from agentgym.toolkits import BashTools, SandboxedEnv
 from agentgym.toolkits.sandboxed import episode_sandbox
@@ -230,3 +230,24 @@ def test_a_harness_is_checked_when_made() -> None:
         Harness(id="x", command="run", requirements="mini-swe-agent")
     with pytest.raises(InvalidArgumentError, match="time_limit_s"):
         Harness(id="x", command="run", time_limit_s=0)
+
+
+def test_an_openai_agents_sdk_agent_plays_any_env_through_its_tools(tokenizer) -> None:
+    """The openai-agents host harness on the calculator (no sandbox): the SDK's tool calls
+    run through the env, the model's reference answer is paid, its calls are recorded."""
+    pytest.importorskip("agents", reason="the openai-agents harness: pip install agentgym[agents]")
+    import agentgym
+
+    env = agentgym.make("calculator")
+    task_id = env.unwrapped.task_ids()[0]
+    env.reset(options={"task_id": task_id})
+    solution = list(env.unwrapped.task.solution)  # the reference turns, hermes tool calls
+    policy = ScriptedTokens(tokenizer, solution)
+    record = play(harness_by_id("openai-agents"), policy, env, task_id)
+    assert record.error is None and record.finish_reason == "harness_exit", record.error
+    assert record.reward == 1.0, record.metrics
+    assert record.metrics["harness"]["env_finish_reason"] == "submitted"
+    assert record.metrics["harness"]["tool_calls"] == len(solution)
+    assert record.metrics["capture/calls"] == len(solution)  # the SDK stopped at the submit
+    assert masked_in(record.completion_ids, record.loss_mask)[-len(
+        policy.generations[-1].token_ids):] == policy.generations[-1].token_ids

@@ -8,7 +8,12 @@
   episode's base URL; cost tracking is off (the model is local) and litellm reads its
   model list from its own package rather than the network.
 
-Any env whose episodes run in a sandbox can be played with these (:mod:`agentgym.core.harness`).
+* ``openai-agents``: a host harness (:mod:`agentgym.plugins.harnesses.openai_agents`): an
+  OpenAI Agents SDK agent whose tools are the env's tools, run in agentgym's process
+  (``pip install agentgym[agents]``); it plays any env, sandboxed or not.
+
+Any env whose episodes run in a sandbox can be played with the first, any env at all with
+the second (:mod:`agentgym.core.harness`).
 """
 
 from __future__ import annotations
@@ -48,6 +53,15 @@ def mini_swe_agent() -> Harness:
     )
 
 
+def openai_agents() -> Harness:
+    """The ``openai-agents`` host harness (module docstring)."""
+    return Harness(
+        id="openai-agents", run="agentgym.plugins.harnesses.openai_agents:run_agent",
+        requirements=("openai-agents>=0.24,<0.25",), time_limit_s=900.0,
+        description="An OpenAI Agents SDK agent whose tools are the env's tools, in"
+                    " agentgym's process (any env).")
+
+
 @hookimpl
 def agentgym_harnesses() -> list[Harness]:
-    return [mini_swe_agent()]
+    return [mini_swe_agent(), openai_agents()]
