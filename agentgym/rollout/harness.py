@@ -29,7 +29,7 @@ history) in ``earlier_samples``; ``metrics`` gains ``capture/*`` counts and the
 bridge ends only its episode (``sandbox_error`` / ``error``), never the batch.
 
 A **host harness** (``Harness.run``: an agent framework in agentgym's process) needs no
-sandbox: the server also listens on the host's loopback, ``init`` resets the env and opens
+sandbox: the server listens on the host's loopback instead, ``init`` resets the env and opens
 the key, ``run`` awaits the harness's function with a session whose tool calls are turns
 of the env's own loop (``finish_reason`` as above; the env's own reason, ``submitted``
 say, in ``metrics["harness"]["env_finish_reason"]``), and ``grade`` is the same.
