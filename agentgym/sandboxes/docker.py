@@ -315,9 +315,15 @@ class DockerSandbox(Sandbox):
             if in_image:
                 # Only what is not the user's yet: a folder the image already gave the
                 # user may be closed even to root here (no CAP_DAC_READ_SEARCH).
-                code, out, err = _run_in(client.api, container.id,
-                                         ["sh", "-c", HAND_OVER, "sh", workdir], None, "/",
-                                         user="0:0")
+                for attempt in range(3):
+                    code, out, err = _run_in(client.api, container.id,
+                                             ["sh", "-c", HAND_OVER, "sh", workdir], None,
+                                             "/", user="0:0")
+                    # The runtime failed to start the process at all (runc's "read
+                    # init-p: connection reset" under load): nothing ran, so run it again.
+                    if not (code == 126 and b"OCI runtime exec failed" in out + err):
+                        break
+                    time.sleep(0.2 * (attempt + 1))
                 if code != 0:
                     raise SandboxError(f"workdir {workdir!r} of image {image!r} could not be"
                                        f" handed to the sandbox user (exit {code}):"

@@ -251,3 +251,15 @@ def test_an_openai_agents_sdk_agent_plays_any_env_through_its_tools(tokenizer) -
     assert record.metrics["capture/calls"] == len(solution)  # the SDK stopped at the submit
     assert masked_in(record.completion_ids, record.loss_mask)[-len(
         policy.generations[-1].token_ids):] == policy.generations[-1].token_ids
+
+
+def test_the_built_in_harnesses_stay_listed_after_a_host_harness_is_loaded() -> None:
+    """Loading a host harness imports its module; the plugin's hook must still work after
+    (a module named like the plugin's builder function once replaced it)."""
+    from agentgym.core.plugins import plugin_host
+    from agentgym.plugins import harnesses
+
+    pytest.importorskip("agents", reason="the openai-agents harness: pip install agentgym[agents]")
+    harness_by_id("openai-agents").load()
+    assert {h.id for h in harnesses.agentgym_harnesses()} >= {"mini-swe-agent", "openai-agents"}
+    assert "openai-agents" in plugin_host().entries("harnesses")

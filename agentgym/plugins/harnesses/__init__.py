@@ -8,7 +8,7 @@
   episode's base URL; cost tracking is off (the model is local) and litellm reads its
   model list from its own package rather than the network.
 
-* ``openai-agents``: a host harness (:mod:`agentgym.plugins.harnesses.openai_agents`): an
+* ``openai-agents``: a host harness (:mod:`agentgym.plugins.harnesses.agents_sdk`): an
   OpenAI Agents SDK agent whose tools are the env's tools, run in agentgym's process
   (``pip install agentgym[agents]``); it plays any env, sandboxed or not.
 
@@ -53,10 +53,12 @@ def mini_swe_agent() -> Harness:
     )
 
 
+# The harness builders' names differ from the package's modules: importing a submodule
+# sets an attribute of that name on this package, which would replace the function.
 def openai_agents() -> Harness:
     """The ``openai-agents`` host harness (module docstring)."""
     return Harness(
-        id="openai-agents", run="agentgym.plugins.harnesses.openai_agents:run_agent",
+        id="openai-agents", run="agentgym.plugins.harnesses.agents_sdk:run_agent",
         requirements=("openai-agents>=0.24,<0.25",), time_limit_s=900.0,
         description="An OpenAI Agents SDK agent whose tools are the env's tools, in"
                     " agentgym's process (any env).")

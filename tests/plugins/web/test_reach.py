@@ -97,9 +97,18 @@ def test_redirects_and_pages_that_reach_out_are_refused(notes, secret) -> None:
     seen = [notes.step(call("goto", url=f"/go?to={other}/redirected"))[0]]
     seen.append(notes.step(call("goto", url=f"/go?to=/%5C127.0.0.1:{port}/backslash"))[0])
     seen.append(notes.step(call("goto", url=f"/inject?to={other}"))[0])
-    page = seen[-1][0]["content"]
-    link = next(line.split("]")[0].strip()[1:] for line in page.splitlines()
-                if "link 'Open popup'" in line)
+    # The page's script opens a window: when it opens before the page is observed (under
+    # load), the observation is of that window's tab. Find the page's own tab again.
+    tabs = iter(range(len(notes.page.session.pages)))
+    while True:
+        page = seen[-1][0]["content"]
+        link = next((line.split("]")[0].strip()[1:] for line in page.splitlines()
+                     if "link 'Open popup'" in line), None)
+        index = next(tabs, None)
+        if link is not None or index is None:
+            break
+        seen.append(notes.step(call("tab_focus", index=index))[0])
+    assert link is not None, page
     seen.append(notes.step(call("click", bid=link))[0])
     seen.append(notes.step(call("noop", wait_ms=1500))[0])
     for index in range(len(notes.page.session.pages)):
