@@ -289,8 +289,8 @@ def append_rows(trainer: Any, output: dict[str, Any], rows: list[ExtraRow]) -> d
     trained (reference) weights when TRL keeps them, its sampling log-probs are its own,
     and ``num_items_in_batch`` counts its tokens. Every tensor is padded again to the
     widest row (prompts on the left, completions on the right). Rows with no token in the
-    loss are left out; inert rows (nothing in the loss, advantage 0) are added so that
-    the batch still splits into ``steps_per_generation`` equal parts."""
+    loss are left out; inert rows (copies with nothing in the loss) are added so that the
+    batch still splits into ``steps_per_generation`` equal parts."""
     import torch
 
     rows = [r for r in rows if any(r.loss_mask)]
@@ -299,8 +299,9 @@ def append_rows(trainer: Any, output: dict[str, Any], rows: list[ExtraRow]) -> d
     # Relies on: the output keys listed at ScoredBatchHook._generate_and_score_completions,
     # importance_sampling_ratio (B, C) when TRL corrects vLLM's sampling, advantages (B,)
     # here (before any token weights), num_items_in_batch (the loss mask's sum over all
-    # processes), GRPOTrainer.pad_token_id, .ref_model (None with beta == 0 or peft) and
-    # args.steps_per_generation (_prepare_inputs splits the batch into that many parts).
+    # processes), GRPOTrainer._tokenizer (its pad token pads, as TRL's own padding does),
+    # .ref_model (None with beta == 0 or peft) and args.steps_per_generation
+    # (_prepare_inputs splits the batch into that many parts, dropping any remainder).
     if "importance_sampling_ratio" in output:
         logging.getLogger(__name__).warning(
             "%d further samples of multi-sample episodes were not trained on: TRL's vLLM"
