@@ -15,6 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def import_target(name: str) -> Any:
+    """The object ``"module:attribute"`` (dots in the attribute reach inside it) names,
+    importing the module."""
+    module, _, attribute = name.partition(":")
+    target: Any = importlib.import_module(module)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    return target
+
+
 @dataclass(frozen=True)
 class Spec:
     """A named contribution built by ``factory``.
@@ -31,13 +41,7 @@ class Spec:
 
     def load(self) -> Callable[..., Any]:
         """The factory, importing it if it was given as a string."""
-        if callable(self.factory):
-            return self.factory
-        module, _, attribute = self.factory.partition(":")
-        target: Any = importlib.import_module(module)
-        for part in attribute.split("."):
-            target = getattr(target, part)
-        return target
+        return self.factory if callable(self.factory) else import_target(self.factory)
 
     def build(self, *args: Any, **kwargs: Any) -> Any:
         return self.load()(*args, **kwargs)

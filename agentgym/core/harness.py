@@ -42,11 +42,11 @@ env ends it (a submit tool, the turn limit), when ``run`` returns, or at the tim
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agentgym.core.contributions import import_target
 from agentgym.core.errors import AgentGymError, InvalidArgumentError
 
 __all__ = ["HARNESS_MOUNT", "EpisodeOver", "Harness", "HostSession"]
@@ -111,20 +111,18 @@ class Harness:
     def load(self) -> Callable[[HostSession], Awaitable[Any]]:
         """A host harness's ``run``, imported if named by a string; a missing package
         is an error naming the harness's requirements."""
-        if self.run is None or callable(self.run):
-            assert self.run is not None, "load() is for host harnesses"
+        if self.run is None:
+            raise InvalidArgumentError(f"the harness {self.id!r} runs a command in the"
+                                       " sandbox; only a host harness has a run to load")
+        if callable(self.run):
             return self.run
-        module, _, attribute = self.run.partition(":")
         try:
-            target: Any = importlib.import_module(module)
+            return import_target(self.run)
         except ImportError as e:
             needed = " ".join(self.requirements) or e.name
             raise InvalidArgumentError(
                 f"the harness {self.id!r} needs {needed}, which is not installed here"
                 f" ({e}): pip install {needed}") from None
-        for part in attribute.split("."):
-            target = getattr(target, part)
-        return target
 
 
 class EpisodeOver(AgentGymError):

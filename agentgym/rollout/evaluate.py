@@ -188,13 +188,14 @@ async def rollout(env_id: str | None, policy: Any, n: int, *, k: int = 1,
                 f" needs a token-level policy behind it (hf:PATH, vllm:MODEL, openai:URL);"
                 f" {policy_name or type(policy).__name__!r} is text-level")
         runner = HarnessRunner(harness, policy, sampling=(config or RolloutConfig()).sampling)
-        await asyncio.to_thread(runner.start)  # installs the program the first time
-    pipeline_runner = RolloutPipeline(
-        make, policy, config=pipeline, rollout=config, env_id=env_id or "",
-        policy_name=policy_name or (f"harness:{runner.harness.id}" if runner else ""),
-        on_done=on_done, on_stage=on_stage, attempt_of=lambda job: (job[1] // k, job[1] % k),
-        harness=runner)
     try:
+        if runner is not None:
+            await asyncio.to_thread(runner.start)  # installs the program the first time
+        pipeline_runner = RolloutPipeline(
+            make, policy, config=pipeline, rollout=config, env_id=env_id or "",
+            policy_name=policy_name or (f"harness:{runner.harness.id}" if runner else ""),
+            on_done=on_done, on_stage=on_stage,
+            attempt_of=lambda job: (job[1] // k, job[1] % k), harness=runner)
         return await _run_jobs(pipeline_runner, env_id, n, k, skip,
                                oracle=runner is None and isinstance(policy, OraclePolicy))
     finally:

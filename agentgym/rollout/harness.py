@@ -289,11 +289,9 @@ class HarnessEpisode:
                 "exit_code": ran.exit_code, "timed_out": ran.timed_out,
                 "seconds": round(record.timings["generate"], 3),
                 "output_tail": ran.output[-_OUTPUT_TAIL:]}
-            await self.env.aend(record.finish_reason)
         except Exception as error:
             self._fail(error)
-        finally:
-            self._close_key()
+        await self._end(ended_by_env=False)
 
     async def _run_on_host(self) -> None:
         """A host harness's ``run``, to its return, the env's end of the episode or the
@@ -319,9 +317,14 @@ class HarnessEpisode:
         record.metrics["harness"] = {"seconds": round(record.timings["generate"], 3),
                                      "tool_calls": session.calls,
                                      "env_finish_reason": session.finish_reason}
+        await self._end(ended_by_env=session.over)
+
+    async def _end(self, ended_by_env: bool) -> None:
+        """End the episode in the env for its grader (unless the env ended it, or it
+        failed), and close its key: no call is recorded after the program."""
         try:
-            if not session.over:
-                await self.env.aend(record.finish_reason)
+            if not (ended_by_env or self.failed):
+                await self.env.aend(self.record.finish_reason)
         except Exception as error:
             self._fail(error)
         finally:

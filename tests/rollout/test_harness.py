@@ -230,6 +230,13 @@ def test_a_harness_is_checked_when_made() -> None:
         Harness(id="x", command="run", requirements="mini-swe-agent")
     with pytest.raises(InvalidArgumentError, match="time_limit_s"):
         Harness(id="x", command="run", time_limit_s=0)
+    with pytest.raises(InvalidArgumentError, match="exactly one of command"):
+        Harness(id="x", command="run", run=lambda session: None)
+    # A host harness whose package is missing says what to install before any episode.
+    missing = Harness(id="x", run="agentgym_no_such_package.agent:run",
+                      requirements=("agentgym-no-such-package",))
+    with pytest.raises(InvalidArgumentError, match="pip install agentgym-no-such-package"):
+        HarnessRunner(missing, ScriptedTokens(None, [""])).start()
 
 
 def test_an_openai_agents_sdk_agent_plays_any_env_through_its_tools(tokenizer) -> None:

@@ -12,6 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
+# Imported with the module, so that loading the harness without the SDK installed says
+# what to install (Harness.load), before any episode starts.
+from agents import (
+    Agent,
+    FunctionTool,
+    OpenAIChatCompletionsModel,
+    Runner,
+    ToolsToFinalOutputResult,
+    set_tracing_disabled,
+)
+from openai import AsyncOpenAI
+
 from agentgym.core.harness import HostSession
 
 #: Model turns the SDK's runner may take before it stops (the env's own limit usually
@@ -22,16 +34,6 @@ INSTRUCTIONS = "You are an agent. Use the tools to do the task; call them one at
 
 async def run_agent(session: HostSession) -> None:
     """Run an Agents SDK agent on ``session``'s task until the env ends the episode."""
-    from agents import (
-        Agent,
-        FunctionTool,
-        OpenAIChatCompletionsModel,
-        Runner,
-        ToolsToFinalOutputResult,
-        set_tracing_disabled,
-    )
-    from openai import AsyncOpenAI
-
     set_tracing_disabled(True)
 
     def function_tool(schema: dict[str, Any]) -> Any:
