@@ -117,7 +117,7 @@ class ChatTokens:
 
 def tokenize_conversation(
     tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] | None = None,
-    parser: ToolCallParser | None = None,
+    parser: ToolCallParser | None = None, train_from: int = 0,
 ) -> tuple[list[int], list[int], list[int]]:
     """``(prompt_ids, completion_ids, loss_mask)`` of a finished conversation, tokenized
     exactly as the rollout loop would have recorded it.
@@ -138,17 +138,22 @@ def tokenize_conversation(
     one) would turn a tool-calling turn into an empty one; such a turn is written as text
     in ``parser``'s format instead (default: Hermes ``<tool_call>``, the envs' default).
 
+    ``train_from`` (a message index) makes the assistant turns before it part of the
+    prompt: the sample of a context window that starts with the agent's previous turn.
+
     Raises:
         ValueError: the conversation has no assistant message.
         TemplateError: the chat template cannot be used token-in/token-out.
     """
     chat = ChatTokens(tokenizer, tools)
     messages = [with_decoded_arguments(m) for m in messages]
-    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"
+             and i >= train_from]
     if not turns:
         raise InvalidArgumentError(
-            f"the conversation ({len(messages)} messages) has no assistant message, so it has"
-            " no model tokens to train on; pass a finished episode's messages"
+            f"the conversation ({len(messages)} messages) has no assistant message"
+            f"{f' from message {train_from} on' if train_from else ''}, so it has no model"
+            " tokens to train on; pass a finished episode's messages"
         )
     prompt_ids = chat.prompt(messages[: turns[0]])
     completion: list[int] = []

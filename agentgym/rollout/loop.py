@@ -19,8 +19,12 @@ what it can take, it declares (:func:`~agentgym.core.policies.policy_level`,
 ``whole_conversation``, ``takes_attempt``): the loop never probes it.
 
 An env may bound what the agent sees (``info["context_start"]``, see
-:mod:`agentgym.core.context`): a text-level policy is then shown only that window, while
-the record keeps the whole conversation.
+:mod:`agentgym.core.context`): the policy is then shown only that window, while the record
+keeps the whole conversation (and, in ``windows``, where each turn's window started). A
+token-level policy's sequence cannot drop tokens, so a window that moves starts a new
+sample: the sequence so far is closed into ``Trajectory.earlier_samples`` and the window is
+tokenized afresh as the next prompt. The trainer trains every sample of the episode with
+its advantage (MemAgent's recipe: one episode, many contexts).
 
 Limits end an episode as *truncated* with their reason: the env's turn limit
 (``max_turns``), the total token budget (``context_limit``) and wall time (``wall_time``).
@@ -46,13 +50,9 @@ from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.policies import Sampling, TextPolicy, TokenPolicy, policy_level
 from agentgym.core.sandbox import SandboxError
 from agentgym.core.settings import check_settings
-from agentgym.rollout.chat import ChatTokens
+from agentgym.rollout.chat import ChatTokens, with_decoded_arguments
 from agentgym.rollout.scheduler import GenerationGate
 from agentgym.rollout.trajectory import Trajectory
-
-
-class ContextWindowError(InvalidArgumentError):
-    """A token-level policy was played on an env that moves the context window."""
 
 
 @dataclass
@@ -123,6 +123,8 @@ class EpisodeRunner:
         #: :mod:`agentgym.core.context`): the conversation before it, but for its system
         #: messages, is no longer shown to the policy.
         self.context_start = 0
+        #: The window's start at each turn played (``Trajectory.windows``).
+        self.windows: list[int] = []
         self.over = False
         self.logprobs_known = self.versions_known = True
         self.started = 0.0
@@ -211,6 +213,7 @@ class EpisodeRunner:
         record = self.record
         record.messages = list(self.messages)
         record.finish_reason = record.finish_reason or ""
+        record.windows = list(self.windows) if any(self.windows) else []
         if not self.logprobs_known:
             record.logprobs = []
         if not self.versions_known:
@@ -225,6 +228,7 @@ class EpisodeRunner:
             await self._end("wall_time")
             return True
         timings = self.record.timings
+        self.windows.append(self.context_start)
         start = time.perf_counter()
         try:
             if gate is None:
@@ -256,15 +260,17 @@ class EpisodeRunner:
         self.messages.append(info.get("assistant_message") or _as_message(action))
         self.messages += new
         self._keep_screenshot(info)
-        self._move_window(int(info.get("context_start", self.context_start)))
+        moved = self._move_window(int(info.get("context_start", self.context_start)))
         if terminated or truncated:
             self.over = True
             self.record.finish_reason = str(info.get("finish_reason")
                                             or ("submitted" if terminated else "truncated"))
             return True
         if self.tokens is not None:
-            delta = self.tokens.observation(new)
-            self._append(delta, model=False)
+            if moved:
+                self._new_sample()
+            else:
+                self._append(self.tokens.observation(new), model=False)
             if len(self.ids) >= self.config.max_total_tokens:
                 await self._end("context_limit")
                 return True
@@ -307,16 +313,33 @@ class EpisodeRunner:
             self.record.screenshots.append({"message": len(self.messages) - 1,
                                             "png": base64.b64encode(png).decode()})
 
-    def _move_window(self, start: int) -> None:
-        """Follow the env's context window; a token-level policy cannot (yet): its tokens
-        are one growing sequence, so a window that drops messages ends the episode."""
-        if start != self.context_start and self.tokens is not None:
-            raise ContextWindowError(
-                f"the env moved the agent's context window to message {start}, and"
-                " token-level policies keep the whole conversation in context: make the env"
-                " keep it too (for the memory envs, context_budget=None) and bound the"
-                " episode with max_total_tokens, or play a text-level policy")
-        self.context_start = start
+    def _move_window(self, start: int) -> bool:
+        """Follow the env's context window; whether it moved."""
+        if start < 0 or start > len(self.messages):
+            raise InvalidArgumentError(
+                f"the env set info['context_start']={start}, outside the conversation's"
+                f" {len(self.messages)} messages: it must index a message (see"
+                " agentgym.core.context)")
+        moved, self.context_start = start != self.context_start, start
+        return moved
+
+    def _new_sample(self) -> None:
+        """Close the token sequence so far into ``earlier_samples`` and start the next
+        sample: the window, tokenized afresh, as its prompt (module docstring)."""
+        assert self.tokens is not None
+        record = self.record
+        prompt = len(record.prompt_ids)
+        record.earlier_samples.append({
+            "token_ids": list(self.ids),
+            "loss_mask": [0] * prompt + record.loss_mask,
+            "logprobs": ([0.0] * prompt + record.logprobs) if self.logprobs_known else None,
+            "versions": [-1] * prompt + record.versions,
+        })
+        shown = [with_decoded_arguments(m) for m in visible(self.messages, self.context_start)]
+        record.prompt_ids = self.tokens.prompt(shown)
+        self.ids = list(record.prompt_ids)
+        record.completion_ids, record.loss_mask = [], []
+        record.logprobs, record.versions = [], []
 
     def _append(self, token_ids: list[int], model: bool, logprobs: list[float] | None = None,
                 versions: list[int] | None = None) -> None:

@@ -35,12 +35,22 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentgym.rollout.jsonl import JsonlAppender, complete_lines
 
 #: The stages of an episode that use its env (``Trajectory.timings``).
 BUSY_STAGES = ("init", "generate", "tool", "grade")
+
+
+class Sample(NamedTuple):
+    """One sequence the model saw: its prompt, and what followed (the model's tokens, mask
+    1, and the env's, mask 0), with the sampled tokens' logprobs when known."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float] | None
 
 
 @dataclass
@@ -73,12 +83,32 @@ class Trajectory:
     #: with ``screenshot=True``): ``{"message": index of the message they go with, "png":
     #: base64}``; empty for envs without them.
     screenshots: list[dict[str, Any]] = field(default_factory=list)
-    #: An episode an agent program played (:mod:`agentgym.rollout.harness`) whose calls
-    #: made several samples, because the program rewrote its history: every sample but
-    #: the last (which the token fields above hold), in order, each ``{"token_ids",
-    #: "loss_mask", "logprobs", "versions", "calls"}`` over its whole sequence. Empty for
-    #: every other episode.
+    #: The samples of the episode before its last (which the token fields above hold), in
+    #: order, each ``{"token_ids", "loss_mask", "logprobs", "versions"}`` over its whole
+    #: sequence (``logprobs`` None when unknown; a harness sample adds ``"calls"``). An
+    #: episode has several samples when what the model saw was rewritten mid-episode: the
+    #: env moved its context window (:mod:`agentgym.rollout.loop`), or an agent program
+    #: rewrote its history (:mod:`agentgym.rollout.harness`). Empty for every other episode.
     earlier_samples: list[dict[str, Any]] = field(default_factory=list)
+    #: Where the agent's context window started (a message index) at each turn, when the
+    #: env moved it (``info["context_start"]``); empty when every turn saw the whole
+    #: conversation.
+    windows: list[int] = field(default_factory=list)
+
+    def samples(self) -> list[Sample]:
+        """Every sample of the episode, in order: the earlier ones, then the last (the
+        token fields); ``[]`` for a text-level record."""
+        samples = []
+        for sample in self.earlier_samples:
+            mask, ids = list(sample["loss_mask"]), list(sample["token_ids"])
+            cut = mask.index(1) if 1 in mask else len(mask)
+            logprobs = sample.get("logprobs")
+            samples.append(Sample(ids[:cut], ids[cut:], mask[cut:],
+                                  None if logprobs is None else list(logprobs[cut:])))
+        if self.completion_ids:
+            samples.append(Sample(self.prompt_ids, self.completion_ids, self.loss_mask,
+                                  self.logprobs or None))
+        return samples
 
     @property
     def idle_sandbox_s(self) -> float:
@@ -128,7 +158,7 @@ def trajectory_features() -> Any:
         "finish_reason": Value("string"), "turns": Value("int64"),
         "tool_errors": Value("int64"), "timings": Json(), "messages": List(Json()),
         "metrics": Json(), "error": Value("string"), "tools": Value("string"),
-        "screenshots": List(Json()), "earlier_samples": List(Json()),
+        "screenshots": List(Json()), "earlier_samples": List(Json()), "windows": ids,
     })
 
 

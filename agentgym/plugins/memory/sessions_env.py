@@ -49,8 +49,8 @@ class MemorySessionsEnv(MemoryTaskEnv):
 
     Args:
         context_budget: tokens of recent conversation the agent keeps in context (an
-            estimate: 4 characters a token); ``None`` keeps everything (for token-level
-            policies, which need one growing sequence).
+            estimate: 4 characters a token); the latest turn always stays, so a small
+            budget (e.g. 1) keeps only that turn. ``None`` keeps everything.
         workspace: the folder under which each episode gets its own folder (the memory
             database); the system's temporary folder by default.
         embedding_model: a sentence-transformers model folder: memory_search then also
@@ -58,8 +58,9 @@ class MemorySessionsEnv(MemoryTaskEnv):
             keywords alone (BM25) without one.
         **kwargs: the tasks and limits of
             :class:`~agentgym.plugins.memory.base.MemoryTaskEnv` (``source``,
-            ``sessions``, ``num_tasks``, ``seed``, ``questions``, ``tasks``,
-            ``extra_turns``, ``parser``, ``turn_timeout_s``, ``render_mode``).
+            ``sessions``, ``num_tasks``, ``seed``, ``questions``, ``session_lines``,
+            ``tasks``, ``extra_turns``, ``system_prompt``, ``parser``, ``turn_timeout_s``,
+            ``render_mode``).
     """
 
     system_prompt = SYSTEM_PROMPT
@@ -68,9 +69,10 @@ class MemorySessionsEnv(MemoryTaskEnv):
     def __init__(self, context_budget: int | None = 1024, workspace: str | None = None,
                  embedding_model: str | None = None, **kwargs: Any):
         if context_budget is not None and (not isinstance(context_budget, int)
-                                           or context_budget < 256):
+                                           or isinstance(context_budget, bool)
+                                           or context_budget < 1):
             raise InvalidArgumentError(
-                f"context_budget={context_budget!r}: give a number of tokens >= 256 (e.g."
+                f"context_budget={context_budget!r}: give a number of tokens >= 1 (e.g."
                 " 2048), or None to keep the whole conversation in context")
         super().__init__(**kwargs)
         self.context_budget = context_budget

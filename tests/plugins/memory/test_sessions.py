@@ -13,7 +13,7 @@ from agentgym.core import OraclePolicy
 from agentgym.plugins.memory.baseline import ContextOnlyPolicy
 from agentgym.plugins.memory.generator import QUESTION_TYPES, make_task
 from agentgym.rollout.evaluate import rollout
-from agentgym.rollout.loop import RolloutConfig, play_episode
+from agentgym.rollout.loop import play_episode
 from agentgym.testing import assert_valid
 
 
@@ -33,10 +33,10 @@ def test_longmemeval_tasks_are_valid_under_their_grader():
                      "knowledge_update"}
 
 
-def mean_reward(policy, env_kwargs, n=8):
+def mean_reward(policy, env_kwargs, n=8, env_id="memory-sessions"):
     import asyncio
 
-    trajectories = asyncio.run(rollout("memory-sessions", policy, n, env_kwargs=env_kwargs))
+    trajectories = asyncio.run(rollout(env_id, policy, n, env_kwargs=env_kwargs))
     assert all(t.error is None for t in trajectories), [t.error for t in trajectories]
     return sum(t.reward for t in trajectories) / n
 
@@ -51,6 +51,39 @@ def test_without_memory_a_bounded_context_loses_most_answers():
     assert oracle == 1.0
     assert window_only <= 0.5, window_only
     assert mean_reward(ContextOnlyPolicy(), {**long, "context_budget": None}) == 1.0
+
+
+def test_the_small_variant_needs_its_memory_too():
+    """memory-sessions-small keeps only the latest turn in context: the fact has always
+    left it when the question comes, so a reader of its context scores nothing, and the
+    oracle, which saved the fact, everything."""
+    from agentgym.plugins.memory import SMALL
+
+    assert mean_reward(OraclePolicy(), {"seed": 1}, n=20, env_id="memory-sessions-small") == 1
+    assert mean_reward(ContextOnlyPolicy(), {"seed": 1}, n=20,
+                       env_id="memory-sessions-small") == 0
+    env = agentgym.make("memory-sessions-small")
+    messages, _ = env.reset(seed=0)
+    assert messages[0]["content"] == SMALL["system_prompt"]
+    # A header, two lines of small talk, and the fact with the assistant's thanks.
+    assert messages[1]["content"].count("\n") <= 4
+    assert env.max_turns == 3 + 2 + SMALL["extra_turns"]
+    env.close()
+
+
+def test_sizes_and_instructions_are_checked_with_the_fix():
+    make = agentgym.make
+    assert make("memory-sessions", sessions=2, questions=["single"]).task_ids()
+    with pytest.raises(ValueError, match="at least 6 sessions"):
+        make("memory-sessions", sessions=5, questions=["single", "count"])
+    with pytest.raises(ValueError, match="session_lines=-1"):
+        make("memory-sessions", session_lines=-1)
+    with pytest.raises(ValueError, match="system_prompt=''"):
+        make("memory-sessions", system_prompt="")
+    with pytest.raises(ValueError, match="context_budget=0"):
+        make("memory-sessions", context_budget=0)
+    # Fewer lines make other tasks, under other ids; the default keeps the old ids.
+    assert make_task(0, 6, session_lines=2).id != make_task(0, 6).id == "memory-gen-s6-seed0-0"
 
 
 def test_the_policy_sees_only_the_window_and_the_record_keeps_everything():
@@ -72,24 +105,6 @@ def test_the_policy_sees_only_the_window_and_the_record_keeps_everything():
     assert all(m[0]["role"] == "system" for m in seen)  # the instructions stay in view
     assert sum(1 for m in result.messages if "Session 1 of 30" in str(m["content"])) == 1
     assert not any("Session 1 of 30" in str(m["content"]) for m in seen[-1])
-
-
-def test_a_token_level_policy_gets_a_clear_error_instead_of_a_silent_window():
-    from agentgym.rollout.loop import EpisodeRunner
-
-    env = agentgym.make("memory-sessions", sessions=30, context_budget=256)
-
-    class Tokens:  # a token-level policy (it never gets to generate here)
-        tokenizer = None
-
-        async def generate(self, prompt_ids, sampling):
-            raise NotImplementedError
-
-    runner = EpisodeRunner(env, Tokens(), env.task_ids()[0], 0, config=RolloutConfig())
-    runner.tokens = object()  # as if its prompt were tokenized
-    with pytest.raises(Exception, match="context_budget=None"):
-        runner._move_window(5)
-    env.close()
 
 
 def test_tool_order_mistakes_are_messages_to_the_agent():

@@ -1,6 +1,6 @@
-"""A token-level policy (the real tiny model) on the memory envs: with a moving context
-window the episode ends with an error that says what to do; with the whole history in
-context (``context_budget=None``) it plays like any env."""
+"""A token-level policy on the memory envs: each time the env moves the context window, the
+episode starts a new sample whose prompt is the window, and the SFT dataset splits
+demonstrations at the same places, token for token."""
 
 from __future__ import annotations
 
@@ -10,33 +10,103 @@ import pytest
 
 pytest.importorskip("transformers", reason="the tiny model needs the train extra")
 
+ENV = {"sessions": 6, "questions": ["single", "update"], "context_budget": 256}
+
 
 @pytest.fixture(scope="module")
-def policy(tmp_path_factory):
-    from agentgym.rollout.policies.hf import hf_policy
+def model_dir(tmp_path_factory):
     from agentgym.testing import build_tiny_model
 
-    return hf_policy(str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")))
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
-def play(policy, **env_kwargs):
+@pytest.fixture(scope="module")
+def tokenizer(model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)
+
+
+def play(policy, env_id="memory-sessions", tool_schemas=True, **env_kwargs):
     from agentgym.rollout.evaluate import rollout
     from agentgym.rollout.loop import RolloutConfig
 
-    config = RolloutConfig(max_total_tokens=4096)
-    [trajectory] = asyncio.run(rollout("memory-sessions", policy, 1, config=config,
-                                       env_kwargs={"sessions": 8, **env_kwargs}))
+    config = RolloutConfig(max_total_tokens=4096, tool_schemas=tool_schemas)
+    [trajectory] = asyncio.run(rollout(env_id, policy, 1, config=config,
+                                       env_kwargs={**ENV, **env_kwargs}))
     return trajectory
 
 
-def test_a_moving_window_ends_the_episode_with_the_fix(policy):
-    trajectory = play(policy, context_budget=256)
-    assert trajectory.finish_reason == "error"
-    assert "context_budget=None" in trajectory.error and trajectory.completion_ids
+def test_the_tiny_model_plays_through_a_moving_window(model_dir):
+    from agentgym.rollout.policies.hf import hf_policy
+
+    trajectory = play(hf_policy(str(model_dir)), extra_turns=2)
+    assert trajectory.error is None, trajectory.error
+    assert len(trajectory.windows) == trajectory.turns
+    samples = trajectory.samples()
+    assert len(samples) == len(set(trajectory.windows)) >= 2  # one sample per window
+    for sample in samples:
+        assert len(sample.loss_mask) == len(sample.completion_ids) > 0
+        assert sample.loss_mask[0] == 1 and len(sample.logprobs) == len(sample.loss_mask)
 
 
-def test_the_whole_history_in_context_plays_as_usual(policy):
-    trajectory = play(policy, context_budget=None)
+@pytest.mark.parametrize("tool_schemas", [True, False])
+def test_sft_splits_a_demonstration_where_the_loop_splits_the_episode(tokenizer,
+                                                                       tool_schemas):
+    """The oracle's episode, replayed token by token (each turn as the chat template
+    writes it), gives the very rows the SFT dataset makes of the oracle's messages."""
+    from agentgym.core.policies import OraclePolicy
+    from agentgym.rollout.chat import ChatTokens, _assistant_text, with_decoded_arguments
+    from agentgym.testing import ScriptedTokens
+    from agentgym.trainers.sft import trajectory_dataset
+
+    demonstration = play(OraclePolicy(), tool_schemas=tool_schemas)
+    assert demonstration.reward == 1.0 and demonstration.windows
+    window_count = len(set(demonstration.windows))
+    assert window_count >= 3  # the window moved: sessions left the context
+
+    chat = ChatTokens(tokenizer, demonstration.tools if tool_schemas else None)
+    messages = [with_decoded_arguments(m) for m in demonstration.messages]
+    texts = [_assistant_text(chat, messages[:i], m) for i, m in enumerate(messages)
+             if m["role"] == "assistant"]
+    replayed = play(ScriptedTokens(tokenizer, texts), tool_schemas=tool_schemas)
+    assert replayed.reward == 1.0 and replayed.windows == demonstration.windows
+
+    rows = trajectory_dataset([demonstration], tokenizer, tool_schemas=tool_schemas)
+    assert len(rows) == window_count
+    for row, sample in zip(rows, replayed.samples(), strict=True):
+        assert row["input_ids"] == sample.prompt_ids + sample.completion_ids
+        assert row["completion_mask"] == [0] * len(sample.prompt_ids) + sample.loss_mask
+    # Token-level records make the same rows, earlier samples first.
+    again = trajectory_dataset([replayed], tokenizer)
+    assert again["input_ids"] == rows["input_ids"]
+
+
+def test_the_window_s_prompt_shows_only_the_window(tokenizer):
+    """A later sample's prompt holds the system prompt and the latest turn, not the first
+    session, which has left the context."""
+    from agentgym.core.policies import OraclePolicy
+    from agentgym.rollout.chat import ChatTokens, _assistant_text, with_decoded_arguments
+    from agentgym.testing import ScriptedTokens
+
+    demonstration = play(OraclePolicy())
+    chat = ChatTokens(tokenizer, demonstration.tools)
+    messages = [with_decoded_arguments(m) for m in demonstration.messages]
+    texts = [_assistant_text(chat, messages[:i], m) for i, m in enumerate(messages)
+             if m["role"] == "assistant"]
+    replayed = play(ScriptedTokens(tokenizer, texts))
+    first_session = demonstration.messages[1]["content"]
+    last_prompt = tokenizer.decode(replayed.prompt_ids)
+    assert "long-term memory" in last_prompt  # the system prompt stays
+    assert first_session not in last_prompt
+    assert first_session in tokenizer.decode(replayed.samples()[0].prompt_ids)
+
+
+def test_the_whole_history_in_context_is_one_sample(model_dir):
+    from agentgym.rollout.policies.hf import hf_policy
+
+    trajectory = play(hf_policy(str(model_dir)), context_budget=None)
     assert trajectory.error is None and trajectory.finish_reason in (
         "submitted", "max_turns", "context_limit")
+    assert not trajectory.windows and not trajectory.earlier_samples
     assert len(trajectory.loss_mask) == len(trajectory.completion_ids) > 0

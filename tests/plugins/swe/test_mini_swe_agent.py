@@ -147,7 +147,7 @@ def test_agentgym_train_runs_grpo_with_mini_swe_agent_playing(pypi, standin_task
     records = [json.loads(line) for line in (run / "metrics.jsonl").open()]
     steps = [r for r in records if r["stage"] == "00-grpo" and "loss" in r]
     assert [r["step"] for r in steps] == [1, 2]
-    assert all(r["capture/calls"] >= 1 and r["capture/extra_rows"] >= 0 for r in steps)
+    assert all(r["capture/calls"] >= 1 and r["rollout/extra_rows"] >= 0 for r in steps)
     rollouts = [json.loads(line) for line in (run / "00-grpo" / "rollouts.jsonl").open()]
     assert rollouts and {r["policy"] for r in rollouts} == {"harness:mini-swe-agent"}
     assert all(r["finish_reason"].startswith("harness_") for r in rollouts), \
