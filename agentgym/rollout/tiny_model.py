@@ -15,8 +15,12 @@ What the build guarantees:
   ``<|endoftext|>``, and ``<tool_call>``, ``</tool_call>``, ``<tool_response>``,
   ``</tool_response>`` are each one token, as in Qwen2.5.
 * The BPE is trained on what the model will see: chat-formatted episodes of the reference
-  env ``calculator`` (prompts, tool calls, tool results, errors) plus English text that
-  ships with Python; digits are split one per token, as Qwen's pre-tokenizer does.
+  env ``calculator`` (prompts, tool calls, tool results, errors), of any further envs
+  named in ``corpus_envs`` (their reference solutions played out), plus English text that
+  ships with Python; digits are split one per token, as Qwen's pre-tokenizer does. A model
+  meant for another env should name it: its words then take one or two tokens, as in a
+  real model's vocabulary, instead of five to eight pieces, which a model this small
+  copies badly.
 * Same arguments, same Python: identical vocabulary and weights. A directory that already
   holds a complete build with the same arguments is returned as is (the manifest
   ``agentgym_tiny_model.json`` is written last, so an interrupted build is redone).
@@ -107,6 +111,8 @@ def build_tiny_model(
     num_layers: int = 2,
     template: str = "qwen2_5",
     init_std: float | None = None,
+    corpus_envs: tuple[str, ...] | list[str] = (),
+    vocab_size: int = _VOCAB_SIZE,
 ) -> Path:
     """Build the tiny model and tokenizer into ``directory`` (created) and return it.
 
@@ -124,6 +130,11 @@ def build_tiny_model(
             uses 0.06 at hidden size 128): its attention scores start further from
             uniform, so the heads that copy text from the prompt form early
             (docs/training.md).
+        corpus_envs: registered env ids whose episodes the tokenizer also trains on (their
+            first observations and reference solutions, chat-formatted); the calculator's
+            are always in.
+        vocab_size: BPE tokens (the 256 byte symbols included), before the chat template's
+            added tokens; more leave whole words of ``corpus_envs`` a token each.
     """
     if template not in TEMPLATE_SPECIAL_TOKENS:
         raise InvalidArgumentError(
@@ -137,9 +148,14 @@ def build_tiny_model(
         raise InvalidArgumentError(f"num_layers must be >= 1, got {num_layers}")
     if init_std is not None and not 0 < init_std <= 1:
         raise InvalidArgumentError(f"init_std must be in (0, 1], got {init_std}")
+    if not isinstance(vocab_size, int) or not 256 < vocab_size <= 65536:
+        raise InvalidArgumentError(
+            f"vocab_size must be an int in (256, 65536] (256 byte symbols and merges), got"
+            f" {vocab_size!r}")
     directory = Path(directory)
     template_text = chat_template(template)
-    corpus = _corpus(template_text)
+    corpus_envs = tuple(corpus_envs)
+    corpus = _corpus(template_text, corpus_envs)
     manifest = {
         "format": _FORMAT,
         "seed": seed,
@@ -147,6 +163,8 @@ def build_tiny_model(
         "num_layers": num_layers,
         "template": template,
         **({"init_std": init_std} if init_std is not None else {}),
+        **({"corpus_envs": list(corpus_envs)} if corpus_envs else {}),
+        **({"vocab_size": vocab_size} if vocab_size != _VOCAB_SIZE else {}),
         "template_sha256": hashlib.sha256(template_text.encode()).hexdigest(),
         "corpus_sha256": hashlib.sha256("\x00".join(corpus).encode()).hexdigest(),
     }
@@ -157,7 +175,7 @@ def build_tiny_model(
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
     from transformers.utils import logging as hf_logging
 
-    tokenizer = _train_tokenizer(corpus, template, template_text)
+    tokenizer = _train_tokenizer(corpus, template, template_text, vocab_size)
     eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
     heads = hidden_size // 16
     config = Qwen2Config(
@@ -209,7 +227,8 @@ def _is_complete(directory: Path, manifest: dict[str, Any]) -> bool:
     return found == manifest and all((directory / name).is_file() for name in needed)
 
 
-def _train_tokenizer(corpus: list[str], template: str, template_text: str) -> Any:
+def _train_tokenizer(corpus: list[str], template: str, template_text: str,
+                     vocab_size: int = _VOCAB_SIZE) -> Any:
     from tokenizers import (
         AddedToken,
         Regex,
@@ -233,7 +252,7 @@ def _train_tokenizer(corpus: list[str], template: str, template_text: str) -> An
     )
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=_VOCAB_SIZE,
+        vocab_size=vocab_size,
         min_frequency=2,
         show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
@@ -264,9 +283,11 @@ def _strip_tokens(text: str, tokens: tuple[str, ...]) -> str:
     return text
 
 
-def _corpus(template_text: str) -> list[str]:
+def _corpus(template_text: str, envs: tuple[str, ...] = ()) -> list[str]:
     """Training text for the tokenizer, deterministic for a given Python and agentgym."""
     texts = _calculator_chats(template_text)
+    for env_id in envs:
+        texts += _reference_chats(env_id, template_text)
     with contextlib.redirect_stdout(io.StringIO()):  # importing `this` prints the Zen
         zen = importlib.import_module("this")
     texts.append(codecs.decode(zen.s, "rot13"))
@@ -279,6 +300,36 @@ def _corpus(template_text: str) -> list[str]:
                 texts.append(doc)
     texts += [f"{a} + {b} = {a + b}\n{a} * {b} = {a * b}\n" for a in range(13) for b in range(13)]
     return texts
+
+
+def _reference_chats(env_id: str, template_text: str, episodes: int = 256) -> list[str]:
+    """Episodes of ``env_id``'s first ``episodes`` tasks, chat-formatted: the opening
+    observation, then the task's reference solution played out (when it has one)."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    import agentgym
+    from agentgym.core.errors import AgentGymError
+    from agentgym.rollout.chat import with_decoded_arguments
+
+    try:
+        env = agentgym.make(env_id)
+    except AgentGymError as error:
+        raise InvalidArgumentError(f"corpus_envs: {env_id!r} cannot be made ({error})") from None
+    try:
+        chats = []
+        for task_id in env.unwrapped.task_ids()[:episodes]:
+            messages, _ = env.reset(options={"task_id": task_id})
+            for turn in env.unwrapped.task.solution or ():
+                new, _, terminated, truncated, info = env.step(turn)
+                messages = [*messages, with_decoded_arguments(info["assistant_message"]), *new]
+                if terminated or truncated:
+                    break
+            with contextlib.redirect_stderr(io.StringIO()):
+                rendered, _ = render_jinja_template([messages], chat_template=template_text)
+            chats.append(rendered[0])
+        return chats
+    finally:
+        env.close()
 
 
 def _calculator_chats(template_text: str, episodes: int = 96) -> list[str]:

@@ -96,6 +96,11 @@ class TinyModel:
     seed: int = 0
     #: Standard deviation of the initial weights; None: transformers' 0.02.
     init_std: float | None = field(default=None, metadata={"gt": 0, "max": 1})
+    #: Envs whose episodes the tokenizer also trains on (the calculator's always are): name
+    #: the env the model is for, so that its words are whole tokens.
+    corpus_envs: list[str] = field(default_factory=list)
+    #: BPE tokens, the 256 byte symbols included (before the chat template's own).
+    vocab_size: int = field(default=1024, metadata={"min": 257, "max": 65536})
 
     def check(self, path: str) -> list[tuple[str, str]]:
         if self.hidden_size % 16:

@@ -114,6 +114,26 @@ def test_bad_arguments_name_the_value(tmp_path: Path) -> None:
         build_tiny_model(tmp_path, hidden_size=40)
     with pytest.raises(ValueError, match=r"init_std must be in \(0, 1\], got 0"):
         build_tiny_model(tmp_path, init_std=0)
+    with pytest.raises(ValueError, match=r"vocab_size must be .* got 100"):
+        build_tiny_model(tmp_path, vocab_size=100)
+    with pytest.raises(ValueError, match="corpus_envs: 'no-such-env' cannot be made"):
+        build_tiny_model(tmp_path, corpus_envs=["no-such-env"])
+
+
+def test_a_model_for_another_env_has_that_envs_words_as_tokens(tokenizer, tmp_path: Path
+                                                               ) -> None:
+    """Named in corpus_envs, the memory env's names and values become whole tokens, where
+    the calculator-trained tokenizer spells them in pieces."""
+    built = build_tiny_model(tmp_path / "memory", corpus_envs=["memory-sessions-small"],
+                             vocab_size=2048)
+    memory = AutoTokenizer.from_pretrained(built)
+    words = [" Carcassonne", " accordion", " Biscuit", " flatmate", " astrophysics"]
+    assert all(len(memory.encode(w, add_special_tokens=False)) == 1 for w in words)
+    assert all(len(tokenizer.encode(w, add_special_tokens=False)) >= 3 for w in words)
+    assert 2048 <= len(memory) <= 2048 + len(SPECIAL + ADDED)
+    manifest = json.loads((built / "agentgym_tiny_model.json").read_text())
+    assert manifest["corpus_envs"] == ["memory-sessions-small"]
+    assert manifest["vocab_size"] == 2048
 
 
 def test_tokenizer_special_tokens_are_single_tokens(tokenizer) -> None:
