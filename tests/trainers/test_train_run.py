@@ -283,3 +283,44 @@ def test_demonstrations_come_from_a_policy_named_with_an_argument(fake_plugin, t
     assert [t.reward for t in demos] == [1.0] * 4
     assert {t.policy for t in demos} == {"recorded:http://h:1/v1"}
     assert summary["stages"][0]["skipped"] is False
+
+
+WINDOWED = """\
+model: {tiny: {}}
+output_dir: OUT
+seed: 0
+env: {id: memory-sessions-small}
+eval: {kwargs: {seed: 1}, episodes: 2}
+rollout: {max_tokens: 64, max_total_tokens: 512, concurrency: 8, tool_schemas: false}
+stages:
+  - sft:
+      demonstrations: {policy: oracle, episodes: 4}
+      args: {max_steps: 2, per_device_train_batch_size: 8, learning_rate: 1.0e-3,
+             logging_steps: 1, save_steps: 10}
+  - grpo:
+      args: {max_steps: 2, per_device_train_batch_size: 4, num_generations: 2,
+             logging_steps: 1, save_steps: 10}
+      # An untrained model's episodes run out of turns, in flat groups: kept in the loss
+      # (not masked), their rows still go in.
+      options: {dynamic_sampling: false, mask_finish_reasons: []}
+"""
+
+
+@pytest.mark.slow  # ~30 s: two short stages on the memory env
+def test_an_env_that_moves_the_context_window_trains_every_window(tmp_path: Path,
+                                                                 agentgym_cli: str):
+    """memory-sessions-small shows the agent only its latest turn: its demonstrations
+    become one SFT row per window, and GRPO adds each episode's earlier windows as rows."""
+    from agentgym.rollout.trajectory import read_trajectories
+
+    config = tmp_path / "config.yaml"
+    config.write_text(WINDOWED.replace("OUT", str(tmp_path / "run")))
+    result = train(agentgym_cli, config)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = metrics(tmp_path / "run")
+    grpo = [r for r in records if r["stage"] == "01-grpo" and "loss" in r]
+    assert len(grpo) == 2 and all(r["rollout/extra_rows"] > 0 for r in grpo)
+    [demo] = read_trajectories(tmp_path / "run" / "00-sft" / "demonstrations.jsonl")[:1]
+    assert demo.reward == 1.0 and len(set(demo.windows)) == demo.turns == 5
+    for episode in read_trajectories(tmp_path / "run" / "01-grpo" / "rollouts.jsonl"):
+        assert len(episode.samples()) == len(set(episode.windows)) > 1
