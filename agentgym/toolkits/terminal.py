@@ -108,6 +108,13 @@ while :; do
   if [ $polls -lt 50 ]; then sleep 0.02; elif [ $polls -lt 100 ]; then sleep 0.05
   else sleep 0.2; fi
 done
+# The prompt hook runs before `script` has copied the command's output from the tty into
+# the log (it lags under load): wait, a while at most, for the next prompt to land there.
+if [ $status = done ]; then
+  for _ in $(seq 150); do
+    case "$(tail -c 2 "$d/out")" in '$ '|'# ') break ;; esac; sleep 0.02
+  done
+fi
 fg=$(cut -d' ' -f8 2>/dev/null < /proc/$pid/stat)
 echo "$status $started $(tail -n 1 "$d/prompts") $(cat 2>/dev/null /proc/$fg/comm || echo -)"
 tail -c +$((size0 + 1)) "$d/out"
