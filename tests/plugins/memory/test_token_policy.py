@@ -110,3 +110,18 @@ def test_the_whole_history_in_context_is_one_sample(model_dir):
         "submitted", "max_turns", "context_limit")
     assert not trajectory.windows and not trajectory.earlier_samples
     assert len(trajectory.loss_mask) == len(trajectory.completion_ids) > 0
+
+
+def test_a_window_outside_the_conversation_is_the_envs_error():
+    import agentgym
+    from agentgym.core.policies import OraclePolicy
+    from agentgym.rollout.loop import EpisodeRunner
+
+    env = agentgym.make("memory-sessions-small")
+    runner = EpisodeRunner(env, OraclePolicy(), env.unwrapped.task_ids()[0], 0)
+    runner.messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    assert runner._move_window(1) and not runner._move_window(1)
+    for start in (-1, 3):
+        with pytest.raises(ValueError, match=f"context_start'\\]={start}, outside"):
+            runner._move_window(start)
+    env.close()
