@@ -16,6 +16,13 @@ call within its deadline (hung: its process is then killed) raises
 ends that episode with finish reason ``sandbox_error``. The pool drops the dead browser and
 launches another for the next lease, so no other episode notices.
 
+**Load.** A rollout may run many more episodes than the machine has cores (GRPO plays 64
+at once), and Chromium on an oversubscribed CPU misses every deadline: 32 episodes on 2
+busy cores lost 45 of 64 to page-load timeouts. So at most ``max_busy`` browser operations
+run at once (a launch, or one :meth:`BrowserSession.run`: a page's opening, an action and
+its observation); the others wait their turn, and the wait counts against no timeout. A
+browser waiting for the model costs no CPU and holds no turn.
+
 **Network.** An episode's pages reach only the origins its env names when it leases the
 browser (:meth:`BrowserPool.lease`): every other request is refused where requests are
 routed, and the context's only proxy is a connection guard that opens connections to
@@ -313,7 +320,7 @@ class BrowserSession:
         """Run ``work(self)`` on the pool's loop within ``timeout`` seconds. A browser that
         is dead, or that does not finish in time, raises :class:`BrowserCrashed` (and a
         hung one is killed)."""
-        return await self.pool.call(self._guarded(work, timeout))
+        return await self.pool.call(self.pool.in_turn(self._guarded(work, timeout)))
 
     async def _guarded(self, work: Callable[[BrowserSession], Awaitable[T]],
                        timeout: float) -> T:
@@ -395,11 +402,18 @@ class BrowserPool:
     Args:
         executable: the Chromium binary (default: :func:`chromium_path`).
         max_idle: idle browsers kept warm; more are closed when released.
+        max_busy: browser operations running at once (module docstring, "Load"); default
+            ``AGENTGYM_BROWSER_BUSY`` or :func:`default_max_busy`.
     """
 
-    def __init__(self, executable: str | None = None, max_idle: int = 8):
+    def __init__(self, executable: str | None = None, max_idle: int = 8,
+                 max_busy: int | None = None):
         self.executable = executable or chromium_path()
         self.max_idle = max_idle
+        self.max_busy = max_busy if max_busy is not None else default_max_busy()
+        if self.max_busy < 1:
+            raise InvalidArgumentError(f"max_busy={self.max_busy} must be >= 1")
+        self._busy: asyncio.Semaphore | None = None  # made on the pool's loop
         self._thread = LoopThread("agentgym-browsers")
         self._idle: list[_Browser] = []
         self._all: list[_Browser] = []
@@ -424,6 +438,14 @@ class BrowserPool:
         if browser.pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(browser.pid, signal.SIGKILL)
+
+    async def in_turn(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` on the pool's loop once fewer than :attr:`max_busy` operations
+        run (module docstring, "Load"); nothing that holds a turn may wait for another."""
+        if self._busy is None:
+            self._busy = asyncio.Semaphore(self.max_busy)
+        async with self._busy:
+            return await coro
 
     # ---- leases ---------------------------------------------------------------------------
 
@@ -497,7 +519,7 @@ class BrowserPool:
                 browser.leased = True
                 return browser
             self._drop(browser)
-        browser = await self._launch()
+        browser = await self.in_turn(self._launch())
         browser.leased = True
         return browser
 
@@ -678,6 +700,20 @@ def _find_pid(marker: str) -> int | None:
 _pool: BrowserPool | None = None
 _pool_pid: int | None = None
 _pool_lock = threading.Lock()
+
+
+def default_max_busy() -> int:
+    """Browser operations at once: ``AGENTGYM_BROWSER_BUSY``, else twice the CPUs this
+    process may use (at least 2)."""
+    value = os.environ.get("AGENTGYM_BROWSER_BUSY", "")
+    if value:
+        try:
+            return int(value)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"AGENTGYM_BROWSER_BUSY={value!r} is not a whole number: set it to the"
+                " browser operations to run at once, e.g. 8") from None
+    return max(2, 2 * len(os.sched_getaffinity(0)))
 
 
 def browser_pool() -> BrowserPool:

@@ -1,9 +1,11 @@
 """Local-site oracles hold under CPU load: actions wait for what they started, and the next
 observation is taken from the settled page, so a loaded machine pays correct work 1.0.
-Plus every web probe on a sample of each web env id CI can run."""
+Many more episodes at once than cores all finish: the browser pool takes turns. Plus every
+web probe on a sample of each web env id CI can run."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,10 +13,13 @@ from collections.abc import Iterator
 import pytest
 
 import agentgym
+from agentgym.core.policies import build_policy
 from agentgym.core.probes import ProbeTarget, pass_threshold
 from agentgym.plugins.web.miniwob import families
 from agentgym.plugins.web.sites_env import TASKS_DIR, read_task_file
+from agentgym.rollout.evaluate import rollout
 from agentgym.rollout.loop import play_episode
+from agentgym.rollout.pipeline import PipelineConfig
 from agentgym.rollout.validate import _probe_policy, probes_for
 from agentgym.testing import assert_valid
 
@@ -51,6 +56,21 @@ def test_oracles_hold_under_cpu_load(env_id: str, cpu_burners) -> None:
     oracles = [r for r in report.results if r.check.startswith("oracle")]
     assert len(oracles) == 3 * len(UNDER_LOAD[env_id])
     assert all(r.reward == 1.0 for r in oracles)
+
+
+@pytest.mark.slow
+def test_many_more_episodes_than_cores_all_finish_under_load(cpu_burners) -> None:
+    """32 MiniWoB episodes, 16 at once (32 browsers alive with the pipeline's prefetch),
+    beside two CPU burners: every one finishes and passes. Before the pool took turns,
+    32 at once lost 45 of 64 to page-load timeouts here."""
+    solver = build_policy("miniwob-solver")
+    chosen = ["click-tab", "focus-text-2", "click-option", "click-checkboxes"]
+    trajectories = asyncio.run(rollout(
+        "miniwob", solver, 32, env_kwargs={"family": chosen},
+        pipeline=PipelineConfig(concurrency=16)))
+    failed = [(t.task_id, t.finish_reason, t.error) for t in trajectories
+              if t.finish_reason != "submitted" or t.reward != 1.0]
+    assert not failed, failed
 
 
 def _sample(site: str) -> list[str]:
