@@ -707,12 +707,11 @@ def default_max_busy() -> int:
     process may use (at least 2)."""
     value = os.environ.get("AGENTGYM_BROWSER_BUSY", "")
     if value:
-        try:
-            return int(value)
-        except ValueError:
+        if not value.strip().isdigit() or int(value) < 1:
             raise InvalidArgumentError(
-                f"AGENTGYM_BROWSER_BUSY={value!r} is not a whole number: set it to the"
-                " browser operations to run at once, e.g. 8") from None
+                f"AGENTGYM_BROWSER_BUSY={value!r} is not a whole number >= 1: set it to the"
+                " browser operations to run at once, e.g. 8")
+        return int(value)
     return max(2, 2 * len(os.sched_getaffinity(0)))
 
 

@@ -39,8 +39,9 @@ def test_max_busy_default_and_its_errors(monkeypatch) -> None:
     assert default_max_busy() >= 2
     monkeypatch.setenv("AGENTGYM_BROWSER_BUSY", "5")
     assert default_max_busy() == 5
-    monkeypatch.setenv("AGENTGYM_BROWSER_BUSY", "many")
-    with pytest.raises(InvalidArgumentError, match="AGENTGYM_BROWSER_BUSY='many'"):
-        default_max_busy()
+    for wrong in ("many", "0", "-3"):
+        monkeypatch.setenv("AGENTGYM_BROWSER_BUSY", wrong)
+        with pytest.raises(InvalidArgumentError, match=f"AGENTGYM_BROWSER_BUSY='{wrong}'"):
+            default_max_busy()
     with pytest.raises(InvalidArgumentError, match="max_busy=0"):
         BrowserPool(executable="/bin/true", max_busy=0)
