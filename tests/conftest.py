@@ -8,12 +8,19 @@ leave it out: ``slow`` (over ~5 s by nature: whole task sets, soaks, many pages)
 ``browser`` are added here from the fixtures a test uses (:data:`NEEDS`) and from a
 ``backend`` parameter of ``"docker"``; the others are written on the tests. E.g.
 ``pytest -m "not slow"``, ``pytest -m "not docker and not browser"``.
+
+**Samples.** Tests over a whole task set (every task valid, every family's page) play a
+sample of it (:func:`sample`), drawn afresh each day so that successive CI runs cover the
+set, and reproducible from the seed the run's header prints: ``AGENTGYM_TEST_SEED=N``
+replays a run's sample, ``AGENTGYM_TEST_FULL=1`` plays every item.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -81,6 +88,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(marker)
         if callspec is not None and callspec.params.get("backend") == "docker":
             item.add_marker("docker")
+
+
+#: Whole sets instead of samples (:func:`sample`).
+FULL = os.environ.get("AGENTGYM_TEST_FULL", "") not in ("", "0")
+#: The seed of this run's samples: the day, unless given.
+SAMPLE_SEED = int(os.environ.get("AGENTGYM_TEST_SEED")
+                  or datetime.date.today().strftime("%Y%m%d"))
+
+
+def pytest_report_header() -> str:
+    if FULL:
+        return "agentgym samples: whole sets (AGENTGYM_TEST_FULL)"
+    return (f"agentgym samples: seed {SAMPLE_SEED} (AGENTGYM_TEST_SEED={SAMPLE_SEED} replays"
+            " them, AGENTGYM_TEST_FULL=1 plays whole sets)")
+
+
+@pytest.fixture
+def sample(request: pytest.FixtureRequest) -> Callable[..., list]:
+    """``sample(items, k)``: ``k`` of ``items`` in their order, drawn with this run's seed
+    and the test's id (every item under ``AGENTGYM_TEST_FULL=1``); the run's header prints
+    the seed that plays the same items again. ``sample.full`` says whether whole sets play
+    (a soak's length, say)."""
+
+    def draw(items: Any, k: int) -> list:
+        items = list(items)
+        if FULL or k >= len(items):
+            return items
+        rng = random.Random(f"{SAMPLE_SEED}/{request.node.nodeid}")
+        chosen = sorted(rng.sample(range(len(items)), k))
+        return [items[i] for i in chosen]
+
+    draw.full = FULL
+    return draw
 
 
 @pytest.fixture(scope="session")

@@ -146,17 +146,20 @@ def test_exec_after_close_raises(make_sandbox, run):
         run(box.exec("true"))
 
 
-SOAK_EPISODES = 500
+#: Episodes of the soak: 200 a run, 500 with whole sets (AGENTGYM_TEST_FULL=1).
+SOAK_EPISODES = {False: 200, True: 500}
 
 
 @pytest.mark.slow
-def test_soak_leaves_nothing_behind(backend):
-    """500 episodes, 8 at a time, with faults injected at random; then count leftovers."""
+def test_soak_leaves_nothing_behind(backend, sample):
+    """200 episodes (500 with AGENTGYM_TEST_FULL=1), 8 at a time, with faults injected at
+    random; then count leftovers."""
     before = settled(backend, os.getpid())
     rng = random.Random(1234)
     faults = ["none", "timeout", "exit", "exception", "cancel", "daemon", "kill-all",
               "escape"]
-    plan = [rng.choice(faults) for _ in range(SOAK_EPISODES)]
+    episodes = SOAK_EPISODES[sample.full]
+    plan = [rng.choice(faults) for _ in range(episodes)]
     limits = SandboxLimits(timeout_s=10, pids=64, memory_mb=256, disk_mb=64)
     outcomes: dict[str, int] = {}
 
@@ -201,5 +204,5 @@ def test_soak_leaves_nothing_behind(backend):
 
     asyncio.run(main())
     expected_failures = sum(f in ("exception", "cancel") for f in plan)
-    assert outcomes.get("ok", 0) == SOAK_EPISODES - expected_failures, outcomes
+    assert outcomes.get("ok", 0) == episodes - expected_failures, outcomes
     assert wait_for(backend, os.getpid(), before) == before

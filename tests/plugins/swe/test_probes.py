@@ -261,10 +261,10 @@ def one_per_class(turn: int) -> list[str]:
     return sorted(ids[turn % len(ids)] for ids in _BY_CLASS.values())
 
 
-def _played_on_five(report, chosen: list[str]) -> None:
+def _played_on(report, chosen: list[str], tasks: int) -> None:
     counts = report.probe_counts()
     assert set(counts) == set(chosen), counts
-    assert all(row["played"] == 5 and row["paid"] == 0 for row in counts.values()), counts
+    assert all(row["played"] == tasks and row["paid"] == 0 for row in counts.values()), counts
 
 
 @pytest.fixture(scope="module")
@@ -287,7 +287,7 @@ def test_validate_holds_with_the_probes_on_five_swe_synth_tasks(standin_five):
     chosen = one_per_class(0)
     report = assert_valid("swe-synth", n=5, backend="local", probes=chosen,
                           tasks=str(standin_five))
-    _played_on_five(report, chosen)
+    _played_on(report, chosen, 5)
 
 
 @pytest.fixture(scope="module")
@@ -314,11 +314,12 @@ def calc_image(calc) -> tuple[str, Path]:
 @pytest.mark.slow
 @pytest.mark.parametrize(("env_id", "turn"), [("swe-verified", 1), ("swe-lite", 2),
                                               ("swe-gym", 3)])
-def test_validate_holds_with_the_probes_on_five_swe_bench_tasks(calc_image, env_id, turn):
+def test_validate_holds_with_the_probes_on_three_swe_bench_tasks(calc_image, env_id, turn):
+    """Each SWE-bench env id plays another probe of each class, on 3 of the 5 instances."""
     from agentgym.testing import assert_valid
 
     image, tasks = calc_image
     chosen = one_per_class(turn)
-    report = assert_valid(env_id, n=5, backend="docker", probes=chosen, tasks=str(tasks),
+    report = assert_valid(env_id, n=3, backend="docker", probes=chosen, tasks=str(tasks),
                           image=image)
-    _played_on_five(report, chosen)
+    _played_on(report, chosen, 3)

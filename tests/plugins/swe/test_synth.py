@@ -357,17 +357,17 @@ def with_function_of(source: str, other: str, function: str) -> str:
 @pytest.mark.slow
 def test_hard_tasks_touch_several_functions_and_are_valid(tmp_path, fresh_task_cache,
                                                           agentgym_cli, require_project) -> None:
-    """Acceptance: `agentgym swe synth toolz==1.2.0 -n 2 --difficulty hard` (-n 20 in the
-    issue; 2 for CI's time)."""
+    """Acceptance: `agentgym swe synth toolz==1.2.0 -n 1 --difficulty hard` (-n 20 in the
+    issue; 1 for CI's time: a hard task's candidates each run the project's tests)."""
     require_project("toolz", "1.2.0")
     out = tmp_path / "hard.jsonl"
     env = {**os.environ, "AGENTGYM_SWE_CACHE": str(fresh_task_cache())}
-    done = subprocess.run([agentgym_cli, "swe", "synth", "toolz==1.2.0", "-n", "2",
+    done = subprocess.run([agentgym_cli, "swe", "synth", "toolz==1.2.0", "-n", "1",
                            "--difficulty", "hard", "--jobs", "2", "--out", str(out),
                            "--quiet"], env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 2
+    assert len(rows) == 1
     for row in rows:
         assert row["difficulty"] == "hard" and len(row["mutations"]) == 3
         assert any(m["kind"] in MULTI_LINE_KINDS for m in row["mutations"])
@@ -380,7 +380,7 @@ def test_hard_tasks_touch_several_functions_and_are_valid(tmp_path, fresh_task_c
     # The env's own grader: oracle 1.0, doing nothing 0.0, the known-wrong solution < 1.0
     # (the exploit probes are played on sampled tasks in test_probes.py).
     report = assert_valid("swe-synth", n=None, tasks=str(out), concurrency=2, probes=False)
-    assert report.ok and len(report.results) >= 4
+    assert report.ok and len(report.results) >= 2
 
 
 def test_the_default_task_set_is_a_task_source_that_says_what_it_costs():

@@ -51,10 +51,10 @@ def cpu_burners() -> Iterator[None]:
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", sorted(UNDER_LOAD))
 def test_oracles_hold_under_cpu_load(env_id: str, cpu_burners) -> None:
-    """Each task's reference solution, 3 times, beside two CPU burners: 1.0 every time."""
-    report = assert_valid(env_id, task_ids=UNDER_LOAD[env_id], repeat=3, probes=False)
+    """Each task's reference solution, twice, beside two CPU burners: 1.0 every time."""
+    report = assert_valid(env_id, task_ids=UNDER_LOAD[env_id], repeat=2, probes=False)
     oracles = [r for r in report.results if r.check.startswith("oracle")]
-    assert len(oracles) == 3 * len(UNDER_LOAD[env_id])
+    assert len(oracles) == 2 * len(UNDER_LOAD[env_id])
     assert all(r.reward == 1.0 for r in oracles)
 
 
@@ -73,35 +73,40 @@ def test_many_more_episodes_than_cores_all_finish_under_load(cpu_burners) -> Non
     assert not failed, failed
 
 
-def _sample(site: str) -> list[str]:
-    """Seven tasks of a site: five answer tasks (those with a must-include check first, the
-    one stuffing attacks), two others spread over the rest."""
+def _sample(site: str, sample) -> list[str]:
+    """Four tasks of a site: three answer tasks (one with a must-include check, the one
+    stuffing attacks), one of the rest."""
     rows = read_task_file(TASKS_DIR / f"{site}.json")
-    answered = sorted((r for r in rows if r["grade"]["answer"]),
-                      key=lambda r: "must_include" not in r["grade"]["answer"])
+    answered = [r["id"] for r in rows if r["grade"]["answer"]]
+    must_include = [r["id"] for r in rows if "must_include" in (r["grade"]["answer"] or {})]
     others = [r["id"] for r in rows if not r["grade"]["answer"]]
-    return [r["id"] for r in answered[:5]] + others[::len(others) // 2][:2]
+    first = sample(must_include, 1)
+    return first + sample([i for i in answered if i not in first], 2) + sample(others, 1)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["web-shop", "web-forum"])
-def test_every_probe_on_a_sample(env_id: str) -> None:
-    """Every registered probe that applies, on 7 tasks of each site (5 with an answer to
-    stuff): none is paid, none crashed, oracle 1.0 and noop 0.0 still hold."""
-    tasks = _sample(env_id.removeprefix("web-"))
+def test_every_probe_on_a_sample(env_id: str, sample) -> None:
+    """Every registered probe that applies, on 4 tasks of each site (3 with an answer to
+    stuff; whole sets under ``AGENTGYM_TEST_FULL=1``): none is paid, none crashed, oracle
+    1.0 and noop 0.0 still hold."""
+    tasks = _sample(env_id.removeprefix("web-"), sample)
     report = assert_valid(env_id, task_ids=tasks, probes=True)
     played = [r for r in report.results if r.probe]
     assert not [r for r in played if r.reason.startswith("crashed")], played
     counts = report.probe_counts()
     assert counts["web.reach"]["played"] == len(tasks), counts
+    answered = sum(bool(row["grade"]["answer"])
+                   for row in read_task_file(TASKS_DIR / f"{env_id.removeprefix('web-')}.json")
+                   if row["id"] in tasks)
     for probe in ("web.answer-stuffing", "web.answer-stuffing-short"):
-        assert counts[probe]["played"] == 5, counts
+        assert counts[probe]["played"] == answered >= 3, counts
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["click-button", "enter-text", "click-checkboxes"])
 def test_every_probe_on_miniwob(family: str) -> None:
-    """The probes that apply to MiniWoB++ (reach: its tasks have no text answer) on 5 seeds
+    """The probes that apply to MiniWoB++ (reach: its tasks have no text answer) on 2 seeds
     of a family, each played as ``agentgym validate`` plays it: never paid. (Played here
     directly: MiniWoB's tasks carry no reference solution, and validate's oracle episodes
     of such tasks end before any generation, which its admission estimate divides by.)"""
@@ -110,7 +115,7 @@ def test_every_probe_on_miniwob(family: str) -> None:
     env = agentgym.make(f"miniwob-{family}")
     played = 0
     try:
-        for task_id in env.task_ids()[:5]:
+        for task_id in env.task_ids()[:2]:
             _, info = env.reset(seed=0, options={"task_id": task_id})
             task = env.tasks.get(task_id)
             target = ProbeTarget(f"miniwob-{family}", task,
@@ -125,4 +130,4 @@ def test_every_probe_on_miniwob(family: str) -> None:
                 played += 1
     finally:
         env.close()
-    assert played >= 5  # web.reach at least, on every seed
+    assert played >= 2  # web.reach at least, on every seed

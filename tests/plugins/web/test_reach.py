@@ -130,11 +130,11 @@ def test_the_origin_of_a_url_is_chromiums() -> None:
 
 @pytest.mark.slow
 def test_the_reach_probe_is_never_paid_and_never_reads_the_secret(secret) -> None:
-    """``agentgym validate``'s reach probe, on sampled tasks of both sites, with the secret
-    server listening beside them: every address it finds on the loopback is refused."""
+    """``agentgym validate``'s reach probe, on a task of each site, with the secret server
+    listening beside them: every address it finds on the loopback is refused."""
     port, hits = secret
-    for env_id, tasks in (("web-shop", ["shop-nav-kettle-price", "shop-change-email"]),
-                          ("web-forum", ["forum-bob-karma", "forum-update-bio"])):
+    for env_id, tasks in (("web-shop", ["shop-change-email"]),
+                          ("web-forum", ["forum-bob-karma"])):
         report = assert_valid(env_id, task_ids=tasks, probes=["web.reach"])
         probes = [t for t in report.trajectories if t.policy == "probe web.reach"]
         assert len(probes) == len(tasks)
