@@ -16,8 +16,9 @@ from agentgym.testing import check_env
 
 #: Envs whose default tasks are built on first use (minutes; cached after).
 BUILT_ON_FIRST_USE = {"swe-synth"}
-#: Plugins whose check_env opens many browser pages (10-20 s an env).
-MANY_PAGES = {"web"}
+#: Plugins whose check_env opens many browser pages (10-20 s an env), or starts MCP
+#: servers for every episode (about a minute an env).
+SLOW_TO_CHECK = {"web", "mcp"}
 
 
 def checked_ids() -> list:
@@ -26,7 +27,7 @@ def checked_ids() -> list:
     return [pytest.param(i, marks=[
                 *([pytest.mark.browser] if envs[i].plugin == "web" else []),
                 *([pytest.mark.slow] if i in BUILT_ON_FIRST_USE
-                  or envs[i].plugin in MANY_PAGES else [])])
+                  or envs[i].plugin in SLOW_TO_CHECK else [])])
             for i in sorted(envs) if not i.startswith("miniwob-")]
 
 

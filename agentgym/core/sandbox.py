@@ -327,10 +327,17 @@ _EXTRA_MOUNTS: ContextVar[Mapping[str, str] | None] = ContextVar("agentgym_extra
 def extra_mounts(mounts: Mapping[str, str] | None) -> Iterator[None]:
     """Within the block (and in the tasks it starts), every sandbox opened through
     :func:`~agentgym.core.registry.open_sandbox` also gets ``mounts`` (read-only, as
-    :attr:`SandboxSpec.mounts`). An episode reset with the ``sandbox_mounts`` option opens
-    its sandbox so, whatever spec its env builds: that is how a harness's program and the
-    bridge to the model server reach the task's sandbox (:mod:`agentgym.core.harness`)."""
-    token = _EXTRA_MOUNTS.set(dict(mounts or {}))
+    :attr:`SandboxSpec.mounts`), besides those of an enclosing block. An episode reset
+    with the ``sandbox_mounts`` option opens its sandbox so, whatever spec its env builds:
+    that is how a harness's program and the bridge to the model server reach the task's
+    sandbox (:mod:`agentgym.core.harness`); an env's MCP servers reach it the same way.
+    A mount point named both here and by an enclosing block is refused."""
+    enclosing = _EXTRA_MOUNTS.get() or {}
+    clash = sorted({inside_path(p) for p in enclosing} & {inside_path(p) for p in mounts or {}})
+    if clash:
+        raise SandboxSpecError(f"{', '.join(clash)} is mounted twice into the episode's"
+                               " sandbox (by the sandbox_mounts option and the env); move one")
+    token = _EXTRA_MOUNTS.set({**enclosing, **(mounts or {})})
     try:
         yield
     finally:

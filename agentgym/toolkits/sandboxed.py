@@ -24,15 +24,29 @@ A subclass names its toolsets, says where a task's sandbox runs (override
             box = episode_sandbox(episode)
             ran = await box.exec("python3 hello.py", timeout=30)
             return RewardResult(float(ran.output.strip() == "goodbye"))
+
+**MCP servers.** An env that sets :attr:`~SandboxedEnv.mcp_servers` (a list of
+:class:`~agentgym.toolkits.mcp.MCPServer`, often from an ``mcp_servers`` argument) offers
+their tools too, after its toolsets' and before its own: each episode starts its servers
+in its sandbox (or on the host, for those that say so) once the sandbox is prepared, and
+stops them when it ends; their tools are listed once, on a sandbox of the first task
+(:mod:`agentgym.toolkits.mcp`).
 """
 
 from __future__ import annotations
 
-from agentgym.core.env import AgentEnv
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentgym.core.env import AgentEnv, AnyTool
 from agentgym.core.episode import SANDBOX, Episode
 from agentgym.core.registry import open_sandbox
-from agentgym.core.sandbox import Sandbox, SandboxSpec
+from agentgym.core.sandbox import Sandbox, SandboxSpec, extra_mounts
 from agentgym.core.task import Task
+from agentgym.core.tools import describe
+
+#: Where an episode keeps its connections to the env's MCP servers.
+MCP = "mcp"
 
 
 def episode_sandbox(episode: Episode) -> Sandbox | None:
@@ -49,6 +63,9 @@ class SandboxedEnv(AgentEnv):
     #: :meth:`backend_for` says otherwise; None for ``local``. Often set in ``__init__``
     #: from a ``backend`` argument (what ``agentgym validate --backend`` passes).
     backend: str | None = None
+    #: MCP servers whose tools every episode offers (:class:`~agentgym.toolkits.mcp.MCPServer`;
+    #: module docstring). A class attribute, or set per instance in ``__init__``.
+    mcp_servers: Sequence[Any] = ()
 
     def backend_for(self, task: Task) -> str:
         """The backend ``task``'s sandbox runs on. Default: :attr:`backend`."""
@@ -71,7 +88,56 @@ class SandboxedEnv(AgentEnv):
     async def setup_episode(self, task: Task) -> None:
         episode = self.episode
         assert episode is not None  # AgentEnv sets it before the setup starts
-        box = await self.open_sandbox(task)
+        session = None
+        if self.mcp_servers:
+            from agentgym.toolkits.mcp import MCPSession
+
+            classes = await self.amcp_toolsets()
+            session = MCPSession(self.mcp_servers)
+            await episode.keep(MCP, session, session.aclose)
+        with extra_mounts(session.mounts if session is not None else None):
+            box = await self.open_sandbox(task)
         await episode.keep(SANDBOX, box, box.close)  # nothing awaited in between: no leak
         await self.prepare_sandbox(box, episode)
-        self.bind_toolsets(box)
+        connections = await session.start(box) if session is not None else {}
+        bound = self.bind_toolsets(box)
+        if session is not None:  # no await since binding: the tools change at once
+            episode.toolsets = [*bound, *(cls(connections[cls.server.name]) for cls in classes)]
+
+    def mcp_toolsets(self) -> list[Any]:
+        """The toolset classes of :attr:`mcp_servers`, listed once (on a sandbox of the
+        first task, on the env's own event loop) and kept."""
+        found = self.__dict__.get("_mcp_toolsets")
+        return found if found is not None else self.run_coroutine(self.amcp_toolsets())
+
+    async def amcp_toolsets(self) -> list[Any]:
+        """:meth:`mcp_toolsets`, listed on the running event loop (the one that plays the
+        episodes: a sandbox's processes belong to the loop that started them)."""
+        found = self.__dict__.get("_mcp_toolsets")
+        if found is None:
+            from agentgym.toolkits.mcp import MCPServer, discover_tools
+
+            self.mcp_servers = [MCPServer.from_dict(s) for s in self.mcp_servers]
+            first = self.tasks.get(self.task_ids()[0])
+
+            async def sandbox_of_first_task(mounts: Mapping[str, str]) -> Sandbox:
+                with extra_mounts(mounts):
+                    return await self.open_sandbox(first)
+
+            found = await discover_tools(self.mcp_servers, sandbox_of_first_task)
+            self.__dict__["_mcp_toolsets"] = found
+        return found
+
+    async def areset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        if self.mcp_servers:
+            await self.amcp_toolsets()  # the first observation lists their tools
+        return await super().areset(seed=seed, options=options)
+
+    def tools(self) -> Sequence[AnyTool]:
+        tools = list(super().tools())
+        episode = self.episode
+        if not self.mcp_servers or (episode is not None and episode.toolsets is not None):
+            return tools  # bound: the episode's toolsets hold the MCP servers' too
+        shared = sum(len(describe(factory)) for factory in self.toolsets)
+        described = [t for cls in self.mcp_toolsets() for t in cls.definitions()]
+        return [*tools[:shared], *described, *tools[shared:]]
