@@ -269,13 +269,19 @@ def test_a_server_that_cannot_start_or_speaks_garbage_ends_the_episode(scripts, 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["local", "docker"])
 @pytest.mark.parametrize(("env_id", "n"), [("mcp-time", 2), ("mcp-git", 3)])
-def test_the_mcp_envs_are_valid_with_their_probes(env_id, n):
+def test_the_mcp_envs_are_valid_with_their_probes(env_id, n, backend):
     """oracle 1.0, noop 0.0, the known-wrong solution < 1.0, and every probe that applies
-    (mcp-time: answer stuffing) unpaid; mcp-git's first three tasks are one of each kind."""
+    (mcp-time: answer stuffing) unpaid, on both backends (the socket folder and the
+    servers' environment are bind mounts on docker too); mcp-git's first three tasks are
+    one of each kind."""
     from agentgym.testing import assert_valid
 
-    report = assert_valid(env_id, n=n, probes=True)
+    missing = backend_missing(backend)
+    if missing:
+        pytest.skip(f"the {backend} backend is unavailable: {missing}")
+    report = assert_valid(env_id, n=n, probes=True, backend=backend)
     assert report.ok and len(report.task_ids) == n
     if env_id == "mcp-time":
         stuffed = report.probe_counts()["answer.stuff"]
