@@ -547,6 +547,8 @@ class _MCPTool(Tool):
         schema = dict(listed.input_schema or {})
         self.parameters = {"type": "object", "properties": dict(schema.get("properties") or {}),
                            "required": list(schema.get("required") or [])}
+        if "$defs" in schema:  # what nested arguments' "$ref"s point to (pydantic models)
+            self.parameters["$defs"] = schema["$defs"]
         self.is_method = True
 
     async def call(self, arguments: Any, instance: Any = None) -> str:

@@ -107,13 +107,13 @@ class SandboxedEnv(AgentEnv):
     def mcp_toolsets(self) -> list[Any]:
         """The toolset classes of :attr:`mcp_servers`, listed once (on a sandbox of the
         first task, on the env's own event loop) and kept."""
-        found = self.__dict__.get("_mcp_toolsets")
+        found = getattr(self, "_mcp_toolsets", None)
         return found if found is not None else self.run_coroutine(self.amcp_toolsets())
 
     async def amcp_toolsets(self) -> list[Any]:
         """:meth:`mcp_toolsets`, listed on the running event loop (the one that plays the
         episodes: a sandbox's processes belong to the loop that started them)."""
-        found = self.__dict__.get("_mcp_toolsets")
+        found = getattr(self, "_mcp_toolsets", None)
         if found is None:
             from agentgym.toolkits.mcp import MCPServer, discover_tools
 
@@ -125,7 +125,7 @@ class SandboxedEnv(AgentEnv):
                     return await self.open_sandbox(first)
 
             found = await discover_tools(self.mcp_servers, sandbox_of_first_task)
-            self.__dict__["_mcp_toolsets"] = found
+            self._mcp_toolsets = found
         return found
 
     async def areset(self, *, seed: int | None = None, options: Any = None) -> Any:

@@ -206,7 +206,10 @@ class GitEnv(MCPTaskEnv):
         if box is None or task is None:
             return RewardResult(0.0, {"reason": "no sandbox"})
         _, first = _repo_template(task)
-        git = f"git -c core.hooksPath=/dev/null -c safe.directory='*' -C {REPO}"
+        # Only the repository's own settings, and none of those that run programs: the
+        # grader reads git's output, never anything a planted config or hook could print.
+        git = (f"GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git -c core.hooksPath=/dev/null"
+               f" -c core.fsmonitor=false -c safe.directory='*' -C {REPO}")
         ran = await box.exec(
             f"{git} rev-parse HEAD HEAD~1 2>/dev/null; echo '--branch'; {git} symbolic-ref"
             f" --short HEAD; echo '--log'; {git} log -1 --format=%s; echo '--files';"
