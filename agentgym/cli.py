@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -39,7 +40,7 @@ import agentgym
 from agentgym import listing
 from agentgym.core.conversion import from_text
 from agentgym.core.env_kwargs import EnvKwargsError, check_env_kwargs
-from agentgym.core.errors import AgentGymError, PicklableException
+from agentgym.core.errors import AgentGymError, InvalidArgumentError, PicklableException
 from agentgym.core.plugins import plugin_host
 from agentgym.core.policies import ClosablePolicy, build_policy
 from agentgym.rollout.pipeline import MODES
@@ -578,7 +579,7 @@ def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None
     the probes played and a summary; exits 0 when every check holds, 1 when one fails, 2
     on a usage error.
     """
-    from agentgym.core.errors import InvalidArgumentError, UnknownIdError
+    from agentgym.core.errors import UnknownIdError
     from agentgym.rollout.validate import DEFAULT_TASKS, avalidate, env_kwargs_with_backend
 
     if sum((tasks is not None, all_tasks, bool(task_ids))) > 1:
@@ -721,7 +722,7 @@ def plot_command(run_dirs: tuple[Path, ...], out: Path | None) -> None:
     """Draw the reward curves of training runs (`agentgym train` output folders) from their
     metrics.jsonl and eval.json: one panel column per stage on its own steps, and the
     held-out pass rate by stage. Several runs are overlaid, one colour each."""
-    from agentgym.core.errors import InvalidArgumentError, MissingFileError
+    from agentgym.core.errors import MissingFileError
     from agentgym.trainers.plots import plot_runs
 
     try:
@@ -810,22 +811,69 @@ def view_command(targets: tuple[Path, ...], port: int, tokenizer: Path | None) -
         server.serve()
 
 
+def server_options(default_port: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--host``, ``--port`` and ``--allow-remote`` for a command that serves an env or a
+    model: 127.0.0.1 by default, another host only with ``--allow-remote``
+    (:func:`agentgym.core.serving.check_host`)."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def checked(*args: Any, **options: Any) -> Any:
+            _check_host_option(options["host"], options["allow_remote"])  # before any work
+            return command(*args, **options)
+
+        command = checked
+        command = click.option(
+            "--allow-remote", is_flag=True,
+            help="Let --host be an address other machines reach (anyone who reaches it"
+                 " can use what is served).")(command)
+        command = click.option(
+            "--port", type=click.IntRange(0, 65535), default=default_port, show_default=True,
+            help="The port (0: any free one).")(command)
+        return click.option(
+            "--host", default="127.0.0.1", show_default=True,
+            help="The address to listen on; not a loopback one only with"
+                 " --allow-remote.")(command)
+
+    return decorate
+
+
+def _check_host_option(host: str, allow_remote: bool) -> None:
+    from agentgym.core.serving import check_host
+
+    try:
+        check_host(host, allow_remote)
+    except InvalidArgumentError as refused:
+        raise InvalidOption("--host", str(refused)) from None
+
+
+def open_server(app: Any, name: str, host: str, port: int, allow_remote: bool) -> Any:
+    """A :class:`~agentgym.core.serving.LocalServer` for a serve command, its errors as
+    the options' errors."""
+    from agentgym.core.serving import LocalServer, ServerStartError
+
+    _check_host_option(host, allow_remote)
+    try:
+        return LocalServer(app, port=port, name=name, host=host, allow_remote=allow_remote)
+    except ServerStartError as busy:
+        raise InvalidOption("--port", str(busy)) from None
+
+
 @main.command("serve")
 @click.argument("policy")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
-              help="The port on 127.0.0.1 (0: any free one).")
+@server_options(default_port=8000)
 @click.option("--name", default=None,
               help="The model id /v1/models reports (default: the model folder, or the text"
                    " after POLICY's colon).")
 @click.option("--tool-parser", type=click.Choice(["hermes", "xml"]), default="hermes",
               show_default=True, help="How chat completions' tool calls are written.")
-def serve_command(policy: str, port: int, name: str | None, tool_parser: str) -> None:
+def serve_command(policy: str, host: str, port: int, allow_remote: bool, name: str | None,
+                  tool_parser: str) -> None:
     """Serve a token-level POLICY (hf:PATH, vllm:MODEL, openai:URL) as an
-    OpenAI-compatible API on 127.0.0.1: /v1/models, /v1/completions and
+    OpenAI-compatible API on 127.0.0.1 (--host): /v1/models, /v1/completions and
     /v1/chat/completions (tools, log-probs, and vLLM's return_token_ids). Stop with
     Ctrl-C."""
     from agentgym.core.policies import policy_level
-    from agentgym.core.serving import LocalServer, ServerStartError
     from agentgym.rollout.serve import openai_app
 
     built = build_policy(policy)
@@ -835,11 +883,8 @@ def serve_command(policy: str, port: int, name: str | None, tool_parser: str) ->
     if name is None:
         argument = policy.split(":", 1)[1] if ":" in policy else policy
         name = str(Path(argument).resolve()) if Path(argument).is_dir() else argument
-    try:
-        server = LocalServer(openai_app(built, name, tool_parser), port=port,
-                             name="agentgym-serve")
-    except ServerStartError as busy:
-        raise InvalidOption("--port", str(busy)) from None
+    server = open_server(openai_app(built, name, tool_parser), "agentgym-serve", host, port,
+                         allow_remote)
     click.echo(f"serving {policy} as {name!r} at {server.url}/v1 (Ctrl-C stops)")
     try:
         with contextlib.suppress(KeyboardInterrupt):

@@ -2,8 +2,11 @@
 
 The viewer, the local web sites, the MiniWoB++ page server (and the model server and capture
 proxy to come) are Starlette apps; this module runs one on uvicorn in a background thread,
-bound to ``127.0.0.1`` only (agentgym never listens on another address: a sandbox's or a
-browser's traffic must not leave the machine), on a port the OS picks unless one is asked for.
+bound to ``127.0.0.1`` (agentgym never listens on another address unless told: a sandbox's or
+a browser's traffic must not leave the machine), on a port the OS picks unless one is asked
+for. Servers a user starts to share an env (``agentgym mcp serve``, ``agentgym openenv
+serve``) may name another ``host``, and only with ``allow_remote=True`` (their CLI's
+``--allow-remote``): :func:`check_host` refuses it otherwise.
 
     server = LocalServer(app).start()       # returns once the port accepts connections
     requests.get(server.url + "/path")
@@ -36,13 +39,16 @@ class LocalServer:
     it alone; no TCP port is opened then).
 
     ``name`` names the thread (and appears in errors); ``startup_timeout`` bounds how long
-    ``start`` waits for the server to accept connections.
+    ``start`` waits for the server to accept connections; ``host`` is another address to
+    listen on, refused unless ``allow_remote`` (:func:`check_host`).
     """
 
     def __init__(self, app: Any, *, port: int = 0, name: str = "agentgym-http",
-                 startup_timeout: float = 30.0, uds: str | os.PathLike | None = None) -> None:
+                 startup_timeout: float = 30.0, uds: str | os.PathLike | None = None,
+                 host: str = LOOPBACK, allow_remote: bool = False) -> None:
         import uvicorn  # lazy: importing agentgym.core must stay cheap
 
+        self.host = check_host(host, allow_remote)
         self.name = name
         self._startup_timeout = startup_timeout
         self.uds = None if uds is None else os.fspath(uds)
@@ -63,23 +69,28 @@ class LocalServer:
         # on sockets whose proto says TCP. With it on, a response written in two parts
         # (headers, body) waited for the client's delayed ACK: 44 ms a request on a
         # kept-alive connection instead of 0.3.
-        listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            listening.bind((LOOPBACK, port))
+            listening.bind((self.host, port))
         except OSError as error:
             listening.close()
             raise ServerStartError(
-                f"{name}: cannot listen on {LOOPBACK}:{port} ({error}); pick another port,"
+                f"{name}: cannot listen on {self.host}:{port} ({error}); pick another port,"
                 " or 0 for any free one") from error
         listening.listen(2048)
         return listening
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT``; on a Unix socket, ``http://localhost`` (the host an
-        HTTP client sends, through a transport on :attr:`uds`)."""
-        return "http://localhost" if self.uds is not None else f"http://{LOOPBACK}:{self.port}"
+        """``http://127.0.0.1:PORT`` (or the ``host`` it listens on); on a Unix socket,
+        ``http://localhost`` (the host an HTTP client sends, through a transport on
+        :attr:`uds`)."""
+        if self.uds is not None:
+            return "http://localhost"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     def start(self) -> LocalServer:
         """Serve in a daemon thread; return once connections are accepted."""
@@ -125,6 +136,33 @@ class LocalServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name) means this machine only."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_host(host: str, allow_remote: bool = False) -> str:
+    """``host`` to listen on: a loopback address always; any other only with
+    ``allow_remote`` (anyone who can reach it can then play, or drive, what is served)."""
+    from agentgym.core.errors import InvalidArgumentError
+
+    if not host:
+        raise InvalidArgumentError("host='' names no address; the default is 127.0.0.1")
+    if not is_loopback(host) and not allow_remote:
+        raise InvalidArgumentError(
+            f"host={host!r} is not a loopback address: agentgym serves on 127.0.0.1 only"
+            " unless told; pass allow_remote=True (--allow-remote) to listen there, or"
+            " leave host at 127.0.0.1")
+    return "127.0.0.1" if host.lower() == "localhost" else host.strip("[]")
 
 
 def _unix_socket(path: str, name: str) -> socket.socket:

@@ -96,3 +96,31 @@ def test_every_server_is_on_the_one_web_stack():
     """Every HTTP server agentgym starts is an ASGI app on LocalServer: none is built on
     ``http.server`` or ``socketserver``."""
     assert stdlib_server_imports() == []
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "127.0.0.2", "::1"])
+def test_loopback_hosts_are_served_without_being_told(host):
+    from agentgym.core.serving import check_host, is_loopback
+
+    assert is_loopback(host)
+    assert check_host(host) in {"127.0.0.1", "127.0.0.2", "::1"}
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::", "example.org"])
+def test_other_hosts_are_refused_unless_told(host):
+    from agentgym.core.errors import InvalidArgumentError
+    from agentgym.core.serving import check_host
+
+    with pytest.raises(InvalidArgumentError, match=r"allow_remote=True \(--allow-remote\)"):
+        LocalServer(APP, host=host)
+    assert check_host(host, allow_remote=True) == host
+
+
+def test_the_serve_command_refuses_another_host_before_it_builds_anything(tmp_path):
+    from click.testing import CliRunner
+
+    from agentgym.cli import main
+
+    result = CliRunner().invoke(main, ["serve", "hf:" + str(tmp_path), "--host", "0.0.0.0"])
+    assert result.exit_code == 2, result.output
+    assert "--allow-remote" in result.output and "0.0.0.0" in result.output
