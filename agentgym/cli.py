@@ -816,17 +816,16 @@ def server_options(default_port: int) -> Callable[[Callable[..., Any]], Callable
     model: 127.0.0.1 by default, another host only with ``--allow-remote``
     (:func:`agentgym.core.serving.check_host`)."""
 
-    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(command)
+    def decorate(serve: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(serve)
         def checked(*args: Any, **options: Any) -> Any:
             _check_host_option(options["host"], options["allow_remote"])  # before any work
-            return command(*args, **options)
+            return serve(*args, **options)
 
-        command = checked
         command = click.option(
             "--allow-remote", is_flag=True,
             help="Let --host be an address other machines reach (anyone who reaches it"
-                 " can use what is served).")(command)
+                 " can use what is served).")(checked)
         command = click.option(
             "--port", type=click.IntRange(0, 65535), default=default_port, show_default=True,
             help="The port (0: any free one).")(command)
@@ -847,14 +846,16 @@ def _check_host_option(host: str, allow_remote: bool) -> None:
         raise InvalidOption("--host", str(refused)) from None
 
 
-def open_server(app: Any, name: str, host: str, port: int, allow_remote: bool) -> Any:
+def open_server(app: Any, name: str, host: str, port: int, allow_remote: bool,
+                lifespan: bool = False) -> Any:
     """A :class:`~agentgym.core.serving.LocalServer` for a serve command, its errors as
-    the options' errors."""
+    the options' errors (``lifespan``: run the app's startup and shutdown)."""
     from agentgym.core.serving import LocalServer, ServerStartError
 
     _check_host_option(host, allow_remote)
     try:
-        return LocalServer(app, port=port, name=name, host=host, allow_remote=allow_remote)
+        return LocalServer(app, port=port, name=name, host=host, allow_remote=allow_remote,
+                           lifespan=lifespan)
     except ServerStartError as busy:
         raise InvalidOption("--port", str(busy)) from None
 
@@ -892,6 +893,51 @@ def serve_command(policy: str, host: str, port: int, allow_remote: bool, name: s
     finally:
         if isinstance(built, ClosablePolicy):
             built.close()
+
+
+# ---- mcp ----------------------------------------------------------------------------------
+
+
+@main.group("mcp")
+def mcp_group() -> None:
+    """Serve envs over MCP (needs the mcp extra)."""
+
+
+@mcp_group.command("serve")
+@click.argument("env_id")
+@env_kwargs_option
+@click.option("--transport", type=click.Choice(["http", "stdio"]), default="http",
+              show_default=True,
+              help="Streamable HTTP at /mcp (several clients), or stdin/stdout (one client"
+                   " that starts this command, as desktop apps do).")
+@server_options(default_port=8766)
+@click.option("--max-episodes", default=16, show_default=True, type=click.IntRange(min=1),
+              help="Episodes running at once (each holds its env's sandbox or browser).")
+@click.option("--idle-timeout", "idle_timeout_s", default=900.0, show_default=True,
+              type=click.FloatRange(min=0, min_open=True),
+              help="Seconds without a call before an episode is ended and released.")
+def mcp_serve(env_id: str, env_kwargs: tuple[str, ...], transport: str, host: str, port: int,
+              allow_remote: bool, max_episodes: int, idle_timeout_s: float) -> None:
+    """Serve ENV_ID as an MCP server: a start_task tool (reset: the instruction and an
+    episode id), the env's own tools bound to that episode (submit included), and
+    get_reward. Any MCP client plays its tasks. Stop with Ctrl-C."""
+    from agentgym.interchange.mcp_server import EnvMCPServer
+
+    try:
+        served = EnvMCPServer(env_id, parse_env_kwargs(env_kwargs, env_id),
+                              max_episodes=max_episodes, idle_timeout_s=idle_timeout_s)
+    except AgentGymError as error:
+        raise InvalidOption("ENV_ID", str(error)) from None
+    if transport == "stdio":
+        click.echo(f"serving {env_id} over MCP on stdio", err=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(served.serve_stdio())
+        return
+    server = open_server(served.http_app(host), "agentgym-mcp", host, port, allow_remote,
+                         lifespan=True)
+    click.echo(f"serving {env_id} over MCP at {server.url}/mcp (Ctrl-C stops)")
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve()
 
 
 # ---- plugin -------------------------------------------------------------------------------

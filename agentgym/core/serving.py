@@ -40,12 +40,15 @@ class LocalServer:
 
     ``name`` names the thread (and appears in errors); ``startup_timeout`` bounds how long
     ``start`` waits for the server to accept connections; ``host`` is another address to
-    listen on, refused unless ``allow_remote`` (:func:`check_host`).
+    listen on, refused unless ``allow_remote`` (:func:`check_host`); ``lifespan`` runs the
+    app's startup and shutdown events (apps that start a task group there, such as an MCP
+    streamable-HTTP app).
     """
 
     def __init__(self, app: Any, *, port: int = 0, name: str = "agentgym-http",
                  startup_timeout: float = 30.0, uds: str | os.PathLike | None = None,
-                 host: str = LOOPBACK, allow_remote: bool = False) -> None:
+                 host: str = LOOPBACK, allow_remote: bool = False,
+                 lifespan: bool = False) -> None:
         import uvicorn  # lazy: importing agentgym.core must stay cheap
 
         self.host = check_host(host, allow_remote)
@@ -59,7 +62,7 @@ class LocalServer:
             self._socket = self._tcp_socket(port)
             self.port = self._socket.getsockname()[1]
         self._server = uvicorn.Server(uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="off",
+            app, log_level="warning", access_log=False, lifespan="on" if lifespan else "off",
             timeout_graceful_shutdown=5, timeout_keep_alive=30))
         self._thread: threading.Thread | None = None
 
