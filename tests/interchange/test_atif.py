@@ -1,32 +1,39 @@
 """ATIF out and back (agentgym.interchange.atif): real episodes (the oracle's, a scripted
 token-level policy's, through a moving context window, the tiny model's) become documents
 the atif package's models accept and come back as the very records they were; `agentgym
-view`'s index reads them as it reads agentgym's own files."""
+export`, `eval --format atif` and `rollout --format atif` write them; `agentgym view`'s
+index reads them as it reads agentgym's own files."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import json
+import os
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 atif = pytest.importorskip(
     "atif", reason="the atif package is not installed (pip install -e '.[atif]')")
 
+from agentgym.cli import main  # noqa: E402
 from agentgym.core.errors import InvalidArgumentError  # noqa: E402
 from agentgym.core.policies import OraclePolicy  # noqa: E402
 from agentgym.interchange.atif import (  # noqa: E402
     AtifWriter,
     from_atif,
+    read_atif,
     to_atif,
     validate,
 )
 from agentgym.rollout.evaluate import evaluate, rollout  # noqa: E402
 from agentgym.rollout.loop import RolloutConfig  # noqa: E402
-from agentgym.rollout.trajectory import Trajectory  # noqa: E402
+from agentgym.rollout.trajectory import Trajectory, read_trajectories  # noqa: E402
+from agentgym.viewer.index import EpisodeIndex  # noqa: E402
 from agentgym.viewer.server import open_index  # noqa: E402
 
 MEMORY = {"sessions": 6, "questions": ["single", "update"], "context_budget": 256}
@@ -235,6 +242,48 @@ def test_documents_other_programs_wrote_read_as_their_conversation(tmp_path):
 
 # ---- files and commands -------------------------------------------------------------------
 
+def invoke(*args: str):
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result
+
+
+def test_eval_then_export_then_view_shows_the_same_episodes(tmp_path):
+    """The round trip a user makes: eval writes agentgym's file, export turns it into
+    ATIF documents the atif models accept, and the viewer lists the same episodes."""
+    run = tmp_path / "run.jsonl"
+    assert invoke("eval", "calculator", "--policy", "oracle", "-n", "4", "--out", str(run),
+                  "--json").exit_code == 0
+    done = invoke("export", str(run), "--format", "atif")
+    assert done.exit_code == 0, done.output
+    folder = tmp_path / "run.atif"  # the default: beside the file
+    files = sorted(folder.glob("*.json"))
+    assert len(files) == 4 and f"wrote 4 ATIF trajectories to {folder}" in done.output
+    for file in files:
+        atif.Trajectory.model_validate_json(file.read_text())
+    lines = tmp_path / "run.atif.jsonl"
+    assert invoke("export", str(run), "--out", str(lines)).exit_code == 0
+    for line in lines.read_text().splitlines():
+        atif.Trajectory.model_validate_json(line)
+
+    def rows(index: EpisodeIndex) -> list:
+        return sorted(index.rows, key=lambda row: row.episode)
+
+    original = EpisodeIndex([run])
+    for target in (folder, lines):
+        index = open_index([target])
+        assert index.bad_lines == 0
+        assert [(r.task_id, r.episode, r.reward, r.finish_reason, r.env, r.turns)
+                for r in rows(index)] == [
+            (r.task_id, r.episode, r.reward, r.finish_reason, r.env, r.turns)
+            for r in rows(original)]
+        for row, expected_row in zip(rows(index), rows(original), strict=True):
+            episode, expected = index.episode(row.index), original.episode(expected_row.index)
+            assert episode["messages"] == expected["messages"]
+            assert episode["metrics"] == expected["metrics"]
+            assert episode["tools"] == expected["tools"]
+        assert index.query(text=original.episode(0)["messages"][1]["content"]).total == 1
+
+
 def test_the_viewer_serves_an_atif_folder(tmp_path):
     from agentgym.core.serving import LocalServer
     from agentgym.viewer.server import viewer_app
@@ -254,3 +303,91 @@ def test_the_viewer_serves_an_atif_folder(tmp_path):
         assert episode["messages"][-1]["role"] == "tool" and episode["reward"] == 1.0
     finally:
         server.close()
+
+
+def test_eval_and_rollout_write_atif_with_format_and_rollout_resumes(tmp_path):
+    out = tmp_path / "eval-atif"
+    done = invoke("eval", "calculator", "--policy", "oracle", "-n", "3", "--out", str(out),
+                  "--format", "atif", "--json")
+    assert done.exit_code == 0, done.output
+    assert sorted(t.task_id for t in read_atif(out)) == [
+        f"calculator-train-{i}" for i in range(3)]
+    again = invoke("eval", "calculator", "--policy", "oracle", "-n", "1", "--out", str(out),
+                   "--format", "atif")
+    assert again.exit_code == 2 and "already holds trajectories" in again.output
+    forced = invoke("eval", "calculator", "--policy", "oracle", "-n", "1", "--out", str(out),
+                    "--format", "atif", "--force")
+    assert forced.exit_code == 0 and len(list(out.glob("*.json"))) == 1
+
+    lines = tmp_path / "rollout.jsonl"
+    for n in (2, 5):
+        done = invoke("rollout", "calculator", "--policy", "oracle", "-n", str(n),
+                      "--out", str(lines), "--format", "atif", "--resume")
+        assert done.exit_code == 0, done.output
+    assert "skipped 2 already there" in done.output
+    assert sorted(t.episode for t in read_atif(lines)) == [0, 1, 2, 3, 4]
+    agentgym_file = tmp_path / "plain.jsonl"
+    invoke("rollout", "calculator", "--policy", "oracle", "-n", "1", "--out", str(agentgym_file))
+    assert read_trajectories(agentgym_file)[0].task_id == "calculator-train-0"  # the default
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["export", "{notes}"], 1, "'{notes}' line 1 is not JSON, so '{notes}' is not a"
+                               " trajectory file; export reads the JSONL files"),
+    (["export", "{atif_file}"], 1, "already holds ATIF trajectories: nothing to export"),
+    (["export", "{run}", "--format", "harbor"], 2, "'harbor' is not 'atif'"),
+    (["export", "{run}", "--out", "{existing}"], 1,
+     "'{existing}' already holds ATIF trajectories; remove them or choose another --out"),
+    (["export", "{empty}"], 1, "no agentgym trajectory files (*.jsonl) in"),
+    (["eval", "calculator", "--policy", "oracle", "-n", "1", "--format", "json"], 2,
+     "'json' is not one of 'agentgym', 'atif'"),
+    (["eval", "calculator", "--policy", "oracle", "-n", "1", "--out", "{tmp}/x.json",
+      "--format", "atif"], 2, "a .json file holds one ATIF document, and a run has many"),
+    (["eval", "calculator", "--policy", "oracle", "-n", "1", "--out", "{existing}"], 2,
+     "is a folder: agentgym records go to a JSONL file; name one, or pass --format atif"),
+])
+def test_bad_inputs_are_one_line_errors(tmp_path, args, code, message):
+    notes, run, atif_file = tmp_path / "notes.jsonl", tmp_path / "run.jsonl", tmp_path / "a.json"
+    notes.write_text("not json\n")
+    [trajectory] = oracle_episodes(1)
+    run.write_text(trajectory.to_json() + "\n")
+    atif_file.write_text(json.dumps(validate(to_atif(trajectory))))
+    existing = tmp_path / "existing"
+    with AtifWriter(existing) as writer:
+        writer.write(trajectory)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "a.json").write_text(atif_file.read_text())
+    names = {"notes": notes, "run": run, "atif_file": atif_file, "existing": existing,
+             "empty": tmp_path / "empty", "tmp": tmp_path}
+    result = CliRunner().invoke(main, [a.format(**names) for a in args])
+    assert result.exit_code == code, result.output
+    assert isinstance(result.exception, SystemExit)  # not a traceback
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert message.format(**names) in line
+
+
+def test_the_module_imports_without_atif_and_writing_names_the_extra(tmp_path, monkeypatch):
+    import subprocess
+
+    script = ("import sys; sys.modules['atif'] = None\n"  # `import atif` fails
+              "from agentgym.interchange import atif\n"
+              "try:\n    atif.AtifWriter(sys.argv[1])\n"
+              "except Exception as e:\n    print(type(e).__name__, e)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ,
+                               "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("MissingResourceError writing ATIF trajectories needs the"
+                                  " atif package")
+    assert "pip install -e '.[atif]'" in done.stdout
+
+    # Reading needs nothing: the viewer opens ATIF without the package.
+    [trajectory] = oracle_episodes(1)
+    (tmp_path / "run.jsonl").write_text(trajectory.to_json() + "\n")
+    monkeypatch.setitem(sys.modules, "atif", None)
+    assert from_atif(to_atif(trajectory)).messages == trajectory.messages
+    result = CliRunner().invoke(main, ["export", str(tmp_path / "run.jsonl")])
+    assert result.exit_code == 1
+    [line] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert "needs the atif package" in line and "pip install -e '.[atif]'" in line
