@@ -4,8 +4,10 @@
 
     agentgym list [KIND] [TEXT] [--plugin NAME] [--all] [--json]
     agentgym eval ENV_ID --policy POLICY [-e KEY=VALUE ...] [-n N] [--k K] [--json]
-                  [--out FILE.jsonl] [--report DIR] [--force]
-    agentgym rollout ENV_ID --policy POLICY -n N --out FILE.jsonl [--mode pipeline] [--resume]
+                  [--out FILE.jsonl] [--format agentgym|atif] [--report DIR] [--force]
+    agentgym rollout ENV_ID --policy POLICY -n N --out FILE.jsonl [--format agentgym|atif]
+                     [--mode pipeline] [--resume]
+    agentgym export FILE.jsonl|RUN_DIR [--format atif] [--out DIR|FILE.jsonl]
     agentgym validate ENV_ID [-e KEY=VALUE ...] [-n N | --all] [--backend B] [--json]
     agentgym train CONFIG.yaml [--resume] [--output-dir DIR] [--json]
     agentgym plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
@@ -401,21 +403,46 @@ class EpisodeProgress:
         self.progress.update(self.bar, stages=text)
 
 
-def _writer(out: Path, resume: bool | None = None, force: bool = False) -> Any:
-    """The :class:`~agentgym.rollout.trajectory.TrajectoryWriter` of ``--out``; a file that
-    already holds trajectories is a usage error unless ``force`` (it is then replaced).
-    ``resume`` None: the command has no ``--resume``."""
+#: What ``--format`` of eval and rollout takes: agentgym's own JSONL records, or ATIF
+#: documents (:mod:`agentgym.interchange.atif`).
+OUT_FORMATS = ("agentgym", "atif")
+
+format_option = click.option(
+    "--format", "out_format", type=click.Choice(OUT_FORMATS), default="agentgym",
+    show_default=True,
+    help="What --out holds: agentgym's JSONL records, or ATIF documents (a folder of .json"
+         " files, one per episode, or with a .jsonl name one document per line; needs the"
+         " atif extra).")
+
+
+def _writer(out: Path, resume: bool | None = None, force: bool = False,
+            out_format: str = "agentgym") -> Any:
+    """The writer of ``--out`` in ``--format``
+    (:class:`~agentgym.rollout.trajectory.TrajectoryWriter` or
+    :class:`~agentgym.interchange.atif.AtifWriter`); a path that already holds trajectories
+    is a usage error unless ``force`` (they are then replaced). ``resume`` None: the
+    command has no ``--resume``."""
     from agentgym.rollout.trajectory import TrajectoryWriter
 
-    if force:
-        out.unlink(missing_ok=True)
+    if out_format == "agentgym" and out.is_dir():
+        raise InvalidOption("--out", f"{str(out)!r} is a folder: agentgym records go to a"
+                            " JSONL file; name one, or pass --format atif for a folder of"
+                            " ATIF documents")
     try:
+        if out_format == "atif":
+            from agentgym.interchange.atif import AtifWriter
+
+            return AtifWriter(out, resume=bool(resume), overwrite=force)
+        if force:
+            out.unlink(missing_ok=True)
         return TrajectoryWriter(out, resume=bool(resume))
     except FileExistsError as e:
         message = str(e) if resume is not None else (
             f"{str(out)!r} already holds trajectories; choose another --out, remove it, or"
             " pass --force to overwrite it")
         raise click.BadParameter(message, param_hint="'--out'") from None
+    except InvalidArgumentError as e:  # a path ATIF cannot go to
+        raise InvalidOption("--out", str(e)) from None
 
 
 def _check_report_dir(report_dir: Path, force: bool) -> None:
@@ -455,15 +482,17 @@ def _save_episodes(trajectories: list[Any], env_id: str) -> Path:
 @main.command("eval")
 @rollout_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write each episode's trajectory to this JSONL file.")
+@click.option("--out", type=click.Path(path_type=Path),
+              help="Also write each episode's trajectory to this JSONL file (or, with"
+                   " --format atif, this folder).")
+@format_option
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Also write an HTML report (results per env and task, plots) with the"
                    " summary and trajectories to this folder (`agentgym compare` reads it).")
 @click.option("--force", is_flag=True,
               help="Overwrite the --out file and the --report folder if they hold a run.")
-def eval_command(as_json: bool, out: Path | None, report_dir: Path | None, force: bool,
-                 **options: Any) -> None:
+def eval_command(as_json: bool, out: Path | None, out_format: str, report_dir: Path | None,
+                 force: bool, **options: Any) -> None:
     """Evaluate a policy on ENV_ID: mean reward, pass@1, pass@k, turns, stage times."""
     from agentgym.rollout.evaluate import EvalReport
 
@@ -471,7 +500,7 @@ def eval_command(as_json: bool, out: Path | None, report_dir: Path | None, force
     # end in a refusal to write them.
     if report_dir:
         _check_report_dir(report_dir, force)
-    writer = _writer(out, force=force) if out else None
+    writer = _writer(out, force=force, out_format=out_format) if out else None
     try:
         trajectories = _run(quiet=as_json, on_done=writer.write if writer else None, **options)
     finally:
@@ -520,13 +549,15 @@ def _print_summary(summary: dict[str, Any], options: dict[str, Any],
 
 @main.command("rollout")
 @rollout_options
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="The JSONL file of trajectories (one line per episode).")
+@click.option("--out", required=True, type=click.Path(path_type=Path),
+              help="The JSONL file of trajectories (one line per episode), or with --format"
+                   " atif a folder of ATIF documents (or a .jsonl of them).")
+@format_option
 @click.option("--resume", is_flag=True,
               help="Continue an interrupted run: skip the episodes --out already holds.")
-def rollout_command(out: Path, resume: bool, **options: Any) -> None:
-    """Collect trajectories of a policy on ENV_ID into a JSONL file."""
-    with _writer(out, resume=resume) as writer:
+def rollout_command(out: Path, out_format: str, resume: bool, **options: Any) -> None:
+    """Collect trajectories of a policy on ENV_ID into a JSONL file (or ATIF documents)."""
+    with _writer(out, resume=resume, out_format=out_format) as writer:
         skipped = len(writer.done)
         trajectories = _run(quiet=False, on_done=writer.write, skip=set(writer.done), **options)
     rewards = [t.reward for t in trajectories]
@@ -772,6 +803,26 @@ def compare_command(run_a: str, run_b: str, out: Path, as_json: bool) -> None:
                f" {counts['neither']}; wrote {path}")
 
 
+@main.command("export")
+@click.argument("source", metavar="FILE.jsonl|RUN_DIR",
+                type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "out_format", type=click.Choice(["atif"]), default="atif",
+              show_default=True, help="The interchange format to write.")
+@click.option("--out", type=click.Path(path_type=Path),
+              help="A folder (one ATIF .json document per episode) or a .jsonl file (one per"
+                   " line); default: beside SOURCE, named as it is with .atif.")
+def export_command(source: Path, out_format: str, out: Path | None) -> None:
+    """Convert agentgym trajectories (a file `eval --out` or `rollout --out` wrote, or a run
+    folder's *.jsonl files, as `agentgym view` finds them) to ATIF, the trajectory format
+    Harbor, TRL, verl, SkyRL, rLLM and NeMo Gym read. `agentgym view` reads the result."""
+    from agentgym.interchange.atif import default_export_path, export_atif
+    from agentgym.viewer.index import trajectory_files
+
+    out = out or default_export_path(source)
+    count = export_atif(trajectory_files(source), out, root=source if source.is_dir() else None)
+    click.echo(f"wrote {count} {out_format.upper()} trajectories to {out}", err=True)
+
+
 @main.command("view")
 @click.argument("targets", metavar="FILE.jsonl|RUN_DIR...", nargs=-1, required=True,
                 type=click.Path(exists=True, path_type=Path))
@@ -784,7 +835,8 @@ def view_command(targets: tuple[Path, ...], port: int, tokenizer: Path | None) -
     filtered by reward, finish reason, env and text; each one as a conversation with its
     tool calls, and its loss mask. Files still being written show new episodes as they
     come. Training run folders (`agentgym train` output) also get their curves, several
-    runs overlaid. Stop with Ctrl-C."""
+    runs overlaid. ATIF documents (`agentgym export`, `--format atif`, Harbor's
+    trajectory.json) open as the episodes they hold. Stop with Ctrl-C."""
     from agentgym.core.serving import LocalServer, ServerStartError
     from agentgym.viewer.server import open_index, training_runs, viewer_app
 
@@ -794,8 +846,8 @@ def view_command(targets: tuple[Path, ...], port: int, tokenizer: Path | None) -
         raise InvalidOption("FILE.jsonl|RUN_DIR", f"{missing} does not exist") from None
     runs = training_runs(list(targets))
     if not index.files and not runs:
-        raise InvalidOption("FILE.jsonl|RUN_DIR", "no trajectory files (*.jsonl) in"
-                            f" {', '.join(map(str, targets))}")
+        raise InvalidOption("FILE.jsonl|RUN_DIR", "no trajectory files (*.jsonl) or ATIF"
+                            f" documents (*.json) in {', '.join(map(str, targets))}")
     decoder = None
     if tokenizer:
         from transformers import AutoTokenizer

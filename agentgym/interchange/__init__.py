@@ -1,5 +1,8 @@
 """Converters between agentgym and the field's interchange formats and protocols.
 
-Each module is one standard, imported only when used (each needs its own extra):
-:mod:`~agentgym.interchange.mcp_server` serves an env as an MCP server.
+One standard a module; the modules do not import each other, and each imports its
+standard's optional package (its extra) only when it is used:
+
+* :mod:`~agentgym.interchange.atif`: trajectories as ATIF documents, and back;
+* :mod:`~agentgym.interchange.mcp_server`: an env served as an MCP server.
 """

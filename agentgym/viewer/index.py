@@ -9,6 +9,11 @@ while other files are added or grow. :meth:`refresh` reads
 only what was appended since (a file still being written shows new episodes as they come;
 a last line without its newline waits for it). Text search scans the episodes' raw bytes
 through a memory map, without parsing them.
+
+ATIF documents read as agentgym's own records (:func:`agentgym.interchange.atif.from_atif`):
+a ``.json`` file holding one is one episode, read once, and a JSONL file may hold one per
+line, so ``agentgym export``'s output (and Harbor's ``trajectory.json`` files) open as
+the episodes they came from.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import InvalidArgumentError
+from agentgym.interchange.atif import document_name, from_atif, is_atif, is_atif_file
 
 #: The columns the list can be sorted by.
 SORT_KEYS = ("index", "file", "env", "task_id", "policy", "reward", "finish_reason", "turns",
@@ -65,12 +71,14 @@ class Row:
 
 def trajectory_files(target: str | Path) -> list[Path]:
     """The trajectory files of ``target``: the file itself, or a run folder's ``*.jsonl``
-    files other than its metrics (sorted by name)."""
+    files other than its metrics and its ATIF ``*.json`` documents (sorted by path)."""
     target = Path(target)
     if target.is_file():
         return [target]
     if target.is_dir():
-        return sorted(p for p in target.rglob("*.jsonl") if p.name != "metrics.jsonl")
+        return sorted(p for p in target.rglob("*.json*")
+                      if (p.suffix == ".jsonl" and p.name != "metrics.jsonl")
+                      or is_atif_file(p))
     raise FileNotFoundError(target)
 
 
@@ -130,11 +138,13 @@ class EpisodeIndex:
         except FileNotFoundError:
             return
         start = self._read_to[number]
-        if size <= start:
-            return
+        if size <= start or (path.suffix == ".json" and start):
+            return  # a .json file is one document, written whole: read once
         with path.open("rb") as handle:
             handle.seek(start)
             data = handle.read(size - start)
+        if path.suffix == ".json":
+            data = data.replace(b"\n", b" ") + b"\n"  # the document as one line
         end = data.rfind(b"\n") + 1  # a last line still being written waits for its newline
         at = start
         for line in data[:end].split(b"\n")[:-1]:
@@ -147,7 +157,7 @@ class EpisodeIndex:
                     self.rows.append(row)
                     self.by_file[number].append(row.index)
             at += length
-        self._read_to[number] = start + end
+        self._read_to[number] = min(start + end, size)
 
     def _row(self, line: bytes, number: int, offset: int, length: int) -> Row | None:
         """The row of one line, or None for a line that is not an episode: not JSON,
@@ -159,7 +169,7 @@ class EpisodeIndex:
             return None
 
     def _parse_row(self, line: bytes, number: int, offset: int, length: int) -> Row | None:
-        data = json.loads(line)
+        data = self._record(json.loads(line), number)
         if not isinstance(data, dict) or "task_id" not in data:
             return None
         timings = data.get("timings") if isinstance(data.get("timings"), dict) else {}
@@ -176,14 +186,22 @@ class EpisodeIndex:
                    tool_errors=int(data.get("tool_errors") or 0),
                    error=str(data.get("error") or "")[:200], timings=timings)
 
+    def _record(self, data: Any, number: int) -> Any:
+        """An agentgym record as parsed; an ATIF document as the record it stands for."""
+        if not is_atif(data):
+            return data
+        # A broken document raises ValueError: it counts as a bad line.
+        return asdict(from_atif(data, document_name(self.files[number])))
+
     # ---- reading ----------------------------------------------------------------------
 
     def episode(self, index: int) -> dict[str, Any]:
-        """Episode ``index`` as written (``metrics`` and ``tools`` decoded)."""
+        """Episode ``index`` as written (``metrics`` and ``tools`` decoded; an ATIF
+        document as the agentgym record it stands for)."""
         row = self.rows[index]
         with self.files[row.file].open("rb") as handle:
             handle.seek(row.offset)
-            data = json.loads(handle.read(row.length))
+            data = self._record(json.loads(handle.read(row.length)), row.file)
         for key, empty in (("metrics", {}), ("tools", [])):
             if isinstance(data.get(key), str):
                 data[key] = json.loads(data[key]) if data[key] else empty
