@@ -822,18 +822,18 @@ def server_options(default_port: int) -> Callable[[Callable[..., Any]], Callable
             _check_host_option(options["host"], options["allow_remote"])  # before any work
             return command(*args, **options)
 
-        command = checked
-        command = click.option(
+        # A name of its own: rebinding ``command`` would make ``checked`` call itself.
+        decorated = click.option(
             "--allow-remote", is_flag=True,
             help="Let --host be an address other machines reach (anyone who reaches it"
-                 " can use what is served).")(command)
-        command = click.option(
+                 " can use what is served).")(checked)
+        decorated = click.option(
             "--port", type=click.IntRange(0, 65535), default=default_port, show_default=True,
-            help="The port (0: any free one).")(command)
+            help="The port (0: any free one).")(decorated)
         return click.option(
             "--host", default="127.0.0.1", show_default=True,
             help="The address to listen on; not a loopback one only with"
-                 " --allow-remote.")(command)
+                 " --allow-remote.")(decorated)
 
     return decorate
 
