@@ -591,10 +591,17 @@ class _Session:
         except RuntimeError as refused:  # the client's "Server error: ... (code: ...)"
             problem = f"refused the {what}: {refused}"
         except Exception as broken:  # a closed connection, a protocol error
+            from websockets.exceptions import ConnectionClosed
+
             words = await self._parting_words()
-            problem = (f"refused the {what}: {words}" if words else
-                       f"broke the session during the {what} ({type(broken).__name__}:"
-                       f" {broken})")
+            if words:
+                problem = f"refused the {what}: {words}"
+            elif isinstance(broken, ConnectionClosed):
+                problem = (f"closed the connection during the {what} ({broken}): it stopped,"
+                           " restarted or crashed")
+            else:
+                problem = (f"broke the session during the {what} ({type(broken).__name__}:"
+                           f" {broken})")
         if "CAPACITY_REACHED" in problem:
             problem += "; serve with a larger --max-sessions, or play fewer episodes at once"
         await self.close()

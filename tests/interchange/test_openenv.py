@@ -283,6 +283,24 @@ def test_a_failing_env_ends_the_episode_with_its_reason_on_both_sides():
         set_plugin_host(None)
 
 
+def test_a_server_that_stops_ends_the_episode_with_sandbox_error():
+    server = LocalServer(openenv_app("calculator")).start()
+    env = agentgym.make("openenv", url=server.url).unwrapped
+
+    def stop_then_play(messages: Any, task: Task) -> Any:
+        server.close()
+        return task.solution[0]
+
+    try:
+        played = env.run_coroutine(play_episode(env, ScriptedPolicy(stop_then_play),
+                                                "calculator-train-0"))
+        assert (played.finish_reason, played.reward) == ("sandbox_error", 0.0)
+        assert "closed the connection during the step" in played.error
+    finally:
+        env.close()
+        server.close()
+
+
 @pytest.fixture
 def cli_server() -> Iterator[tuple[subprocess.Popen, str]]:
     """``agentgym openenv serve calculator`` in a process of its own; it and its URL."""
@@ -305,6 +323,7 @@ def cli_server() -> Iterator[tuple[subprocess.Popen, str]]:
         process.stderr.close()
 
 
+@pytest.mark.slow  # a server process of its own, and a timeout waited out
 def test_a_hung_or_dead_server_ends_the_episode_in_bounded_time(cli_server):
     process, url = cli_server
     env = agentgym.make("openenv", url=url, timeout_s=2.0, connect_timeout_s=5.0).unwrapped
