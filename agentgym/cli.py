@@ -874,17 +874,18 @@ def server_options(default_port: int) -> Callable[[Callable[..., Any]], Callable
             _check_host_option(options["host"], options["allow_remote"])  # before any work
             return serve(*args, **options)
 
-        command = click.option(
+        # A name of its own: rebinding ``command`` would make ``checked`` call itself.
+        decorated = click.option(
             "--allow-remote", is_flag=True,
             help="Let --host be an address other machines reach (anyone who reaches it"
                  " can use what is served).")(checked)
-        command = click.option(
+        decorated = click.option(
             "--port", type=click.IntRange(0, 65535), default=default_port, show_default=True,
-            help="The port (0: any free one).")(command)
+            help="The port (0: any free one).")(decorated)
         return click.option(
             "--host", default="127.0.0.1", show_default=True,
             help="The address to listen on; not a loopback one only with"
-                 " --allow-remote.")(command)
+                 " --allow-remote.")(decorated)
 
     return decorate
 
@@ -988,6 +989,37 @@ def mcp_serve(env_id: str, env_kwargs: tuple[str, ...], transport: str, host: st
     server = open_server(served.http_app(host), "agentgym-mcp", host, port, allow_remote,
                          lifespan=True)
     click.echo(f"serving {env_id} over MCP at {server.url}/mcp (Ctrl-C stops)")
+
+# ---- openenv ------------------------------------------------------------------------------
+
+
+@main.group("openenv")
+def openenv_group() -> None:
+    """OpenEnv (Meta's environment servers): serve any env as one. To play a running one
+    as an env: agentgym eval openenv -e url=http://127.0.0.1:PORT ...; see
+    docs/interchange.md."""
+
+
+@openenv_group.command("serve")
+@click.argument("env_id")
+@env_kwargs_option
+@server_options(default_port=8001)
+@click.option("--max-sessions", type=click.IntRange(min=1), default=8, show_default=True,
+              help="WebSocket sessions at once, each with an env of its own; one more is"
+                   " refused.")
+def openenv_serve(env_id: str, env_kwargs: tuple[str, ...], host: str, port: int,
+                  allow_remote: bool, max_sessions: int) -> None:
+    """Serve ENV_ID as an OpenEnv environment server on 127.0.0.1 (--host): one episode
+    per WebSocket session at /ws, for OpenEnv's clients (EnvClient, GenericEnvClient), TRL
+    and torchforge; /health, /metadata, /schema, and the task list at /agentgym/tasks.
+    Port 8001 by default, beside `agentgym serve`'s 8000. Stop with Ctrl-C."""
+    from agentgym.interchange.openenv import openenv_app
+
+    kwargs = parse_env_kwargs(env_kwargs, env_id)
+    app = openenv_app(env_id, kwargs, max_sessions=max_sessions)
+    server = open_server(app, "agentgym-openenv", host, port, allow_remote)
+    click.echo(f"serving {env_id} over OpenEnv at {server.url} (sessions at /ws, up to"
+               f" {max_sessions} at once; Ctrl-C stops)", nl=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve()
 

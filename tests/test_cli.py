@@ -430,3 +430,21 @@ def test_the_oracle_on_tasks_without_solutions_is_refused_before_any_episode(tmp
     assert "choose another policy (noop," in result.output
     assert out.read_text() == ""  # no episode ran
     assert eval_calculator("-n", "1", "-e", f"tasks={tasks}").exit_code == 0  # task 0 has one
+
+
+def test_server_options_check_the_host_then_run_the_command():
+    import click
+
+    from agentgym.cli import server_options
+
+    @click.command()
+    @server_options(default_port=9)
+    def serving(host: str, port: int, allow_remote: bool) -> None:
+        click.echo(f"{host} {port} {allow_remote}")
+
+    runner = CliRunner()
+    assert runner.invoke(serving, []).output == "127.0.0.1 9 False\n"
+    assert runner.invoke(serving, ["--host", "0.0.0.0", "--allow-remote"]).output == (
+        "0.0.0.0 9 True\n")
+    refused = runner.invoke(serving, ["--host", "0.0.0.0"])
+    assert refused.exit_code == 2 and "--allow-remote" in refused.output

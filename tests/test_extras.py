@@ -1,4 +1,4 @@
-"""Optional extras added for interchange (``mcp``, ``atif``) leave the training stack as the
+"""Optional extras added for interchange (``mcp``, ``atif``, ``openenv``) leave the training stack as the
 ``all`` install resolves it: pip's dry-run resolution of the original extras, with and
 without each new one, gives the same torch, transformers, trl and pydantic."""
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The extras ``all`` held before the interchange ones.
 ORIGINAL = "swe,terminal,web,memory,embeddings,train,ray,agents"
 #: Extras added since, each checked on its own.
-NEW = ["mcp", "atif"]
+NEW = ["mcp", "atif", "openenv"]
 WATCHED = ("torch", "transformers", "trl", "pydantic")
 
 
