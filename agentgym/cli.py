@@ -1007,8 +1007,12 @@ def openenv_group() -> None:
 @click.option("--max-sessions", type=click.IntRange(min=1), default=8, show_default=True,
               help="WebSocket sessions at once, each with an env of its own; one more is"
                    " refused.")
+@click.option("--reveal-solutions", is_flag=True,
+              help="Show tasks with their solutions and metadata (expected answers), so that"
+                   " validate and the oracle policy can play through the server; never when"
+                   " a policy being trained connects.")
 def openenv_serve(env_id: str, env_kwargs: tuple[str, ...], host: str, port: int,
-                  allow_remote: bool, max_sessions: int) -> None:
+                  allow_remote: bool, max_sessions: int, reveal_solutions: bool) -> None:
     """Serve ENV_ID as an OpenEnv environment server on 127.0.0.1 (--host): one episode
     per WebSocket session at /ws, for OpenEnv's clients (EnvClient, GenericEnvClient), TRL
     and torchforge; /health, /metadata, /schema, and the task list at /agentgym/tasks.
@@ -1016,7 +1020,8 @@ def openenv_serve(env_id: str, env_kwargs: tuple[str, ...], host: str, port: int
     from agentgym.interchange.openenv import openenv_app
 
     kwargs = parse_env_kwargs(env_kwargs, env_id)
-    app = openenv_app(env_id, kwargs, max_sessions=max_sessions)
+    app = openenv_app(env_id, kwargs, max_sessions=max_sessions,
+                      reveal_solutions=reveal_solutions)
     server = open_server(app, "agentgym-openenv", host, port, allow_remote)
     click.echo(f"serving {env_id} over OpenEnv at {server.url} (sessions at /ws, up to"
                f" {max_sessions} at once; Ctrl-C stops)", nl=True)

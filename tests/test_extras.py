@@ -1,6 +1,6 @@
-"""Optional extras added for interchange (``mcp``, ``atif``, ``openenv``) leave the training stack as the
-``all`` install resolves it: pip's dry-run resolution of the original extras, with and
-without each new one, gives the same torch, transformers, trl and pydantic."""
+"""Optional extras added for interchange (``mcp``, ``atif``, ``openenv``) leave the training
+stack as the ``all`` install resolves it: pip's dry-run resolution of the original extras,
+with and without each new one, gives the same torch, transformers, trl and pydantic."""
 
 from __future__ import annotations
 

@@ -29,7 +29,8 @@ format). The wire format:
   messages: at reset the opening ones, then tool results and error messages), ``tools``
   (the episode's tools as OpenAI function schemas), ``task_id``, ``task`` (at reset: the
   task, as agentgym's reset info carries it for text-level policies such as ``oracle``;
-  the driver's to read, not the model's), ``terminated`` and ``truncated`` (Gymnasium's
+  the driver's to read, not the model's; without its solution and metadata unless the
+  server reveals them: :func:`shown_task`), ``terminated`` and ``truncated`` (Gymnasium's
   distinction, which OpenEnv's ``done`` joins), ``finish_reason``, ``error`` and ``info``
   (the step's info as JSON: ``assistant_message``, ``tool_calls``, ``tool_errors``,
   ``errors``, ``reward_metrics``, ...; bytes as base64 text), besides OpenEnv's
@@ -228,10 +229,12 @@ def _server_classes() -> dict[str, type]:
         # Each session has its own agentgym env (and sandboxes): nothing is shared.
         SUPPORTS_CONCURRENT_SESSIONS = True
 
-        def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None):
+        def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None,
+                     reveal_solutions: bool = False):
             super().__init__()
             self.env_id = env_id
             self.env_kwargs = dict(env_kwargs or {})
+            self.reveal_solutions = reveal_solutions
             self._env: AgentEnv | None = None
             self._state = AgentGymState(env_id=env_id)
             self._tools: list[dict[str, Any]] = []
@@ -252,7 +255,8 @@ def _server_classes() -> dict[str, type]:
             self._state.task_id = info["task_id"]
             return AgentGymObservation(
                 messages=_jsonable(messages), tools=_jsonable(self._tools),
-                task_id=info["task_id"], task=_jsonable(info["task"]), reward=None,
+                task_id=info["task_id"], reward=None,
+                task=_jsonable(shown_task(info["task"].to_dict(), self.reveal_solutions)),
                 info=_jsonable({k: v for k, v in info.items()
                                 if k not in ("task", "tools", "task_id")}))
 
@@ -354,10 +358,12 @@ def _make_agent_env(env_id: str, env_kwargs: dict[str, Any]) -> AgentEnv:
 
 
 def openenv_app(env_id: str, env_kwargs: dict[str, Any] | None = None, *,
-                max_sessions: int = DEFAULT_MAX_SESSIONS) -> Any:
+                max_sessions: int = DEFAULT_MAX_SESSIONS, reveal_solutions: bool = False
+                ) -> Any:
     """The FastAPI app that serves ``env_id`` (made with ``env_kwargs``) as an OpenEnv
     environment server, up to ``max_sessions`` WebSocket sessions at once (module
-    docstring). Run it with :class:`~agentgym.core.serving.LocalServer` (what ``agentgym
+    docstring). Tasks are shown without what grades them (:func:`shown_task`) unless
+    ``reveal_solutions``. Run it with :class:`~agentgym.core.serving.LocalServer` (what ``agentgym
     openenv serve`` does) or any ASGI server.
 
     The env is made once here, so that an unknown id or a bad keyword argument fails before
@@ -369,13 +375,14 @@ def openenv_app(env_id: str, env_kwargs: dict[str, Any] | None = None, *,
     kwargs = dict(env_kwargs or {})
     catalog = _make_agent_env(env_id, kwargs)  # before openenv-core's seconds of importing
     try:
-        return _app(env_id, kwargs, catalog, max_sessions)
+        return _app(env_id, kwargs, catalog, max_sessions, reveal_solutions)
     except BaseException:
         catalog.close()
         raise
 
 
-def _app(env_id: str, kwargs: dict[str, Any], catalog: AgentEnv, max_sessions: int) -> Any:
+def _app(env_id: str, kwargs: dict[str, Any], catalog: AgentEnv, max_sessions: int,
+         reveal_solutions: bool) -> Any:
     _require_openenv()
     from fastapi import FastAPI, HTTPException
     from openenv.core.env_server.http_server import HTTPEnvServer
@@ -390,7 +397,7 @@ def _app(env_id: str, kwargs: dict[str, Any], catalog: AgentEnv, max_sessions: i
     # A partial of the class (not a function): OpenEnv then reads its concurrency flag
     # from the class instead of building a throw-away env to ask it.
     server = HTTPEnvServer(
-        functools.partial(classes["AgentGymEnvironment"], env_id, kwargs),
+        functools.partial(classes["AgentGymEnvironment"], env_id, kwargs, reveal_solutions),
         classes["AgentGymAction"], classes["AgentGymObservation"],
         max_concurrent_envs=max_sessions)
     server.register_routes(app, mode=ServerMode.PRODUCTION)
@@ -409,10 +416,22 @@ def _app(env_id: str, kwargs: dict[str, Any], catalog: AgentEnv, max_sessions: i
             task = catalog.tasks.get(task_id)
         except UnknownIdError as unknown:
             raise HTTPException(status_code=404, detail=str(unknown)) from None
-        return _jsonable(task.rendered(catalog.parser).to_dict())
+        return _jsonable(shown_task(task.rendered(catalog.parser).to_dict(), reveal_solutions))
 
     app.state.agentgym_env = catalog  # lives as long as the app
     return app
+
+
+def shown_task(task: dict[str, Any], reveal_solutions: bool = False) -> dict[str, Any]:
+    """A task (:meth:`Task.to_dict <agentgym.core.task.Task.to_dict>`) as the server shows
+    it: without its solution and its metadata (the expected answer and whatever else the
+    grader reads, known-wrong solutions included) unless ``reveal_solutions``. Whoever
+    connects may be the policy being trained, and a driver that puts the observation in
+    the prompt would hand it the answer; serve with ``--reveal-solutions`` only to play
+    reference solutions (``validate``, the ``oracle`` policy) through the server."""
+    if reveal_solutions:
+        return task
+    return {**{k: v for k, v in task.items() if k != "solution"}, "metadata": {}}
 
 
 class _QuietDisconnect:

@@ -123,7 +123,7 @@ def test_lookup_errors_name_the_kind_in_the_singular():
 def test_environment_variables_control_loading(fake_plugin):
     fake_plugin("extra", EXTRA_ENV)
     disabled = PluginHost(environ={"AGENTGYM_DISABLE_PLUGINS":
-                                           "calculator,swe,terminal,web,memory,mcp"})
+                                           "calculator,swe,terminal,web,memory,mcp,openenv"})
     assert set(disabled.entries("envs")) == {"calculator-small"}
     assert {i.name: i.status for i in disabled.plugin_infos()}["calculator"] == "disabled"
 

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,7 +48,7 @@ from tests.conftest import backend_missing
 @pytest.fixture(scope="module")
 def calculator() -> Iterator[str]:
     """``calculator`` served in this process; its URL."""
-    with LocalServer(openenv_app("calculator")) as server:
+    with LocalServer(openenv_app("calculator", reveal_solutions=True)) as server:
         yield server.url
 
 
@@ -98,7 +99,7 @@ def test_openenv_client_plays_a_terminal_task():
             return [(await play(client, policy, task_id="log-top-ips"))[0]
                     for policy in (OraclePolicy(), NoopPolicy())]
 
-    with LocalServer(openenv_app("terminal")) as server:
+    with LocalServer(openenv_app("terminal", reveal_solutions=True)) as server:
         assert asyncio.run(run()) == [1.0, 0.0]
 
 
@@ -127,7 +128,7 @@ def test_sessions_run_at_once_each_with_its_env_up_to_the_limit():
         async with GenericEnvClient(base_url=url) as fourth:
             assert (await play(fourth, OraclePolicy(), "calculator-train-5"))[0] == 1.0
 
-    with LocalServer(openenv_app("calculator", max_sessions=2)) as server:
+    with LocalServer(openenv_app("calculator", max_sessions=2, reveal_solutions=True)) as server:
         asyncio.run(run(server.url))
 
 
@@ -261,7 +262,7 @@ def test_a_failing_env_ends_the_episode_with_its_reason_on_both_sides():
     agentgym.register_plugin(CrashingPlugin(), name="openenv-test-crashing")
     call = '<tool_call>{"name": "crash", "arguments": {}}</tool_call>'
     try:
-        with LocalServer(openenv_app("openenv-test-crashing")) as server:
+        with LocalServer(openenv_app("openenv-test-crashing", reveal_solutions=True)) as server:
             async def direct() -> Any:
                 async with GenericEnvClient(base_url=server.url) as client:
                     await client.reset()
@@ -284,7 +285,7 @@ def test_a_failing_env_ends_the_episode_with_its_reason_on_both_sides():
 
 
 def test_a_server_that_stops_ends_the_episode_with_sandbox_error():
-    server = LocalServer(openenv_app("calculator")).start()
+    server = LocalServer(openenv_app("calculator", reveal_solutions=True)).start()
     env = agentgym.make("openenv", url=server.url).unwrapped
 
     def stop_then_play(messages: Any, task: Task) -> Any:
@@ -305,7 +306,8 @@ def test_a_server_that_stops_ends_the_episode_with_sandbox_error():
 def cli_server() -> Iterator[tuple[subprocess.Popen, str]]:
     """``agentgym openenv serve calculator`` in a process of its own; it and its URL."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentgym", "openenv", "serve", "calculator", "--port", "0"],
+        [sys.executable, "-m", "agentgym", "openenv", "serve", "calculator", "--port", "0",
+         "--reveal-solutions"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
@@ -379,3 +381,22 @@ def test_the_served_messages_are_json(calculator):
     observation = asyncio.run(run())
     assert json.loads(json.dumps(observation)) == observation
     assert observation["task"]["solution"]  # what the oracle replays, in the env's format
+
+
+def test_tasks_are_shown_without_their_answers_unless_revealed():
+    """Whoever connects may be the policy in training: by default neither the reset's
+    observation nor the task route carries the solution or the expected answer."""
+    with LocalServer(openenv_app("calculator")) as server:
+        async def run() -> dict[str, Any]:
+            async with GenericEnvClient(base_url=server.url) as client:
+                return (await client.reset(task_id="calculator-train-2")).observation
+
+        task = asyncio.run(run())["task"]
+        with urllib.request.urlopen(f"{server.url}/agentgym/tasks/calculator-train-2") as r:
+            routed = json.load(r)
+    for shown in (task, routed):
+        assert shown["id"] == "calculator-train-2" and "What is" in str(shown["prompt"])
+        assert "solution" not in shown and shown["metadata"] == {}
+    env = agentgym.make("calculator").unwrapped
+    answer = env.tasks.get("calculator-train-2").metadata["answer"]
+    assert str(answer) not in json.dumps(routed)

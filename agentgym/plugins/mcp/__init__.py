@@ -3,9 +3,6 @@
 :mod:`agentgym.plugins.mcp.env`; the MCP toolset itself is :mod:`agentgym.toolkits.mcp`.
 Needs the ``mcp`` extra (``pip install -e '.[mcp]'``); the servers are installed on first
 use into read-only environments mounted into the sandboxes.
-
-It also registers ``openenv``, an env served over OpenEnv played as an agentgym env
-(:class:`agentgym.interchange.openenv.OpenEnvEnv`, the ``openenv`` extra).
 """
 
 from __future__ import annotations
@@ -25,11 +22,4 @@ def agentgym_envs() -> list[EnvRegistration]:
             "mcp-time", "agentgym.plugins.mcp.env:TimeEnv",
             "Convert clock times between cities with mcp-server-time's tools (run in the"
             " episode's sandbox); graded by the submitted HH:MM."),
-        # OpenEnv in (agentgym.interchange.openenv), registered by this plugin rather than
-        # by an entry point of its own only because installs made before it would not load
-        # a new entry point; its own would be `openenv = "agentgym.interchange.openenv"`.
-        EnvRegistration(
-            "openenv", "agentgym.interchange.openenv:OpenEnvEnv",
-            "An env served over OpenEnv (`agentgym openenv serve ENV_ID`), played through"
-            " OpenEnv's client; url= names the server (needs agentgym[openenv])."),
     ]
