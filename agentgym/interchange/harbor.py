@@ -15,8 +15,8 @@ and writes each as ``DIR/<id>/`` (:func:`write_task`)::
   a whole, before it is made, with its :attr:`~agentgym.core.env.AgentEnv.harbor_refusal`
   (why that family cannot be expressed as Harbor tasks); nothing is written. A task the
   env cannot write (its ``harbor_task`` raises
-  :class:`~agentgym.core.harbor.NotExportableError`) is reported with its reason, and the
-  others are written.
+  :class:`~agentgym.core.harbor.NotExportableError`, or gives a value ``task.toml`` cannot
+  hold) is reported with its reason, and the others are written.
 * **Nothing half-written.** Every folder is prepared before the first is written, and a
   task folder already in ``DIR`` is an error unless ``force`` (then it is replaced). Each
   folder is written under a temporary name and renamed when complete.
@@ -172,7 +172,8 @@ def export_tasks(env_id: str, dest: str | os.PathLike, env_kwargs: Mapping[str, 
         for task_id in selected:
             try:
                 task = unwrapped.harbor_task(task_id)
-            except NotExportableError as e:
+                toml_text(task_config(task))  # a value TOML cannot hold fails here, not later
+            except (NotExportableError, InvalidArgumentError) as e:
                 report.refused.append((task_id, str(e)))
                 continue
             if task.solution is None:
@@ -329,9 +330,9 @@ def _toml_table(lines: list[str], path: tuple[str, ...], data: Mapping[str, Any]
         if isinstance(value, Mapping) or _table_array(value):
             nested.append((key, value))
         else:
-            lines.append(f"{_toml_key(key)} = {_toml_value(value, (*path, key))}")
+            lines.append(f"{_toml_key(key, path)} = {_toml_value(value, (*path, key))}")
     for key, value in nested:
-        header = ".".join(_toml_key(part) for part in (*path, key))
+        header = ".".join([*map(_toml_key, path), _toml_key(key, path)])
         if isinstance(value, Mapping):
             lines += ["", f"[{header}]"]
             _toml_table(lines, (*path, key), value)
@@ -346,9 +347,10 @@ def _table_array(value: Any) -> bool:
             and all(isinstance(item, Mapping) for item in value))
 
 
-def _toml_key(key: Any) -> str:
+def _toml_key(key: Any, path: tuple[str, ...] = ()) -> str:
     if not isinstance(key, str):
-        raise InvalidArgumentError(f"TOML keys are strings, got {key!r}")
+        where = ".".join(map(str, path)) or "the top level"
+        raise InvalidArgumentError(f"{where}: TOML keys are strings, got {key!r}")
     return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
 
 
@@ -372,7 +374,7 @@ def _toml_value(value: Any, path: tuple[str, ...]) -> str:
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return value.isoformat()
     if isinstance(value, Mapping):
-        items = ", ".join(f"{_toml_key(k)} = {_toml_value(v, (*path, k))}"
+        items = ", ".join(f"{_toml_key(k, path)} = {_toml_value(v, (*path, k))}"
                           for k, v in value.items() if v is not None)
         return "{ " + items + " }" if items else "{}"
     if isinstance(value, (list, tuple)):

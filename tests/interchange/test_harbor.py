@@ -294,6 +294,17 @@ def test_a_dockerfile_that_copies_the_tests_into_the_image_is_refused(tmp_path: 
     assert {task_id for task_id, _ in report.written} == {"harbor-image", "local-task"}
 
 
+def test_a_value_toml_cannot_hold_refuses_the_task_alone(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    shutil.copytree(DATA, source)
+    with (source / "tb-image" / "task.yaml").open("a") as config:
+        config.write("1999: a year as a key\n")  # YAML allows it, TOML does not
+    report = export_tasks("terminal", tmp_path / "out", {"tasks": str(source)})
+    assert report.refused == [("tb-image", "metadata: TOML keys are strings, got 1999")]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["harbor-image",
+                                                                     "local-task"]
+
+
 # ---- Harbor's own flow, with docker ----------------------------------------------------------
 
 
@@ -476,7 +487,8 @@ def test_toml_text_reads_back() -> None:
                                     "n": 3, "f": 0.1, "big": 1e300, "t": True,
                                     "when": datetime.date(2024, 1, 2), "list": [1, "x"],
                                     "inline": [{"k": 1}, 2], "odd key": "v",
-                                    "sub": {"deep": {"x": 1}}, "gone": None},
+                                    "sub": {"deep": {"x": 1}, "odd table": {"y": 2}},
+                                    "gone": None},
             "servers": [{"name": "a"}, {"name": "b"}]}
     back = tomllib.loads(toml_text(data))
     del data["a"]["gone"]
