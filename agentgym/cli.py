@@ -9,6 +9,8 @@
                      [--mode pipeline] [--resume]
     agentgym export FILE.jsonl|RUN_DIR [--format atif] [--out DIR|FILE.jsonl]
     agentgym validate ENV_ID [-e KEY=VALUE ...] [-n N | --all] [--backend B] [--json]
+    agentgym export-tasks ENV_ID DIR [--format harbor] [-e KEY=VALUE ...] [-n N | --task ID]
+                  [--force] [--json]
     agentgym train CONFIG.yaml [--resume] [--output-dir DIR] [--json]
     agentgym plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
     agentgym view FILE.jsonl|RUN_DIR ... [--port P]
@@ -45,6 +47,8 @@ from agentgym.core.env_kwargs import EnvKwargsError, check_env_kwargs
 from agentgym.core.errors import AgentGymError, InvalidArgumentError, PicklableException
 from agentgym.core.plugins import plugin_host
 from agentgym.core.policies import ClosablePolicy, build_policy
+from agentgym.interchange.harbor import FORMATS as EXPORT_FORMATS
+from agentgym.interchange.harbor import export_tasks
 from agentgym.rollout.pipeline import MODES
 
 stderr = Console(stderr=True)
@@ -673,6 +677,67 @@ def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None
                               paid)
             console.print(table)
         click.echo(report.summary())
+    sys.exit(0 if report.ok else 1)
+
+
+# ---- export-tasks -------------------------------------------------------------------------
+
+
+@main.command("export-tasks")
+@click.argument("env_id")
+@click.argument("dest", metavar="DIR", type=click.Path(path_type=Path))
+@click.option("--format", "format_", type=click.Choice(EXPORT_FORMATS), default="harbor",
+              show_default=True,
+              help="What to write: harbor, a Harbor task folder per task (instruction.md,"
+                   " task.toml, environment/, tests/, solution/).")
+@env_kwargs_option
+@click.option("-n", "tasks", type=click.IntRange(min=1), default=None,
+              help="Export the first N of the env's tasks, in order [default: all].")
+@click.option("--task", "task_ids", multiple=True, metavar="ID",
+              help="Export only this task (repeatable; ids as `agentgym eval` shows them).")
+@click.option("--force", is_flag=True, help="Replace task folders already in DIR.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def export_tasks_command(env_id: str, dest: Path, format_: str, env_kwargs: tuple[str, ...],
+                         tasks: int | None, task_ids: tuple[str, ...], force: bool,
+                         as_json: bool) -> None:
+    """Write ENV_ID's tasks into DIR (made if missing), one folder per task, in a format
+    other harnesses run: with --format harbor, Harbor task folders, which the terminal
+    envs read back (`agentgym validate terminal -e tasks=DIR --all` checks them).
+
+    Only tasks with a reference solution are written. An env family whose tasks cannot be
+    expressed in the format (a browser's pages, a grader that needs a fresh sandbox) is
+    refused with the reason, and nothing is written; a single task that cannot be is listed
+    with its reason and the others are written. Exits 0 when every selected task was
+    written, 1 when one was not, 2 on a usage error. See docs/interchange.md.
+    """
+    from agentgym.core.errors import UnknownIdError
+
+    if tasks is not None and task_ids:
+        raise InvalidOption("--task", "give -n N (the first N tasks) or --task ID, not both")
+    kwargs = parse_env_kwargs(env_kwargs, env_id)
+    try:
+        report = export_tasks(env_id, dest, kwargs, n=tasks, task_ids=list(task_ids) or None,
+                              force=force)
+    except UnknownIdError as e:
+        if e.kind != "task":
+            raise
+        raise InvalidOption("--task", str(e)) from None
+    except InvalidArgumentError as e:
+        raise InvalidOption("DIR", str(e)) from None
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+    else:
+        console = Console()
+        if report.refused:
+            table = Table(title=f"not written ({format_})", title_justify="left")
+            for column in ("task", "why"):
+                table.add_column(column, overflow="fold")
+            for task_id, reason in report.refused:
+                table.add_row(escape(task_id), escape(reason))
+            console.print(table)
+        click.echo(report.summary())
+        if report.written:
+            click.echo(f"Check them: agentgym validate terminal -e tasks={dest} --all")
     sys.exit(0 if report.ok else 1)
 
 

@@ -79,7 +79,8 @@ def cli_page() -> str:
 
 #: The reference's order: the env and what it plays, then what plugins are made of.
 CORE_MODULE_ORDER = ["env", "episode", "task", "tools", "parsers", "reward", "policies",
-                     "probes", "sandbox", "registry", "contributions", "hookspecs", "errors"]
+                     "probes", "sandbox", "harbor", "registry", "contributions", "hookspecs",
+                     "errors"]
 
 
 def core_page() -> str:

@@ -172,6 +172,23 @@ def backend(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture
+def local() -> None:
+    """The local backend, for a test that needs it; skipped only where it is absent."""
+    missing = backend_missing("local")
+    if missing:
+        pytest.skip(f"local backend unavailable: {missing}")
+
+
+@pytest.fixture
+def docker() -> None:
+    """The docker backend (an engine), for a test that needs it; skipped only where it is
+    absent. A test using it is marked ``docker``."""
+    missing = backend_missing("docker")
+    if missing:
+        pytest.skip(f"docker backend unavailable: {missing}")
+
+
 # ---- a repository in a local sandbox, for the file tools ------------------------------------
 
 SHAPES = '''\

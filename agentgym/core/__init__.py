@@ -15,6 +15,7 @@ from agentgym.core.errors import (
     MissingResourceError,
     UnknownIdError,
 )
+from agentgym.core.harbor import HarborTask, NotExportableError
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
 from agentgym.core.policies import (
@@ -57,10 +58,12 @@ __all__ = [
     "ExtraInfo",
     "GeneratedTasks",
     "Generation",
+    "HarborTask",
     "InvalidArgumentError",
     "MissingFileError",
     "MissingResourceError",
     "NoopPolicy",
+    "NotExportableError",
     "OraclePolicy",
     "ParsedTurn",
     "PolicyContractError",

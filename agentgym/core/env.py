@@ -94,6 +94,7 @@ from agentgym.core.errors import (
     InvalidArgumentError,
     MissingFileError,
 )
+from agentgym.core.harbor import HarborTask, NotExportableError
 from agentgym.core.loop_thread import LoopThread
 from agentgym.core.parsers import ParsedTurn, ToolCall, ToolCallParser
 from agentgym.core.registry import build, has
@@ -200,6 +201,12 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     #: Seconds a tool still running when its turn's budget ends gets before it is cancelled
     #: (one that reads the budget has stopped its command by then and reports its output).
     turn_grace_s: float = 2.0
+    #: Why this env's tasks cannot be written as Harbor task folders: what the default
+    #: :meth:`harbor_task` raises, and what ``agentgym export-tasks`` reports for an env
+    #: class that does not override it (without making the env). A family whose tasks
+    #: cannot be expressed that way states its reason here.
+    harbor_refusal: str = ("its class does not say how its tasks are written as Harbor task"
+                           " folders (it does not override AgentEnv.harbor_task)")
 
     def __init__(
         self,
@@ -321,6 +328,18 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         may still be running; an env that needs it there sets :attr:`setup_before_prompt`.
         Default: none."""
         return {}
+
+    def harbor_task(self, task_id: str) -> HarborTask:
+        """Task ``task_id`` as a Harbor task folder (:mod:`agentgym.core.harbor`), for
+        ``agentgym export-tasks ENV_ID --format harbor``: its instruction, the image the
+        agent works in, the tests that grade it (copied in only to grade), its reference
+        and known-wrong solutions. The written folder, read back by the ``terminal``
+        plugin, must pass ``agentgym validate`` as the task does here.
+
+        Default: raises :class:`~agentgym.core.harbor.NotExportableError` with
+        :attr:`harbor_refusal`. An env that overrides it raises that error for a task it
+        cannot write, saying why."""
+        raise NotExportableError(f"{type(self).__name__}: {self.harbor_refusal}")
 
     # ---- the Gymnasium API, async-native ------------------------------------------------
 

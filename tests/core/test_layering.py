@@ -16,7 +16,7 @@ CORE = Path(agentgym.__file__).parent / "core"
 
 #: Packages built on core.
 ABOVE_CORE = ("agentgym.rollout", "agentgym.sandboxes", "agentgym.plugins", "agentgym.trainers",
-              "agentgym.toolkits")
+              "agentgym.toolkits", "agentgym.interchange")
 
 
 @pytest.mark.parametrize("name", ABOVE_CORE)

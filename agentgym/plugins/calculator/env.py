@@ -216,6 +216,10 @@ class CalculatorEnv(AgentEnv):
 
     system_prompt = "Use the calculator tool to evaluate the expression, then submit the result."
     reward = "numeric_answer"  # by registry id: this plugin registers it (see __init__.py)
+    harbor_refusal = (
+        "the answer is the argument of a submit tool call, scored by a reward function over"
+        " the episode; a Harbor task has no tool calls to read, only the container's files"
+        " that tests/test.sh checks")
     calculator = calculator
     submit = submit
 

@@ -66,6 +66,11 @@ class MCPTaskEnv(SandboxedEnv):
     system_prompt = ("You are working through the tools you are given. Do what the task asks"
                      " with them, then call submit.")
     server: MCPServer
+    harbor_refusal = (
+        "the agent works only through an MCP server's tools (no shell), a server agentgym"
+        " runs from a Python environment it installs; a Harbor agent works in a shell in the"
+        " container, where the task would be another one (git or date by hand), and an"
+        " answer given as a submit tool call (mcp-time) is nothing tests/test.sh can read")
 
     def __init__(self, tasks: TaskSource | None = None, *, num_tasks: int = 200, seed: int = 0,
                  backend: str | None = None, mcp_servers: Sequence[Any] = (),

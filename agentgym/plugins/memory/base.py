@@ -78,6 +78,10 @@ class MemoryTaskEnv(AgentEnv):
     """
 
     reward = MemoryAnswers()
+    harbor_refusal = (
+        "the task is remembering across sessions through a context the env bounds and"
+        " rewrites, with memory tools, and the answers are tool calls the env scores; there"
+        " is no container or file for a Harbor image or tests/test.sh to hold")
 
     def __init__(self, source: Literal["generated", "longmemeval"] = "generated",
                  sessions: int = 50, num_tasks: int = 100, seed: int = 0,

@@ -204,6 +204,15 @@ class SWEEnv(SandboxedEnv):
     system_prompt = SYSTEM_PROMPT
     #: The toolsets every episode offers (each instance sets them with its command timeout).
     toolsets = (BashTools, RepoEditorTools, SearchTools)
+    harbor_refusal = (
+        "its grader applies only the agent's diff to a fresh sandbox of the repository at"
+        " base_commit, restores the task's tests and test configuration, and runs them"
+        " under a pytest plugin that detects tampering (docs/swe-grading.md); a Harbor"
+        " verifier runs tests/test.sh in the agent's own container, where the interpreter,"
+        " site-packages and pytest are whatever the agent (often root there) left, so"
+        " agentgym cannot write a grader there that trusts nothing the agent touched"
+        " (Harbor's own SWE-bench adapter grades in that container; agentgym does not"
+        " export a weaker grader)")
 
     def __init__(
         self,

@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.episode import Episode, Submitted
-from agentgym.core.errors import InvalidArgumentError
+from agentgym.core.errors import InvalidArgumentError, UnknownIdError
+from agentgym.core.harbor import HarborTask
 from agentgym.core.parsers import ToolCall
 from agentgym.core.registry import sandbox_backend
 from agentgym.core.reward import RewardResult
@@ -260,6 +261,18 @@ class TerminalEnv(SandboxedEnv):
         task = task or self.task
         assert task is not None
         return self.terminal_tasks[task.id]
+
+    def harbor_task(self, task_id: str) -> HarborTask:
+        """Task ``task_id`` as a Harbor task folder, as the task is played here: its
+        instruction, its image (a Dockerfile the local backend rebuilds is written so that
+        ``docker build`` makes the same workspace), its tests, solutions and settings
+        (:mod:`agentgym.plugins.terminal.harbor`). Raises
+        :class:`~agentgym.core.harbor.NotExportableError` saying why a task cannot be."""
+        from agentgym.plugins.terminal.harbor import harbor_task
+
+        if task_id not in self.terminal_tasks:
+            raise UnknownIdError("task", task_id, self.terminal_tasks, "agentgym eval ENV -n N")
+        return harbor_task(self.terminal_tasks[task_id])
 
     # ---- tools ------------------------------------------------------------------------------
 

@@ -378,8 +378,9 @@ def local_plan(dockerfile: Path) -> tuple[LocalPlan | None, str, str]:
         if keyword == "WORKDIR":
             cwd = _inside(cwd, args)
         elif keyword in ("COPY", "ADD"):
-            words = [w for w in _words(args) if not w.startswith("--")]
-            if len(words) < 2 or any("://" in w or w.startswith("--from") for w in words):
+            flags, words = copy_arguments(args)
+            if len(words) < 2 or any("://" in w for w in words) or any(
+                    f.startswith("--from") for f in flags):
                 return None, f"{keyword} {args!r} copies from outside the context", final
             dest = _inside(cwd, words[-1])
             for source in words[:-1]:
@@ -420,13 +421,20 @@ def local_plan(dockerfile: Path) -> tuple[LocalPlan | None, str, str]:
     return LocalPlan(final, tuple(copies), tuple(env), tuple(runs)), "", final
 
 
-def _words(args: str) -> list[str]:
-    if args.startswith("["):
+def copy_arguments(args: str) -> tuple[list[str], list[str]]:
+    """A ``COPY``/``ADD``'s leading ``--flags`` and its paths, in the shell form or the JSON
+    form (``COPY --chown=1000:1000 ["a b", "/app/"]``)."""
+    flags, rest = [], args.strip()
+    while rest.startswith("--"):
+        flag, _, rest = rest.partition(" ")
+        flags.append(flag)
+        rest = rest.lstrip()
+    if rest.startswith("["):
         try:
-            return [str(w) for w in json.loads(args)]
+            return flags, [str(w) for w in json.loads(rest)]
         except ValueError:
-            return []
-    return shlex.split(args)
+            return flags, []
+    return flags, shlex.split(rest)
 
 
 def _inside(cwd: str, path: str) -> str:

@@ -72,6 +72,12 @@ class WebEnv(AgentEnv):
     system_prompt = SYSTEM_PROMPT
     toolsets = (WebTools,)
     setup_before_prompt = True  # the prompt shows the first observation
+    harbor_refusal = (
+        "the agent acts in a web browser (Chromium driven through playwright, with page"
+        " snapshots, clicks and typing as its tools) and the page's own script or the"
+        " site's database grades the episode; a Harbor task is a container the agent"
+        " works in with a shell, graded by tests/test.sh inside it: no browser tools and"
+        " no page to score it")
     #: Virtual time (see :attr:`PageEpisode.tick_ms`): None for a real clock. An env that
     #: sets it installs and pauses the page's clock in :meth:`open_page`.
     tick_ms: float | None = None

@@ -15,24 +15,9 @@ from agentgym.plugins.terminal.env import BUILTIN_TASKS, TerminalEnv
 from agentgym.plugins.terminal.formats import load_tasks
 from agentgym.testing import assert_valid, check_env
 from agentgym.toolkits.probes import PROBES
-from tests.conftest import backend_missing
 
 DATA = Path(__file__).parent / "data"
 CATEGORIES = ("git", "text", "sqlite", "archive", "build", "schedul", "service")
-
-
-@pytest.fixture
-def local():
-    missing = backend_missing("local")
-    if missing:
-        pytest.skip(f"local backend unavailable: {missing}")
-
-
-@pytest.fixture
-def docker():
-    missing = backend_missing("docker")
-    if missing:
-        pytest.skip(f"docker backend unavailable: {missing}")
 
 
 def turn(name: str, arguments: dict) -> dict:

@@ -8,10 +8,10 @@ out, each with the reason.
 """
 
 
-#: The end of a converted task's test.sh (a ``str.format`` template, braces doubled): stop
-#: every process started since the script began (its ``before`` list of pids), then write
-#: the reward into a verifier folder made anew; ``status`` is the grade's exit status.
-STOP_THEN_REWARD = """\
+#: Part of a test.sh (a ``str.format`` template, braces doubled): stop every process started
+#: since the script began (its ``before`` list of pids, taken first thing with
+#: ``before=" $(cd /proc && echo [0-9]*) "``).
+STOP_LEFTOVERS = """\
 # Every process started since this script began (the agent's code the grade ran, and what
 # it left running) is stopped before the reward is written, into a folder made anew.
 for ((round = 0; round < 20; round++)); do
@@ -25,6 +25,12 @@ for ((round = 0; round < 20; round++)); do
   [[ -z $left ]] && break
   kill -STOP $left 2>/dev/null; kill -KILL $left 2>/dev/null
 done
+"""
+
+#: The end of a converted task's test.sh (a ``str.format`` template, braces doubled): stop
+#: every process started since the script began (:data:`STOP_LEFTOVERS`), then write the
+#: reward into a verifier folder made anew; ``status`` is the grade's exit status.
+STOP_THEN_REWARD = STOP_LEFTOVERS + """\
 chmod -R u+rwX /logs 2>/dev/null; rm -rf /logs/verifier; mkdir -p /logs/verifier
 if [ $status -eq 0 ]; then reward=1; else reward=0; fi
 echo $reward > /logs/verifier/reward.txt
