@@ -187,6 +187,34 @@ def test_mcp_server_time_runs_in_the_sandbox_and_its_tools_are_the_agents():
 
 
 @pytest.mark.slow  # servers start in sandboxes: 5-15 s
+def test_a_terminal_env_takes_mcp_servers_as_a_kwarg(tmp_path):
+    """Any terminal task with a server's tools besides its shell, declared in the kwargs
+    (the server sees the episode's own workspace); such an env's tasks are not Harbor
+    folders, and the export says why."""
+    import agentgym
+    from agentgym.interchange.harbor import export_tasks
+
+    env = agentgym.make("terminal", mcp_servers=[
+        {"name": "time", "command": list(TIME_SERVER.command),
+         "requirements": list(TIME_SERVER.requirements)}])
+    try:
+        task_id = env.unwrapped.task_ids()[0]
+        _, info = env.reset(options={"task_id": task_id})
+        names = [t["function"]["name"] for t in info["tools"]]
+        assert {"bash", "get_current_time", "convert_time", "submit"} <= set(names)
+        new, *_ = env.step(turn("convert_time", source_timezone="UTC", time="12:00",
+                                target_timezone="Asia/Kolkata"))
+        assert "17:30:00+05:30" in new[0]["content"]
+        new, *_ = env.step(turn("bash", command="echo shell still here"))
+        assert "shell still here" in new[0]["content"]
+    finally:
+        env.close()
+    report = export_tasks("terminal", tmp_path / "out", env_kwargs={"mcp_servers": [
+        {"name": "time", "command": list(TIME_SERVER.command)}]}, n=1)
+    assert not report.written and "MCP servers' tools (time)" in str(report.refused)
+
+
+@pytest.mark.slow  # servers start in sandboxes: 5-15 s
 def test_mcp_server_git_edits_the_episodes_repository():
     import agentgym
 

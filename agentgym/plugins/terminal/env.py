@@ -51,7 +51,7 @@ from typing import Any
 
 from agentgym.core.episode import Episode, Submitted
 from agentgym.core.errors import InvalidArgumentError, UnknownIdError
-from agentgym.core.harbor import HarborTask
+from agentgym.core.harbor import HarborTask, NotExportableError
 from agentgym.core.parsers import ToolCall
 from agentgym.core.registry import sandbox_backend
 from agentgym.core.reward import RewardResult
@@ -157,6 +157,9 @@ class TerminalEnv(SandboxedEnv):
         parser: tool-call format (``hermes``, ``xml``, ``openai`` or a parser object).
         turn_timeout_s: time budget of one turn's tool calls (see ``AgentEnv``).
         env_id: which built-in tasks ``tasks=None`` means.
+        mcp_servers: MCP servers whose tools the agent gets besides, each started in the
+            episode's sandbox (:class:`~agentgym.toolkits.mcp.MCPServer` or its fields as a
+            mapping; docs/mcp.md).
     """
 
     system_prompt = SYSTEM_PROMPT
@@ -177,6 +180,7 @@ class TerminalEnv(SandboxedEnv):
         turn_timeout_s: float | None = 600.0,
         render_mode: str | None = None,
         env_id: str = "terminal",
+        mcp_servers: Sequence[Any] = (),
     ):
         if tasks is None:
             loaded = default_tasks(env_id)
@@ -207,6 +211,10 @@ class TerminalEnv(SandboxedEnv):
                               for name in tools)
         for task in loaded:
             self._check_backend(task)
+        if mcp_servers:
+            from agentgym.toolkits.mcp import MCPServer
+
+            self.mcp_servers = [MCPServer.from_dict(s) for s in mcp_servers]
         super().__init__(TaskList([self._task(t) for t in loaded]), parser=parser,
                          max_turns=max_turns, turn_timeout_s=turn_timeout_s,
                          render_mode=render_mode)
@@ -272,6 +280,11 @@ class TerminalEnv(SandboxedEnv):
 
         if task_id not in self.terminal_tasks:
             raise UnknownIdError("task", task_id, self.terminal_tasks, "agentgym eval ENV -n N")
+        if self.mcp_servers:
+            raise NotExportableError(
+                f"task {task_id!r} is played here with MCP servers' tools"
+                f" ({', '.join(s.name for s in self.mcp_servers)}), which a Harbor folder"
+                " cannot give its agent; export the env without mcp_servers")
         return harbor_task(self.terminal_tasks[task_id])
 
     # ---- tools ------------------------------------------------------------------------------
