@@ -45,13 +45,26 @@ it: ``done``, ``finish_reason`` ``sandbox_error`` (or ``error``) and the reason 
 ``error``. A reset that fails, and a step without a running episode, are OpenEnv error
 responses whose message says why.
 
-**Playing** (:class:`OpenEnvEnv`; ``agentgym.make("openenv", url=...)``). An env served
-this way, on this machine or another, played as an agentgym env: its task list comes from
-``/agentgym/tasks``, each episode is a WebSocket session of OpenEnv's own client, and the
-observations, rewards and ends map back onto the env protocol. A server that is down, dies,
-refuses, or does not answer within ``timeout_s`` ends the episode with
-:class:`OpenEnvServerError` (a :class:`~agentgym.core.sandbox.SandboxError`: finish reason
-``sandbox_error``); nothing waits without a bound.
+**Playing** (:class:`OpenEnvEnv`; ``agentgym.make("openenv", url=...)``). A running
+OpenEnv server, on this machine or another, played as an agentgym env; each episode is a
+WebSocket session of OpenEnv's own client. Two kinds of server, told apart by ``GET
+/agentgym/tasks``:
+
+* one served this way: its task list comes from ``/agentgym/tasks``, and the observations,
+  rewards and ends of the server's env map back onto the env protocol unchanged;
+* any other OpenEnv server (OpenEnv's example envs, third-party ones): the agent gets one
+  tool, ``step``, whose parameters are the server's action schema (``GET /schema``, with
+  each ``$ref`` inlined and OpenEnv's own ``metadata`` left out: :func:`action_parameters`);
+  a call is one OpenEnv step, its answer the observation's own fields as compact JSON
+  (:func:`render_observation`), an action the server refuses a tool error carrying its
+  validation errors. The reset's observation opens the conversation after
+  ``instructions``; ``done`` ends the episode; the reward is the sum of the steps' (or the
+  last's: ``episode_reward``); the tasks are seeds, ``seed-0`` ... (``num_tasks``), without
+  reference solutions.
+
+A server that is down, dies, refuses, or does not answer within ``timeout_s`` ends the
+episode with :class:`OpenEnvServerError` (a :class:`~agentgym.core.sandbox.SandboxError`:
+finish reason ``sandbox_error``); nothing waits without a bound.
 """
 
 from __future__ import annotations
@@ -633,7 +646,18 @@ class _Session:
         """Close the session (the server then closes its env); bounded, errors ignored."""
         self.closed = True
         with contextlib.suppress(Exception):
-            await wait_within(self._client.close(), 5.0)
+            await wait_within(self._part(), 5.0)
+
+    async def _part(self) -> None:
+        connection = self._client._ws  # EnvClient's connection (openenv-core 0.3)
+        if connection is not None:
+            # The server closes first: openenv-core 0.3's closes the socket again after the
+            # client's close message, and logs an error at the end of every session when
+            # the client's close frame came first (as EnvClient.close sends it).
+            with contextlib.suppress(Exception):
+                await connection.send(json.dumps({"type": "close"}))
+                await wait_within(connection.wait_closed(), 1.0)
+        await self._client.close()
 
     async def _call(self, what: str, work: Any, timeout_s: float) -> Any:
         if self.closed:
@@ -664,7 +688,10 @@ class _Session:
                 problem = (f"broke the session during the {what} ({type(broken).__name__}:"
                            f" {broken})")
         if "CAPACITY_REACHED" in problem:
-            problem += "; serve with a larger --max-sessions, or play fewer episodes at once"
+            problem += ("; serve with more sessions (`agentgym openenv serve --max-sessions N`;"
+                        " an OpenEnv app's max_concurrent_envs), or play fewer episodes at"
+                        " once (`agentgym eval --concurrency N`; `--mode sync --concurrency 1`"
+                        " for a server of one session)")
         await self.close()
         raise OpenEnvServerError(f"the OpenEnv server at {self.url} {problem}")
 
