@@ -106,8 +106,8 @@ from agentgym.core.waiting import wait_within
 # The AgentGym* classes subclass openenv-core's, so they are defined on first use
 # (the module's __getattr__).
 __all__ = ["AgentGymAction", "AgentGymEnvironment", "AgentGymObservation",  # noqa: F822
-           "AgentGymState", "OpenEnvEnv", "OpenEnvEpisodeError", "OpenEnvServerError",
-           "openenv_app"]
+           "AgentGymState", "GenericServer", "OpenEnvEnv", "OpenEnvEpisodeError",
+           "OpenEnvServerError", "action_parameters", "openenv_app", "render_observation"]
 
 #: Where the served env's task list is (the adapter reads it).
 TASKS_ROUTE = "/agentgym/tasks"
