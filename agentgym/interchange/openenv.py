@@ -45,13 +45,26 @@ it: ``done``, ``finish_reason`` ``sandbox_error`` (or ``error``) and the reason 
 ``error``. A reset that fails, and a step without a running episode, are OpenEnv error
 responses whose message says why.
 
-**Playing** (:class:`OpenEnvEnv`; ``agentgym.make("openenv", url=...)``). An env served
-this way, on this machine or another, played as an agentgym env: its task list comes from
-``/agentgym/tasks``, each episode is a WebSocket session of OpenEnv's own client, and the
-observations, rewards and ends map back onto the env protocol. A server that is down, dies,
-refuses, or does not answer within ``timeout_s`` ends the episode with
-:class:`OpenEnvServerError` (a :class:`~agentgym.core.sandbox.SandboxError`: finish reason
-``sandbox_error``); nothing waits without a bound.
+**Playing** (:class:`OpenEnvEnv`; ``agentgym.make("openenv", url=...)``). A running
+OpenEnv server, on this machine or another, played as an agentgym env; each episode is a
+WebSocket session of OpenEnv's own client. Two kinds of server, told apart by ``GET
+/agentgym/tasks``:
+
+* one served this way: its task list comes from ``/agentgym/tasks``, and the observations,
+  rewards and ends of the server's env map back onto the env protocol unchanged;
+* any other OpenEnv server (OpenEnv's example envs, third-party ones): the agent gets one
+  tool, ``step``, whose parameters are the server's action schema (``GET /schema``, with
+  each ``$ref`` inlined and OpenEnv's own ``metadata`` left out: :func:`action_parameters`);
+  a call is one OpenEnv step, its answer the observation's own fields as compact JSON
+  (:func:`render_observation`), an action the server refuses a tool error carrying its
+  validation errors. The reset's observation opens the conversation after
+  ``instructions``; ``done`` ends the episode; the reward is the sum of the steps' (or the
+  last's: ``episode_reward``); the tasks are seeds, ``seed-0`` ... (``num_tasks``), without
+  reference solutions.
+
+A server that is down, dies, refuses, or does not answer within ``timeout_s`` ends the
+episode with :class:`OpenEnvServerError` (a :class:`~agentgym.core.sandbox.SandboxError`:
+finish reason ``sandbox_error``); nothing waits without a bound.
 """
 
 from __future__ import annotations
@@ -60,6 +73,7 @@ import asyncio
 import base64
 import contextlib
 import copy
+import dataclasses
 import functools
 import json
 import urllib.error
@@ -72,7 +86,7 @@ import gymnasium
 
 from agentgym.core.env import AgentEnv, SetupTimeoutError
 from agentgym.core.env_info import ResetInfo, ResetOptions, StepInfo
-from agentgym.core.episode import Episode, Message
+from agentgym.core.episode import Episode, Message, Submitted
 from agentgym.core.errors import (
     AgentGymError,
     EnvStateError,
@@ -85,14 +99,15 @@ from agentgym.core.registry import has
 from agentgym.core.reward import RewardResult
 from agentgym.core.sandbox import SandboxError
 from agentgym.core.serving import is_loopback
-from agentgym.core.task import Task, TaskSource
+from agentgym.core.task import Task, TaskList, TaskSource
+from agentgym.core.tools import BoundTool, Tool, ToolError
 from agentgym.core.waiting import wait_within
 
 # The AgentGym* classes subclass openenv-core's, so they are defined on first use
 # (the module's __getattr__).
 __all__ = ["AgentGymAction", "AgentGymEnvironment", "AgentGymObservation",  # noqa: F822
-           "AgentGymState", "OpenEnvEnv", "OpenEnvEpisodeError", "OpenEnvServerError",
-           "openenv_app"]
+           "AgentGymState", "GenericServer", "OpenEnvEnv", "OpenEnvEpisodeError",
+           "OpenEnvServerError", "action_parameters", "openenv_app", "render_observation"]
 
 #: Where the served env's task list is (the adapter reads it).
 TASKS_ROUTE = "/agentgym/tasks"
@@ -106,6 +121,14 @@ MAX_SENT_DEPTH = 100
 MAX_SENT_BYTES = 8 * 1024 * 1024
 #: The episode's resources: its session, its tools' schemas, and the server's grade.
 SESSION, TOOLS, GRADE = "openenv", "openenv_tools", "openenv_grade"
+#: A generic episode's resources: the reset's observation and each step's reward.
+OPENING, REWARDS = "openenv_opening", "openenv_rewards"
+#: The one tool an episode of an OpenEnv server not started by agentgym offers.
+STEP_TOOL = "step"
+#: Tasks (seeds) and turn limit of such a server unless told.
+DEFAULT_NUM_TASKS, DEFAULT_MAX_TURNS = 100, 30
+#: How the episode's reward comes from its steps' (``episode_reward=``).
+EPISODE_REWARDS = ("sum", "last")
 
 
 class OpenEnvServerError(SandboxError):
@@ -498,12 +521,12 @@ def _base_url(url: str, allow_remote: bool) -> str:
 
 
 class RemoteTasks(TaskSource):
-    """The task list of an env served by ``agentgym openenv serve``: ids read once, each
-    task fetched when first asked for (``GET /agentgym/tasks/{id}``) and kept."""
+    """The task list of an env served by ``agentgym openenv serve`` (``listing``, what
+    ``GET /agentgym/tasks`` answered): each task fetched when first asked for (``GET
+    /agentgym/tasks/{id}``) and kept."""
 
-    def __init__(self, url: str, timeout_s: float):
+    def __init__(self, url: str, timeout_s: float, listing: dict[str, Any]):
         self.url, self.timeout_s = url, timeout_s
-        listing = self._get(TASKS_ROUTE)
         self.env_id: str = str(listing.get("env", ""))
         self.parser: str = str(listing.get("parser", ""))
         self.max_turns: int = int(listing.get("max_turns") or 1)
@@ -530,36 +553,42 @@ class RemoteTasks(TaskSource):
                                  f"curl {self.url}{TASKS_ROUTE}")
         if task_id not in self._fetched:
             quoted = urllib.parse.quote(task_id, safe="")
-            self._fetched[task_id] = Task.from_dict(self._get(f"{TASKS_ROUTE}/{quoted}"))
+            route = f"{TASKS_ROUTE}/{quoted}"
+            found = _get_json(self.url, route, self.timeout_s)
+            if found is None:
+                raise MissingResourceError(
+                    f"GET {self.url}{route} failed: HTTP 404 Not Found",
+                    f"check the server's log; the task id must be one of GET"
+                    f" {self.url}{TASKS_ROUTE}")
+            self._fetched[task_id] = Task.from_dict(found)
         return self._fetched[task_id]
 
-    def _get(self, route: str) -> dict[str, Any]:
-        address = self.url + route
-        # Loopback requests skip any proxy the environment names; others may need it.
-        host = urllib.parse.urlsplit(self.url).hostname or ""
-        opener = (urllib.request.build_opener(urllib.request.ProxyHandler({}))
-                  if is_loopback(host) else urllib.request.build_opener())
-        try:
-            with opener.open(address, timeout=self.timeout_s) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as refused:
-            if refused.code == 404 and route == TASKS_ROUTE:
-                raise MissingResourceError(
-                    f"{self.url} answers HTTP but serves no agentgym env (GET {TASKS_ROUTE}:"
-                    " 404 Not Found)",
-                    "the openenv env plays servers started with `agentgym openenv serve"
-                    " ENV_ID`; point url= at one") from None
-            raise MissingResourceError(
-                f"GET {address} failed: HTTP {refused.code} {refused.reason}",
-                "check the server's log; the task id must be one of GET"
-                f" {self.url}{TASKS_ROUTE}") from None
-        except (urllib.error.URLError, OSError, ValueError) as down:
-            reason = getattr(down, "reason", down)
-            raise MissingResourceError(
-                f"no OpenEnv server answers at {self.url} ({reason})",
-                "start one with `agentgym openenv serve ENV_ID --port PORT` and pass its"
-                " address, e.g. agentgym.make('openenv', url='http://127.0.0.1:PORT') or"
-                " -e url=http://127.0.0.1:PORT") from None
+
+def _get_json(url: str, route: str, timeout_s: float) -> Any:
+    """What ``GET url+route`` answers, as JSON; None when the server has no such route
+    (404). A server that cannot be reached, or that answers otherwise, is a
+    :class:`MissingResourceError` that says so."""
+    address = url + route
+    # Loopback requests skip any proxy the environment names; others may need it.
+    host = urllib.parse.urlsplit(url).hostname or ""
+    opener = (urllib.request.build_opener(urllib.request.ProxyHandler({}))
+              if is_loopback(host) else urllib.request.build_opener())
+    try:
+        with opener.open(address, timeout=timeout_s) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as refused:
+        if refused.code == 404:
+            return None
+        raise MissingResourceError(f"GET {address} failed: HTTP {refused.code} {refused.reason}",
+                                   "check the server's log") from None
+    except (urllib.error.URLError, OSError, ValueError) as down:
+        reason = getattr(down, "reason", down)
+        raise MissingResourceError(
+            f"no OpenEnv server answers at {url} ({reason})",
+            "start one (`agentgym openenv serve ENV_ID --port PORT`, or any OpenEnv"
+            " environment's server) and pass its address, e.g."
+            " agentgym.make('openenv', url='http://127.0.0.1:PORT') or"
+            " -e url=http://127.0.0.1:PORT") from None
 
 
 class _Session:
@@ -587,11 +616,48 @@ class _Session:
         result = await self._call("step", self._client.step(action), self.timeout_s)
         return {**result.observation, "reward": result.reward, "done": result.done}
 
+    async def try_step(self, action: dict[str, Any]
+                       ) -> tuple[dict[str, Any] | None, str | None]:
+        """One step of a server not started by agentgym: ``(observation, None)`` as
+        :meth:`step` returns it, or ``(None, why)`` when the server refused the action
+        (its validation errors) or its env raised on it; the session goes on either way."""
+        return await self._call("step", self._try_step(action), self.timeout_s)
+
+    async def _try_step(self, action: dict[str, Any]
+                        ) -> tuple[dict[str, Any] | None, str | None]:
+        # EnvClient.step raises a RuntimeError with the error's message only ("Invalid
+        # message"), without which field was wrong and why: the step goes through the
+        # client's own _send and _receive (openenv-core 0.3) to read the whole error.
+        client = self._client
+        await client._send({"type": "step", "data": action})
+        response = await client._receive()
+        data = response.get("data") or {}
+        if response.get("type") == "error":
+            code = str(data.get("code", "UNKNOWN"))
+            if code in ("VALIDATION_ERROR", "EXECUTION_ERROR"):
+                return None, _refusal(data)
+            raise RuntimeError(f"Server error: {data.get('message', 'Unknown error')}"
+                               f" (code: {code})")
+        observation = data.get("observation")
+        return {**(observation if isinstance(observation, dict) else {}),
+                "reward": data.get("reward"), "done": bool(data.get("done"))}, None
+
     async def close(self) -> None:
         """Close the session (the server then closes its env); bounded, errors ignored."""
         self.closed = True
         with contextlib.suppress(Exception):
-            await wait_within(self._client.close(), 5.0)
+            await wait_within(self._part(), 5.0)
+
+    async def _part(self) -> None:
+        connection = self._client._ws  # EnvClient's connection (openenv-core 0.3)
+        if connection is not None:
+            # The server closes first: openenv-core 0.3's closes the socket again after the
+            # client's close message, and logs an error at the end of every session when
+            # the client's close frame came first (as EnvClient.close sends it).
+            with contextlib.suppress(Exception):
+                await connection.send(json.dumps({"type": "close"}))
+                await wait_within(connection.wait_closed(), 1.0)
+        await self._client.close()
 
     async def _call(self, what: str, work: Any, timeout_s: float) -> Any:
         if self.closed:
@@ -622,7 +688,10 @@ class _Session:
                 problem = (f"broke the session during the {what} ({type(broken).__name__}:"
                            f" {broken})")
         if "CAPACITY_REACHED" in problem:
-            problem += "; serve with a larger --max-sessions, or play fewer episodes at once"
+            problem += ("; serve with more sessions (`agentgym openenv serve --max-sessions N`;"
+                        " an OpenEnv app's max_concurrent_envs), or play fewer episodes at"
+                        " once (`agentgym eval --concurrency N`; `--mode sync --concurrency 1`"
+                        " for a server of one session)")
         await self.close()
         raise OpenEnvServerError(f"the OpenEnv server at {self.url} {problem}")
 
@@ -665,53 +734,337 @@ def _wire_action(action: Any) -> tuple[dict[str, Any], str | None]:
     return wire, None
 
 
-class OpenEnvEnv(AgentEnv):
-    """Play an env served over OpenEnv by ``agentgym openenv serve`` (here or, with
-    ``allow_remote``, on another machine) as an agentgym env.
+# ---- playing any OpenEnv server ---------------------------------------------------------
 
-    Each episode is a WebSocket session of OpenEnv's own client: the server's env plays the
-    turns (its parser, tools, limits and grader), and its observations, rewards and ends
-    come back as this env's. The task is drawn here (seeded) from the server's task list
-    and named to the server, so seeded resets reproduce. ``defer_grading`` is kept here:
-    the server grades on the last step and :meth:`agrade` returns that grade; an episode
-    ended from outside (``aend``) is graded by the server when :meth:`agrade` asks.
+
+def _refusal(data: dict[str, Any]) -> str:
+    """The server's error for a step it refused, as the agent reads it: each validation
+    error's field, message and the value given, or the message of its env's exception."""
+    lines = []
+    for error in data.get("errors") or []:
+        if not isinstance(error, dict):
+            continue
+        where = ".".join(str(part) for part in error.get("loc") or ()) or "the action"
+        line = f"{where}: {error.get('msg', 'invalid')}"
+        if "input" in error and error.get("type") != "missing":
+            line += f" (got {json.dumps(error['input'], default=str)[:200]})"
+        lines.append(line)
+    if lines:
+        return "invalid arguments: " + "; ".join(lines)
+    return str(data.get("message") or "the environment refused the action")
+
+
+#: Keys of a JSON schema whose values are data, not schemas: left as they are.
+_SCHEMA_DATA = ("default", "examples", "const", "enum")
+#: Keys of a JSON schema whose values map names to schemas (a name may be "title").
+_SCHEMA_MAPS = ("properties", "patternProperties")
+
+
+def action_parameters(action_schema: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of the ``step`` tool: an OpenEnv server's action schema (``GET
+    /schema``'s ``action``, pydantic's JSON schema) made self-contained, as OpenAI function
+    schemas are: each ``$ref`` replaced by its ``$defs`` entry (a model met again inside
+    itself is a plain ``{"type": "object"}`` there), pydantic's ``title`` keys dropped,
+    and the fields the agent has nothing to choose in left out: OpenEnv's own
+    ``metadata`` (every action has it) and a field fixed to one value with a default
+    (a discriminator such as MCP actions' ``type``)."""
+    defs = {**(action_schema.get("definitions") or {}), **(action_schema.get("$defs") or {})}
+
+    def inline(node: Any, visiting: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [inline(item, visiting) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            name = ref.rsplit("/", 1)[-1]
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            if name not in defs or name in visiting:
+                target: dict[str, Any] = {"type": "object"}
+            else:
+                target = inline(defs[name], (*visiting, name))
+            return {**target, **inline(siblings, visiting)}
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in ("$defs", "definitions", "title"):
+                continue
+            if key in _SCHEMA_DATA:
+                out[key] = value
+            elif key in _SCHEMA_MAPS and isinstance(value, dict):
+                out[key] = {name: inline(sub, visiting) for name, sub in value.items()}
+            else:
+                out[key] = inline(value, visiting)
+        return out
+
+    resolved = inline(action_schema, ())
+    properties = dict(resolved.get("properties") or {})
+    required = [name for name in resolved.get("required") or [] if name in properties]
+
+    def fixed(schema: dict[str, Any]) -> bool:
+        one = "const" in schema or len(schema.get("enum") or ()) == 1
+        return one and "default" in schema
+
+    for name in list(properties):
+        if name not in required and (name == "metadata" or fixed(properties[name])):
+            del properties[name]
+    parameters: dict[str, Any] = {"type": "object", "properties": properties,
+                                  "required": required}
+    if resolved.get("additionalProperties") is False:
+        parameters["additionalProperties"] = False
+    return parameters
+
+
+#: Characters of one observation the agent reads; the rest is cut, with a note.
+MAX_OBSERVATION_CHARS = 32_000
+
+
+def render_observation(observation: dict[str, Any]) -> str:
+    """An OpenEnv observation as the agent reads it: its fields other than ``reward``,
+    ``done`` and ``metadata`` (what OpenEnv itself adds), as compact JSON, or, when the
+    observation has one field and it is text, that text as it is. Cut at
+    :data:`MAX_OBSERVATION_CHARS`."""
+    shown = {k: v for k, v in observation.items() if k not in ("reward", "done", "metadata")}
+    values = list(shown.values())
+    if len(values) == 1 and isinstance(values[0], str):
+        text = values[0]
+    else:
+        text = json.dumps(_jsonable(shown), ensure_ascii=False)
+    if len(text) > MAX_OBSERVATION_CHARS:
+        cut = len(text) - MAX_OBSERVATION_CHARS
+        text = text[:MAX_OBSERVATION_CHARS] + f"\n[... {cut} more characters cut]"
+    return text
+
+
+@dataclasses.dataclass(frozen=True)
+class GenericServer:
+    """What an OpenEnv server not started by agentgym says about itself: its name and
+    description (``GET /metadata``) and the parameters of the ``step`` tool, from its
+    action schema (``GET /schema``; :func:`action_parameters`)."""
+
+    name: str
+    description: str
+    action_description: str
+    parameters: dict[str, Any]
+
+    @classmethod
+    def read(cls, url: str, timeout_s: float) -> GenericServer:
+        """Read them from the server at ``url``."""
+        schemas = _get_json(url, "/schema", timeout_s)
+        if not isinstance(schemas, dict) or not isinstance(schemas.get("action"), dict):
+            raise MissingResourceError(
+                f"{url} answers HTTP but is not an OpenEnv environment server: it has neither"
+                f" GET {TASKS_ROUTE} (agentgym's) nor GET /schema with an action schema"
+                " (every OpenEnv server's)",
+                "point url= at an OpenEnv server (`agentgym openenv serve ENV_ID`, or an"
+                " OpenEnv environment's own server)")
+        try:  # OpenEnv builds an env to answer /metadata; a server may fail to: not needed
+            metadata = _get_json(url, "/metadata", timeout_s) or {}
+        except MissingResourceError:
+            metadata = {}
+        metadata = metadata if isinstance(metadata, dict) else {}
+        action = schemas["action"]
+        return cls(name=str(metadata.get("name") or "") or url,
+                   description=str(metadata.get("description") or "").strip(),
+                   action_description=str(action.get("description") or "").strip(),
+                   parameters=action_parameters(action))
+
+
+class _StepTool(Tool):
+    """The one tool of an episode of a server not started by agentgym: its arguments are
+    one action; a call is one OpenEnv step, its answer the observation."""
+
+    def __init__(self, server: GenericServer):
+        self.fn = None  # type: ignore[assignment]
+        self.name = STEP_TOOL
+        about = " ".join(part for part in (server.description, server.action_description)
+                         if part)
+        self.description = (f"Act in the environment {server.name}: one call is one step,"
+                            " its arguments the action; returns what the environment"
+                            " shows next." + (f" {about}" if about else ""))
+        self.parameters = copy.deepcopy(server.parameters)
+        self.is_method = True
+
+    async def call(self, arguments: Any, instance: Any = None) -> str:
+        if not isinstance(arguments, dict):
+            raise ToolError(f"the arguments of {self.name!r} must be a JSON object (the"
+                            f" action's fields), got {type(arguments).__name__}")
+        assert isinstance(instance, OpenEnvEnv)
+        required = self.parameters["required"]
+        # An explicit null for an optional field means "not given" (strict-mode function
+        # calling sends every property), as for any agentgym tool.
+        action = {k: v for k, v in arguments.items() if v is not None or k in required}
+        return await instance._play_step(action)
+
+
+class OpenEnvEnv(AgentEnv):
+    """Play an OpenEnv environment server (here or, with ``allow_remote``, on another
+    machine) as an agentgym env: one started by ``agentgym openenv serve``, or any other.
+
+    Each episode is a WebSocket session of OpenEnv's own client. The server is told apart
+    by ``GET /agentgym/tasks``:
+
+    * **served by agentgym**: the server's env plays the turns (its parser, tools, limits
+      and grader), and its observations, rewards and ends come back as this env's. The
+      task is drawn here (seeded) from the server's task list and named to the server, so
+      seeded resets reproduce. ``defer_grading`` is kept here: the server grades on the
+      last step and :meth:`agrade` returns that grade; an episode ended from outside
+      (``aend``) is graded by the server when :meth:`agrade` asks.
+    * **any other OpenEnv server** (no such route): the agent gets one tool, ``step``,
+      whose parameters are the server's action schema (``GET /schema``, made
+      self-contained: :func:`action_parameters`); each call is one OpenEnv step, and its
+      answer the observation (:func:`render_observation`). An action the server refuses
+      (its validation errors) or its env raises on is a tool error the agent reads; the
+      episode goes on. The reset's observation follows ``instructions`` in the opening
+      user message. A step whose observation is ``done`` ends the episode (terminated,
+      finish reason ``submitted``); ``max_turns`` truncates it. Tasks ``seed-0`` ...
+      ``seed-{num_tasks-1}`` reset the server with that seed; they have no reference
+      solutions (the ``oracle`` policy cannot play them). The episode's reward is the sum
+      of its steps' rewards (the return), or the last step's (``episode_reward="last"``,
+      for servers whose reward is a running score); the grade's metrics hold ``steps``,
+      ``reward_sum`` and ``reward_last``.
+
     ``overlap_setup`` has no effect (the server's reset returns once set up).
 
     Args:
         url: the server's base URL (``http://127.0.0.1:PORT``; ``ws://`` works too).
         allow_remote: let ``url`` name a host other than this machine.
-        connect_timeout_s: seconds to connect (and to read the task list).
+        connect_timeout_s: seconds to connect (and to read the task list or schemas).
         timeout_s: seconds one reset or step may take on the server (a turn's tools and
             the grading included) before the episode ends with :class:`OpenEnvServerError`.
+        instructions: (another OpenEnv server) what the task is, the opening user message
+            before the reset's observation; default: a line naming the environment and the
+            ``step`` tool.
+        num_tasks: (another OpenEnv server) how many seeded tasks (default 100).
+        episode_reward: (another OpenEnv server) ``"sum"`` (default) or ``"last"``.
+        max_turns: (another OpenEnv server) assistant turns before the episode is
+            truncated (default 30). A server of agentgym's keeps its env's limit.
+        parser: (another OpenEnv server) the tool-call format of model text (default
+            ``hermes``). A server of agentgym's uses its env's.
         render_mode: ``None`` or ``"ansi"``.
     """
 
+    # A generic episode's opening message shows the reset's observation.
+    setup_before_prompt = True
+
     def __init__(self, url: str | None = None, *, allow_remote: bool = False,
                  connect_timeout_s: float = 10.0, timeout_s: float = 900.0,
-                 render_mode: str | None = None):
+                 instructions: str | None = None, num_tasks: int | None = None,
+                 episode_reward: str | None = None, max_turns: int | None = None,
+                 parser: str | None = None, render_mode: str | None = None):
         if url is None:
             raise MissingResourceError(
                 "the openenv env plays a running OpenEnv server, and no url= names one",
-                "start one with `agentgym openenv serve ENV_ID --port PORT` and pass"
-                " url='http://127.0.0.1:PORT' (-e url=http://127.0.0.1:PORT)")
+                "start one (`agentgym openenv serve ENV_ID --port PORT`, or any OpenEnv"
+                " environment's server) and pass url='http://127.0.0.1:PORT'"
+                " (-e url=http://127.0.0.1:PORT)")
         for name, value in (("connect_timeout_s", connect_timeout_s), ("timeout_s", timeout_s)):
             if not value > 0:
                 raise InvalidArgumentError(f"{name} must be > 0 seconds, got {value!r}")
+        if episode_reward is not None and episode_reward not in EPISODE_REWARDS:
+            raise InvalidArgumentError(
+                f"episode_reward must be one of {', '.join(EPISODE_REWARDS)}, got"
+                f" {episode_reward!r}: sum adds the steps' rewards, last keeps the last's")
+        if num_tasks is not None and not (isinstance(num_tasks, int) and num_tasks >= 1):
+            raise InvalidArgumentError(f"num_tasks must be a number of tasks >= 1, got"
+                                       f" {num_tasks!r}")
         self.url = _base_url(url, allow_remote)
         _require_openenv()
         self.connect_timeout_s, self.timeout_s = connect_timeout_s, timeout_s
-        tasks = RemoteTasks(self.url, connect_timeout_s)
-        #: The env the server plays (``agentgym openenv serve ENV_ID``).
-        self.served_env_id = tasks.env_id
-        # The server's parser and turn limit: what its solutions are written in, and when
-        # it truncates; this env parses nothing itself.
-        parser = tasks.parser if has("parsers", tasks.parser) else "hermes"
-        super().__init__(tasks, parser=parser, max_turns=max(1, tasks.max_turns),
-                         turn_timeout_s=None, render_mode=render_mode)
+        listing = _get_json(self.url, TASKS_ROUTE, connect_timeout_s)
+        generic_only = {"instructions": instructions, "num_tasks": num_tasks,
+                        "episode_reward": episode_reward, "max_turns": max_turns,
+                        "parser": parser}
+        #: What a server not started by agentgym says about itself; None for agentgym's.
+        self.server: GenericServer | None = None
+        #: The env an agentgym server plays (``agentgym openenv serve ENV_ID``); None for
+        #: any other server.
+        self.served_env_id: str | None = None
+        self.episode_reward = episode_reward or "sum"
+        if isinstance(listing, dict):
+            given = sorted(name for name, value in generic_only.items() if value is not None)
+            if given:
+                raise InvalidArgumentError(
+                    f"{', '.join(given)} apply to OpenEnv servers not started by agentgym;"
+                    f" {self.url} serves the agentgym env {listing.get('env')!r}, which keeps"
+                    " its own prompt, tasks, tool-call parser, reward and turn limit: pass"
+                    " them to the served env (`agentgym openenv serve ENV_ID -e KEY=VALUE`)")
+            tasks = RemoteTasks(self.url, connect_timeout_s, listing)
+            self.served_env_id = tasks.env_id
+            # The server's parser and turn limit: what its solutions are written in, and
+            # when it truncates; this env parses nothing itself.
+            served_parser = tasks.parser if has("parsers", tasks.parser) else "hermes"
+            super().__init__(tasks, parser=served_parser, max_turns=max(1, tasks.max_turns),
+                             turn_timeout_s=None, render_mode=render_mode)
+            return
+        self.server = GenericServer.read(self.url, connect_timeout_s)
+        self._step_tool = _StepTool(self.server)
+        prompt = instructions or (
+            f"You act in the environment {self.server.name} (an OpenEnv environment) by"
+            f" calling the tool `{STEP_TOOL}`: each call is one step of the environment,"
+            " its arguments the action, and it returns what the environment shows next."
+            " Keep acting until the environment ends the episode.")
+        count = num_tasks or DEFAULT_NUM_TASKS
+        seeded = TaskList([Task(f"seed-{k}", prompt, {"seed": k}) for k in range(count)])
+        # The server's env runs the step: a turn's time is bounded by timeout_s per call.
+        super().__init__(seeded, parser=parser or "hermes",
+                         max_turns=max_turns or DEFAULT_MAX_TURNS, turn_timeout_s=None,
+                         render_mode=render_mode)
+
+    def tools(self) -> list[Any]:
+        """A generic server's one tool, ``step`` (the class docstring); none for a server
+        of agentgym's, whose tools are its env's (:meth:`tool_schemas`)."""
+        return [] if self.server is None else [BoundTool(self._step_tool, self)]
+
+    async def setup_episode(self, task: Task) -> None:
+        """(A generic server.) Open the episode's session and reset the server with the
+        task's seed; its observation opens the conversation."""
+        episode = self.episode
+        assert episode is not None
+        session = _Session(self.url, self.connect_timeout_s, self.timeout_s)
+        await episode.keep(SESSION, session, session.close)
+        episode.resources[OPENING] = await session.reset(seed=int(task.metadata["seed"]))
+        episode.resources[REWARDS] = []
+
+    def initial_messages(self, task: Task) -> list[Message]:
+        """(A generic server.) The instructions, then the reset's observation."""
+        assert self.episode is not None
+        opening = render_observation(self.episode.resources[OPENING])
+        return [{"role": "user", "content": f"{task.prompt}\n\nThe environment shows:"
+                                            f"\n{opening}"}]
+
+    async def _play_step(self, action: dict[str, Any]) -> str:
+        """One step of a generic server with ``action``: the observation as the agent
+        reads it. Raises :class:`ToolError` when the server refused the action and
+        :class:`Submitted` when the step ended the episode."""
+        episode = self._require_episode()
+        try:
+            size = len(json.dumps(action))
+        except (TypeError, ValueError, RecursionError) as unsendable:
+            raise ToolError(f"the action cannot be written as JSON ({unsendable})") from None
+        if size > MAX_SENT_BYTES:
+            raise ToolError(f"the action is {size} characters of JSON, over the"
+                            f" {MAX_SENT_BYTES} sent to the environment's server")
+        observation, refused = await episode.resources[SESSION].try_step(action)
+        if observation is None:
+            raise ToolError(f"the environment refused the action: {refused}")
+        reward = observation.get("reward")
+        episode.resources[REWARDS].append(float(reward) if isinstance(reward, int | float)
+                                          else 0.0)
+        text = render_observation(observation)
+        if observation["done"]:
+            raise Submitted(answer=observation, message=text)
+        return text
 
     async def grade(self, episode: Episode) -> RewardResult:
         """The server's grade: the one it returned with the last step, or, for an episode
-        ended from outside, the one it gives when told to end it."""
+        ended from outside, the one it gives when told to end it. For a generic server,
+        the sum or the last of the steps' rewards (``episode_reward``)."""
+        if self.server is not None:
+            rewards: list[float] = episode.resources.get(REWARDS, [])
+            total, last = float(sum(rewards)), (rewards[-1] if rewards else 0.0)
+            return RewardResult(total if self.episode_reward == "sum" else last,
+                                {"steps": len(rewards), "reward_sum": total,
+                                 "reward_last": last})
         if GRADE not in episode.resources:
             session: _Session = episode.resources[SESSION]
             observation = await session.step({"end": episode.finish_reason or "ended"})
@@ -723,7 +1076,10 @@ class OpenEnvEnv(AgentEnv):
         return RewardResult(reward, copy.deepcopy(metrics))
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """The running episode's tools as the server lists them."""
+        """The running episode's tools as the server lists them (for a generic server,
+        the ``step`` tool)."""
+        if self.server is not None:
+            return super().tool_schemas()
         episode = self.episode
         return copy.deepcopy(episode.resources.get(TOOLS, [])) if episode else []
 
@@ -731,7 +1087,10 @@ class OpenEnvEnv(AgentEnv):
                      ) -> tuple[list[Message], ResetInfo]:
         """Start an episode: a new session on the server, reset to ``task_id`` (drawn here
         with the seeded generator unless given); ``setup_timeout_s`` bounds the server's
-        reset. Returns the server's opening messages and the reset info."""
+        reset. Returns the server's opening messages and the reset info. A generic
+        server's episode starts as any AgentEnv's (:meth:`setup_episode`)."""
+        if self.server is not None:
+            return await super().areset(seed=seed, options=options)
         self._check_open()
         gymnasium.Env.reset(self, seed=seed)
         await self._end_episode()
@@ -775,7 +1134,10 @@ class OpenEnvEnv(AgentEnv):
                     ) -> tuple[list[Message], float, bool, bool, StepInfo]:
         """Send one assistant turn to the server; returns what it answered, as
         :meth:`AgentEnv.astep <agentgym.core.env.AgentEnv.astep>` does. Raises
-        :class:`OpenEnvServerError` when the server fails (module docstring)."""
+        :class:`OpenEnvServerError` when the server fails (module docstring). A generic
+        server's turn is played as any AgentEnv's, each ``step`` call one OpenEnv step."""
+        if self.server is not None:
+            return await super().astep(action)
         episode = self._require_episode()
         wire, unsent = _wire_action(action)
         try:

@@ -194,14 +194,14 @@ def test_the_openenv_env_keeps_deferred_grading_and_outside_ends(calculator):
         env.close()
 
 
-def test_the_openenv_env_needs_a_reachable_agentgym_server(calculator):
+def test_the_openenv_env_needs_a_reachable_openenv_server(calculator):
     with pytest.raises(MissingResourceError, match="agentgym openenv serve") as no_url:
         agentgym.make("openenv")
     assert no_url.value.fix
     with pytest.raises(InvalidArgumentError, match="allow_remote=True"):
         agentgym.make("openenv", url="http://10.1.2.3:8001")
     with LocalServer(_not_found_app()) as other, pytest.raises(
-            MissingResourceError, match="serves no agentgym env"):
+            MissingResourceError, match="is not an OpenEnv environment server"):
         agentgym.make("openenv", url=other.url)
     port = other.port  # closed now: nothing listens there
     with pytest.raises(MissingResourceError, match="no OpenEnv server answers"):
