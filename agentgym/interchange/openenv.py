@@ -76,6 +76,7 @@ import copy
 import dataclasses
 import functools
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -710,6 +711,30 @@ class _Session:
         return None
 
 
+async def _opened_session(url: str, connect_timeout_s: float, timeout_s: float,
+                          capacity_wait_s: float, **reset: Any
+                          ) -> tuple[_Session, dict[str, Any]]:
+    """A new session and its reset's observation. A server at capacity is asked again,
+    backing off, for up to ``capacity_wait_s``: the session of an episode that just ended
+    closes a moment after the next one asks (a server of one session refused every other
+    episode of a pipeline, even one at a time)."""
+    deadline = time.monotonic() + capacity_wait_s
+    pause = 0.05
+    while True:
+        session = _Session(url, connect_timeout_s, timeout_s)
+        try:
+            return session, await session.reset(**reset)
+        except OpenEnvServerError as refused:
+            await session.close()
+            if "CAPACITY_REACHED" not in str(refused) or time.monotonic() + pause > deadline:
+                raise
+        except BaseException:  # cancelled (setup_timeout_s) or broken: nothing left open
+            await session.close()
+            raise
+        await asyncio.sleep(pause)
+        pause = min(2 * pause, 1.0)
+
+
 def _wire_action(action: Any) -> tuple[dict[str, Any], str | None]:
     """``action`` as the OpenEnv action sent, and why it had to be replaced (None when it
     is sent as it is): a turn that is not text or a dict, or that JSON cannot carry,
@@ -931,6 +956,9 @@ class OpenEnvEnv(AgentEnv):
         connect_timeout_s: seconds to connect (and to read the task list or schemas).
         timeout_s: seconds one reset or step may take on the server (a turn's tools and
             the grading included) before the episode ends with :class:`OpenEnvServerError`.
+        capacity_wait_s: how long a reset asks again, backing off, while the server is at
+            capacity (``CAPACITY_REACHED``: the session of an episode that just ended still
+            closing, a server of one session) before the episode fails; 0 asks once.
         instructions: (another OpenEnv server) what the task is, the opening user message
             before the reset's observation; default: a line naming the environment and the
             ``step`` tool.
@@ -948,8 +976,9 @@ class OpenEnvEnv(AgentEnv):
 
     def __init__(self, url: str | None = None, *, allow_remote: bool = False,
                  connect_timeout_s: float = 10.0, timeout_s: float = 900.0,
-                 instructions: str | None = None, num_tasks: int | None = None,
-                 episode_reward: str | None = None, max_turns: int | None = None,
+                 capacity_wait_s: float = 30.0, instructions: str | None = None,
+                 num_tasks: int | None = None, episode_reward: str | None = None,
+                 max_turns: int | None = None,
                  parser: str | None = None, render_mode: str | None = None):
         if url is None:
             raise MissingResourceError(
@@ -960,6 +989,10 @@ class OpenEnvEnv(AgentEnv):
         for name, value in (("connect_timeout_s", connect_timeout_s), ("timeout_s", timeout_s)):
             if not value > 0:
                 raise InvalidArgumentError(f"{name} must be > 0 seconds, got {value!r}")
+        if not capacity_wait_s >= 0:
+            raise InvalidArgumentError(f"capacity_wait_s must be >= 0 seconds, got"
+                                       f" {capacity_wait_s!r}")
+        self.capacity_wait_s = capacity_wait_s
         if episode_reward is not None and episode_reward not in EPISODE_REWARDS:
             raise InvalidArgumentError(
                 f"episode_reward must be one of {', '.join(EPISODE_REWARDS)}, got"
@@ -1020,9 +1053,11 @@ class OpenEnvEnv(AgentEnv):
         task's seed; its observation opens the conversation."""
         episode = self.episode
         assert episode is not None
-        session = _Session(self.url, self.connect_timeout_s, self.timeout_s)
+        session, opening = await _opened_session(
+            self.url, self.connect_timeout_s, self.timeout_s, self.capacity_wait_s,
+            seed=int(task.metadata["seed"]))
         await episode.keep(SESSION, session, session.close)
-        episode.resources[OPENING] = await session.reset(seed=int(task.metadata["seed"]))
+        episode.resources[OPENING] = opening
         episode.resources[REWARDS] = []
 
     def initial_messages(self, task: Task) -> list[Message]:
@@ -1102,17 +1137,17 @@ class OpenEnvEnv(AgentEnv):
                 raise UnknownIdError("task", task_id, ids, f"curl {self.url}{TASKS_ROUTE}")
         else:
             task_id = ids[int(self.np_random.integers(len(ids)))]
-        session = _Session(self.url, self.connect_timeout_s, self.timeout_s)
+        opening = _opened_session(self.url, self.connect_timeout_s, self.timeout_s,
+                                  self.capacity_wait_s, seed=seed, task_id=task_id)
+        limit = options.get("setup_timeout_s")
         try:
-            reset = session.reset(seed=seed, task_id=task_id)
-            limit = options.get("setup_timeout_s")
-            try:
-                observation = await (reset if limit is None
-                                     else wait_within(reset, float(limit)))
-            except asyncio.TimeoutError:
-                raise SetupTimeoutError(
-                    f"the server's reset did not finish within {float(limit):g} s"
-                    " (setup_timeout_s) and was cancelled") from None
+            session, observation = await (opening if limit is None
+                                          else wait_within(opening, float(limit)))
+        except asyncio.TimeoutError:
+            raise SetupTimeoutError(
+                f"the server's reset did not finish within {float(limit):g} s"
+                " (setup_timeout_s) and was cancelled") from None
+        try:
             task = Task.from_dict(observation["task"])
         except BaseException:
             await session.close()

@@ -138,6 +138,17 @@ def test_a_policy_that_reads_the_hints_wins_and_noop_scores_0(game):
     assert [(t.reward, t.finish_reason) for t in lost.trajectories] == [(0.0, "max_turns")] * 2
 
 
+def test_a_server_of_one_session_plays_a_pipeline_of_episodes():
+    """OpenEnv apps serve one session unless they say otherwise; the session of an episode
+    that just ended closes a moment after the next episode asks for one. The adapter asks
+    again while the server is at capacity, instead of failing every other episode."""
+    app = create_fastapi_app(GuessingGame, GuessAction, GuessObservation)  # one session
+    with LocalServer(app) as server:
+        report = asyncio.run(evaluate("openenv", ScriptedPolicy(bisect), 4,
+                                      env_kwargs={"url": server.url}))
+    assert [(t.reward, t.error) for t in report.trajectories] == [(1.0, None)] * 4
+
+
 def test_a_wrong_argument_is_the_servers_error_for_the_agent_and_play_goes_on(game):
     env = agentgym.make("openenv", url=game, instructions="Find the number.").unwrapped
     try:
