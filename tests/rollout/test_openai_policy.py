@@ -8,6 +8,7 @@ extensions. Both are real HTTP servers (``http.server`` in a thread, port 0).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -64,6 +65,8 @@ class FakeServer:
     tokenizer: Any
     model_id: str = "tiny"
     delay: float = 0.0
+    #: Requests wait here until this many are in flight together (or its timeout passes).
+    barrier: threading.Barrier | None = None
     bodies: list[dict] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
@@ -118,6 +121,9 @@ def serve(tokenizer) -> Iterator[Callable[..., tuple[str, FakeServer]]]:
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
                 try:
+                    if fake.barrier is not None:
+                        with contextlib.suppress(threading.BrokenBarrierError):
+                            fake.barrier.wait()
                     time.sleep(fake.delay)
                     status, payload = fake.answer(self.path, body)
                 finally:
@@ -230,16 +236,15 @@ def test_text_only_answers_are_tokenized_without_logprobs(serve, tokenizer) -> N
 
 
 def test_concurrent_requests_are_in_flight_together(serve, tokenizer) -> None:
-    url, fake = serve("vllm", delay=0.2)
+    # The server answers none until all 16 are in flight at once (no clock involved: a
+    # policy that queued them one by one would leave the barrier to break after 60 s).
+    url, fake = serve("vllm", barrier=threading.Barrier(16, timeout=60))
     policy = OpenAIPolicy(url, tokenizer=tokenizer, model="tiny", max_concurrency=16)
     prompts = [[*PROMPT, i] for i in range(16)]
-    started = time.perf_counter()
     results = run(*(policy.generate(p, Sampling(max_tokens=8)) for p in prompts))
-    elapsed = time.perf_counter() - started
     for prompt, result in zip(prompts, results, strict=True):
         assert result.token_ids == completion_for(prompt, 8)[0]
-    assert fake.max_in_flight > 1
-    assert elapsed < 16 * 0.2, "requests overlap instead of queueing one by one"
+    assert fake.max_in_flight == 16, "requests queued instead of being in flight together"
     assert policy.requests_sent == 16
     policy.close()
 
