@@ -50,6 +50,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -441,6 +442,12 @@ async def write_statement(writer: Any, evidence: BugEvidence, guard: LeakGuard,
                      tuple(tuple(r) for _, r in rejected), fell_back=True)
 
 
+#: Held while parsing: the synthesizer reads tasks' test sources in threads at once, and
+#: CPython 3.11's parser is not safe across threads ("SystemError: AST constructor
+#: recursion depth mismatch", seen in the full suite).
+_PARSING = threading.Lock()
+
+
 def failing_test_sources(root: Path, tests: Sequence[str]) -> dict[str, str]:
     """The source of each test function of ``tests`` (ids under ``root``), decorators
     included, at most :data:`SOURCE_LINES` lines; tests not found are left out."""
@@ -451,7 +458,8 @@ def failing_test_sources(root: Path, tests: Sequence[str]) -> dict[str, str]:
         if path not in parsed:
             try:
                 text = (root / path).read_text()
-                parsed[path] = (text.splitlines(), ast.parse(text))
+                with _PARSING:
+                    parsed[path] = (text.splitlines(), ast.parse(text))
             except (OSError, SyntaxError, ValueError):
                 parsed[path] = None
         if parsed[path] is None or not rest:
