@@ -47,6 +47,9 @@ __all__ = ["EnvMCPServer", "ServedEpisode"]
 #: The tools the server adds to the env's own (an env tool of the same name is refused).
 START, REWARD = "start_task", "get_reward"
 EPISODE_ARG = "episode_id"
+#: Ended episodes whose reward stays readable; older ones are forgotten (a server that runs
+#: for days would otherwise keep every episode it ever played).
+KEPT_ENDED = 1000
 
 
 def _require_mcp() -> None:
@@ -112,6 +115,7 @@ class EnvMCPServer:
         self._latest: dict[str, str] = {}  # a client's MCP session -> its newest episode
         self._numbers = itertools.count(1)
         self._next_task = 0
+        self._starting = 0  # start_task calls between the limit's check and their episode
         self._sweeper: asyncio.Task | None = None
         self.server = self._lowlevel_server()
 
@@ -197,10 +201,10 @@ class EnvMCPServer:
         return _result(text, data)
 
     async def _start(self, task_id: Any, session: str | None) -> tuple[str, dict[str, Any]]:
-        running = [e for e in self.episodes.values() if not e.done]
-        if len(running) >= self.max_episodes:
+        running = sum(not e.done for e in self.episodes.values()) + self._starting
+        if running >= self.max_episodes:
             raise _Refused(
-                f"{len(running)} episodes are running, the most this server plays at once"
+                f"{running} episodes are running, the most this server plays at once"
                 f" (--max-episodes {self.max_episodes}); finish one (its submit tool) or wait"
                 f" for idle ones to end ({self.idle_timeout_s:g} s without a call)")
         if task_id is None:
@@ -213,12 +217,19 @@ class EnvMCPServer:
             raise _Refused(f"task_id={task_id!r} is not a task of {self.env_id!r}"
                            + (f"; did you mean {', '.join(map(repr, close))}?" if close else
                               f" ({len(self.task_ids)} tasks, e.g. {self.task_ids[0]!r})"))
-        env = await asyncio.to_thread(self._make_env)
+        self._starting += 1  # counted from here: calls at once cannot pass the limit
         try:
-            messages, info = await env.areset(options={"task_id": str(task_id)})
-        except Exception as error:
-            await _close_quietly(env)
-            raise _Refused(f"the task {task_id!r} could not start: {error}") from None
+            env = await asyncio.to_thread(self._make_env)
+            try:
+                messages, info = await env.areset(options={"task_id": str(task_id)})
+            except Exception as error:
+                await _close_quietly(env)
+                raise _Refused(f"the task {task_id!r} could not start: {error}") from None
+            except BaseException:  # cancelled (the client went away): nothing left open
+                await _close_quietly(env)
+                raise
+        finally:
+            self._starting -= 1
         episode = ServedEpisode(f"e{next(self._numbers)}", str(task_id), env)
         self.episodes[episode.id] = episode
         if session is not None:
@@ -274,11 +285,19 @@ class EnvMCPServer:
                          f" {episode.reward:g}.")
             return _result(text, episode.status(), is_error=bool(info.get("tool_errors")))
 
+    def _forget_ended(self) -> None:
+        ended = [e.id for e in self.episodes.values() if e.done]
+        for episode_id in ended[:max(0, len(ended) - KEPT_ENDED)]:
+            del self.episodes[episode_id]
+        known = set(self.episodes)
+        self._latest = {s: e for s, e in self._latest.items() if e in known}
+
     async def _finish(self, episode: ServedEpisode, reason: str, reward: float,
                       metrics: dict[str, Any]) -> None:
         episode.done, episode.finish_reason = True, reason
         episode.reward, episode.metrics = float(reward), dict(metrics)
         await _close_quietly(episode.env)
+        self._forget_ended()
 
     # ---- idle episodes --------------------------------------------------------------------
 

@@ -260,3 +260,31 @@ def test_a_sandboxed_terminal_task_is_played_over_mcp():
 
         status = asyncio.run(run())
     assert status["reward"] == 1.0 and status["done"]
+
+
+def test_starts_at_once_cannot_pass_the_limit_and_old_episodes_are_forgotten(monkeypatch):
+    import agentgym.interchange.mcp_server as served_module
+
+    served = EnvMCPServer("calculator", max_episodes=2)
+
+    async def starts() -> list:
+        return await asyncio.gather(*(served.call("start_task", {}, session=None)
+                                      for _ in range(3)))
+
+    results = asyncio.run(starts())
+    assert sorted(r.is_error for r in results) == [False, False, True]
+    assert "--max-episodes 2" in next(r for r in results if r.is_error).content[0].text
+    asyncio.run(served.aclose())
+
+    monkeypatch.setattr(served_module, "KEPT_ENDED", 2)
+
+    async def play_four() -> list[str]:
+        for _ in range(4):
+            await served.call("start_task", {})
+            await served.call("submit", {"answer": "0"})
+        return list(served.episodes)
+
+    kept = asyncio.run(play_four())
+    assert kept == ["e5", "e6"]  # the two newest ended ones (e1-e2 ended at aclose)
+    said = asyncio.run(served.call("get_reward", {"episode_id": "e1"}))
+    assert said.is_error and "is not an episode" in said.content[0].text
