@@ -35,6 +35,7 @@ import contextlib
 import copy
 import itertools
 import json
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -230,7 +231,10 @@ class EnvMCPServer:
                 raise
         finally:
             self._starting -= 1
-        episode = ServedEpisode(f"e{next(self._numbers)}", str(task_id), env)
+        # Numbered for people, random for clients: another client cannot guess an episode
+        # it did not start and play (or submit) it.
+        episode = ServedEpisode(f"e{next(self._numbers)}-{secrets.token_hex(4)}",
+                                str(task_id), env)
         self.episodes[episode.id] = episode
         if session is not None:
             self._latest[session] = episode.id

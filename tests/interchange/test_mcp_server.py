@@ -5,6 +5,7 @@ breaks ends its episode and not the server."""
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 
 import pytest
@@ -64,11 +65,12 @@ def test_the_sdk_client_plays_calculator_to_reward_one_over_http(http_server):
 
     tools, status, opening = asyncio.run(run())
     assert tools == ["start_task", "get_reward", "calculator", "submit"]
-    assert status == {"episode_id": "e1", "task_id": "calculator-train-3", "done": True,
+    assert re.fullmatch(r"e1-[0-9a-f]{8}", status.pop("episode_id"))  # numbered, unguessable
+    assert status == {"task_id": "calculator-train-3", "done": True,
                       "finish_reason": "submitted", "reward": 1.0, "turns": 2}
     # The opening messages come back as text (the instruction with them).
-    assert "Episode e2 started" in opening and "What is" in opening
-    assert served.episodes["e1"].env._closed  # an ended episode's env is released
+    assert "Episode e2-" in opening and "What is" in opening
+    assert next(iter(served.episodes.values())).env._closed  # an ended episode's env is released
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -145,13 +147,14 @@ def test_refused_calls_are_tool_errors_that_say_what_to_do():
     assert said[0] == "ERR Error: no episode is running for you; call start_task first"
     assert said[1].startswith("ERR Error: task_id='calculator-train-x' is not a task")
     assert "did you mean" in said[1]
-    assert said[2].startswith("ok Episode e1 started")
+    assert said[2].startswith("ok Episode e1-")
     assert "--max-episodes 1" in said[3] and said[3].startswith("ERR")
     assert said[4].startswith("ERR Error: there is no tool 'nope'; the tools are: start_task")
     assert said[5].startswith("ERR Error: episode_id='e9' is not an episode")
     assert said[6].startswith("ERR") and "expression" in said[6]
     assert said[7].startswith("ok Submitted") and "reward 0" in said[7]
-    assert said[8].startswith("ERR Error: episode e1 already ended (submitted, reward 0.0)")
+    assert re.match(r"ERR Error: episode e1-\w+ already ended \(submitted, reward 0.0\)",
+                    said[8])
 
 
 def test_an_env_that_breaks_ends_its_episode_not_the_server():
@@ -182,7 +185,7 @@ def test_an_env_that_breaks_ends_its_episode_not_the_server():
     broken, again = asyncio.run(run())
     assert broken.is_error and "the env failed (the sandbox went away)" in broken.content[0].text
     assert broken.structured_content["finish_reason"] == "error"
-    assert not again.is_error and "Episode e2 started" in again.content[0].text
+    assert not again.is_error and "Episode e2-" in again.content[0].text
 
 
 def test_idle_episodes_are_ended_and_released():
@@ -191,13 +194,15 @@ def test_idle_episodes_are_ended_and_released():
     async def run():
         await served.call("start_task", {})
         kept = await served.end_idle()
-        ended = await served.end_idle(now=served.episodes["e1"].last_used + 61)
+        first = next(iter(served.episodes.values()))
+        ended = await served.end_idle(now=first.last_used + 61)
         return kept, ended, (await served.call("get_reward", {})).structured_content
 
     kept, ended, status = asyncio.run(run())
-    assert kept == [] and ended == ["e1"]
+    first = next(iter(served.episodes))
+    assert kept == [] and ended == [first]
     assert status["finish_reason"] == "idle" and status["reward"] == 0.0
-    assert served.episodes["e1"].env._closed
+    assert served.episodes[first].env._closed
 
 
 def test_an_env_tool_named_like_the_servers_own_is_refused():
@@ -284,7 +289,9 @@ def test_starts_at_once_cannot_pass_the_limit_and_old_episodes_are_forgotten(mon
             await served.call("submit", {"answer": "0"})
         return list(served.episodes)
 
+    oldest = next(iter(served.episodes))
     kept = asyncio.run(play_four())
-    assert kept == ["e5", "e6"]  # the two newest ended ones (e1-e2 ended at aclose)
-    said = asyncio.run(served.call("get_reward", {"episode_id": "e1"}))
+    # the two newest ended ones (e1 and e2 ended at aclose)
+    assert [k.split("-")[0] for k in kept] == ["e5", "e6"]
+    said = asyncio.run(served.call("get_reward", {"episode_id": oldest}))
     assert said.is_error and "is not an episode" in said.content[0].text
