@@ -10,6 +10,17 @@ navigation, not a renderer start. A released browser's context is closed and the
 goes back to the pool. Browsers are Debian's ``/usr/bin/chromium`` (or
 ``AGENTGYM_CHROMIUM``), launched with the flags MACHINE.md lists.
 
+**Reused pages** (``lease(reuse=True)``). A new page costs a renderer process: about
+1.3 s and half a CPU-second on these machines, against 0.13 s to load a page again in a tab
+that has one. An env whose pages keep no state between loads (static files whose problem
+lives in the page, such as MiniWoB's) may ask for its tab to be reused: on release, a
+session with one page still on its origins is wiped instead of closed (routes, cookies,
+the origins' storage, listeners, history, the mouse) and its tab loads the preload URL
+afresh, a new document; the next lease with the same preload and origins gets it. Each
+episode still starts from a fresh document; what stays is the HTTP cache of the same
+origins and the renderer process. Anything else (another preload or origins, more pages
+or none, a failed wipe) gets a fresh context as before.
+
 **Failures.** A browser whose process exits (killed, crashed) or that does not answer a
 call within its deadline (hung: its process is then killed) raises
 :class:`BrowserCrashed`, a :class:`~agentgym.core.sandbox.SandboxError`: the rollout loop
@@ -128,6 +139,8 @@ class _Browser:
     pid: int | None
     spare: asyncio.Task | None = None
     spare_preload: str | None = None
+    #: The origins a reused spare's last episode had; None for a fresh spare (any lease).
+    spare_origins: tuple[str, ...] | None = None
     dead: bool = False
     leased: bool = False
 
@@ -308,7 +321,24 @@ class BrowserSession:
     active: int = 0
     closed: bool = False
     guard: ConnectionGuard | None = None
+    #: Its tab is reused on release (module docstring, "Reused pages").
+    reuse: bool = False
     _watches: dict[int, PageWatch] = field(default_factory=dict)
+    #: The event handlers the session added: (emitter, event, handler), removed when its
+    #: tab is reused.
+    _listeners: list[tuple[Any, str, Callable]] = field(default_factory=list)
+
+    def listen(self, emitter: Any, event: str, handler: Callable, once: bool = False) -> None:
+        """``emitter.on(event, handler)`` (or ``once``), removed by :meth:`forget`."""
+        (emitter.once if once else emitter.on)(event, handler)
+        self._listeners.append((emitter, event, handler))
+
+    def forget(self) -> None:
+        """Remove every handler :meth:`listen` added."""
+        listeners, self._listeners = self._listeners, []
+        for emitter, event, handler in listeners:
+            with contextlib.suppress(Exception):
+                emitter.remove_listener(event, handler)
 
     @property
     def page(self) -> Any:
@@ -361,7 +391,7 @@ class BrowserSession:
 
     def _keep_watch(self, page: Any, watch: PageWatch) -> PageWatch:
         self._watches[id(page)] = watch
-        page.once("close", lambda _p: self._watches.pop(id(page), None))
+        self.listen(page, "close", lambda _p: self._watches.pop(id(page), None), once=True)
         return watch
 
     def _all_pages_closed(self) -> bool:
@@ -389,8 +419,8 @@ class BrowserSession:
             if entry is not None:
                 entry["status"] = response.status
 
-        page.on("request", on_request)
-        page.on("response", on_response)
+        self.listen(page, "request", on_request)
+        self.listen(page, "response", on_response)
         if id(page) not in self._watches:
             self._keep_watch(page, PageWatch(page))
         return page
@@ -450,29 +480,39 @@ class BrowserPool:
     # ---- leases ---------------------------------------------------------------------------
 
     async def lease(self, origins: Sequence[str] = (), cookies: Sequence[dict] = (),
-                    preload: str | None = None) -> BrowserSession:
+                    preload: str | None = None, reuse: bool = False) -> BrowserSession:
         """A browser with a fresh context (and one page) for one episode, from any loop.
         ``origins``: the only origins its pages may reach (base URLs such as
         ``http://127.0.0.1:8000``; see :mod:`agentgym.plugins.web.reach`); ``cookies``: set
         on the context before anything loads; ``preload``: a page on one of ``origins``
         that needs no cookies and that the lessee opens first (static pages such as
         MiniWoB's): fresh contexts made for later leases load it ahead of time, untouched
-        until leased (the session's page is then already at that URL)."""
+        until leased (the session's page is then already at that URL); ``reuse``: the
+        session's tab may serve the next lease of the same ``preload`` and ``origins``
+        (module docstring, "Reused pages"; it needs ``preload`` and no ``cookies``)."""
         allowed = tuple(dict.fromkeys(origin_of(o) for o in origins))
         if preload is not None and origin_of(preload) not in allowed:
             raise InvalidArgumentError(f"preload={preload!r} is not on the session's origins"
                                        f" {list(allowed)}")
-        return await self.call(self._lease(allowed, list(cookies), preload))
+        if reuse and (preload is None or cookies):
+            raise InvalidArgumentError(
+                "reuse=True needs a preload URL and no cookies: a reused tab reloads the"
+                " preload URL, and cookies are state it would have to carry over")
+        session = await self.call(self._lease(allowed, list(cookies), preload))
+        session.reuse = reuse
+        return session
 
     async def prepare_next(self, session: BrowserSession) -> None:
         """Start the context the next lease of ``session``'s browser will get, while
         ``session``'s episode runs. Call it once the episode's first page is up: made
-        earlier, it would compete with that page for the CPU."""
+        earlier, it would compete with that page for the CPU. (A session whose tab is
+        reused needs none: its own context is the next one.)"""
         await self.call(self._prepare_next(session))
 
     async def _prepare_next(self, session: BrowserSession) -> None:
         browser = session._browser
-        if browser.spare is None and not browser.dead and not session.closed:
+        if browser.spare is None and not browser.dead and not session.closed \
+                and not session.reuse:
             self._make_spare(browser, session.preload)
 
     async def release(self, session: BrowserSession) -> None:
@@ -485,7 +525,8 @@ class BrowserPool:
             browser = await self._take()
             spare, browser.spare = browser.spare, None
             try:
-                if spare is None or browser.spare_preload != preload:
+                if spare is None or browser.spare_preload != preload or \
+                        browser.spare_origins not in (None, origins):
                     if spare is not None:
                         spare.add_done_callback(_close_context_of)
                     made = await self._new_context(browser, None)
@@ -508,7 +549,7 @@ class BrowserPool:
                                      preload, made.blocked, guard=made.guard)
             session._keep_watch(made.page, made.watch)
             session.track(made.page)
-            made.context.on("page", lambda p, s=session: s.pages.append(s.track(p)))
+            session.listen(made.context, "page", lambda p, s=session: s.pages.append(s.track(p)))
             return session
         raise BrowserCrashed("three browsers in a row died while opening a context")
 
@@ -527,16 +568,25 @@ class BrowserPool:
         if session.closed:
             return
         session.closed = True
-        if session.guard is not None:
-            session.guard.close()
         browser = session._browser
         browser.leased = False
-        if browser.dead or not browser.browser.is_connected():
+        alive = not browser.dead and browser.browser.is_connected()
+        kept = alive and len(self._idle) < self.max_idle and not self._closed
+        reuse = kept and session.reuse and browser.spare is None and _reusable(session)
+        if session.guard is not None and not reuse:
+            session.guard.close()
+        if not alive:
             self._drop(browser)
-        elif len(self._idle) >= self.max_idle or self._closed:
+        elif not kept:
             self._drop(browser)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(browser.browser.close(), 10)
+        elif reuse:
+            spare = asyncio.ensure_future(self._reuse(session))
+            spare.add_done_callback(lambda f: f.cancelled() or f.exception())
+            browser.spare, browser.spare_preload = spare, session.preload
+            browser.spare_origins = session.origins
+            self._idle.append(browser)
         else:
             # The next lease uses the spare context, so the old one can close while the
             # next episode starts: that is off the reset's path.
@@ -544,6 +594,36 @@ class BrowserPool:
             if browser.spare is None:
                 self._make_spare(browser, session.preload)
             self._idle.append(browser)
+
+    async def _reuse(self, session: BrowserSession) -> _Context:
+        """``session``'s context wiped for the next episode, its tab at the preload URL
+        again (module docstring, "Reused pages"); a fresh context when the wipe fails."""
+        page, context, guard = session.pages[0], session.context, session.guard
+        watch = session._watches.get(id(page))
+        assert session.preload is not None and guard is not None
+        session.forget()
+        blocked: list[str] = []
+        try:
+            if watch is None or watch.cdp is None:
+                raise RuntimeError("the tab has no watch")
+            guard.refused = blocked.append
+            guard.allow([origin_of(session.preload)])  # as a spare's, until leased
+            await context.unroute_all(behavior="ignoreErrors")
+            await context.clear_cookies()
+            for origin in session.origins:
+                await watch.cdp.send("Storage.clearDataForOrigin",
+                                     {"origin": origin, "storageTypes": "all"})
+            await page.mouse.move(0, 0)
+            await page.goto(session.preload, wait_until="load", timeout=30_000)
+            await watch.cdp.send("Page.resetNavigationHistory")
+            watch.inflight.clear()
+            return _Context(context, page, watch, guard, blocked)
+        except Exception:
+            guard.close()
+            _close_soon(context)
+            if session._browser.dead:
+                raise
+            return await self._new_context(session._browser, session.preload)
 
     # ---- browsers -------------------------------------------------------------------------
 
@@ -583,7 +663,7 @@ class BrowserPool:
         # A spare of a browser that dies or closes fails unseen; a lease that takes it
         # still gets its error when it awaits it.
         spare.add_done_callback(lambda f: f.cancelled() or f.exception())
-        browser.spare, browser.spare_preload = spare, preload
+        browser.spare, browser.spare_preload, browser.spare_origins = spare, preload, None
 
     async def _new_context(self, browser: _Browser, preload: str | None) -> _Context:
         blocked: list[str] = []
@@ -640,6 +720,15 @@ class BrowserPool:
         self._thread.stop()
         if self._proxy_socket is not None:
             self._proxy_socket.close()
+
+
+def _reusable(session: BrowserSession) -> bool:
+    """``session``'s tab can serve another episode: one page, open, on its origins."""
+    if len(session.pages) != 1 or session.pages[0].is_closed():
+        return False
+    with contextlib.suppress(ValueError):
+        return origin_of(session.pages[0].url) in session.origins
+    return False
 
 
 def _parse_body(body: str | None) -> Any:

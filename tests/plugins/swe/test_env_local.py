@@ -100,8 +100,10 @@ def test_validate_cli_fails_with_a_table_on_a_task_file_with_one_broken_row(tool
     assert done.returncode == 1, done.stdout + done.stderr
     failing = [line for line in done.stdout.splitlines() if rows[1]["instance_id"] in line]
     assert failing and "oracle" in failing[0], done.stdout
-    assert not any(row["instance_id"] in done.stdout for row in (rows[0], rows[2]))
-    assert f"{len(rows)} tasks checked" in done.stdout and "1 failed" in done.stdout
+    assert not any(row["instance_id"] in done.stdout for row in (rows[0], rows[2])), \
+        done.stdout + done.stderr[-3000:]
+    assert f"{len(rows)} tasks checked" in done.stdout and "1 failed" in done.stdout, \
+        done.stdout
 
 
 def test_deleting_the_deciding_tests_is_a_known_wrong_solution(toolz_tasks):
