@@ -113,6 +113,7 @@ def build_tiny_model(
     init_std: float | None = None,
     corpus_envs: tuple[str, ...] | list[str] = (),
     vocab_size: int = _VOCAB_SIZE,
+    corpus_episodes: int = 256,
 ) -> Path:
     """Build the tiny model and tokenizer into ``directory`` (created) and return it.
 
@@ -135,6 +136,8 @@ def build_tiny_model(
             are always in.
         vocab_size: BPE tokens (the 256 byte symbols included), before the chat template's
             added tokens; more leave whole words of ``corpus_envs`` a token each.
+        corpus_episodes: episodes of each of ``corpus_envs`` (its first tasks); fewer for
+            envs whose episodes are slow to play (a browser's).
     """
     if template not in TEMPLATE_SPECIAL_TOKENS:
         raise InvalidArgumentError(
@@ -148,6 +151,8 @@ def build_tiny_model(
         raise InvalidArgumentError(f"num_layers must be >= 1, got {num_layers}")
     if init_std is not None and not 0 < init_std <= 1:
         raise InvalidArgumentError(f"init_std must be in (0, 1], got {init_std}")
+    if corpus_episodes < 1:
+        raise InvalidArgumentError(f"corpus_episodes must be >= 1, got {corpus_episodes}")
     if not isinstance(vocab_size, int) or not 256 < vocab_size <= 65536:
         raise InvalidArgumentError(
             f"vocab_size must be an int in (256, 65536] (256 byte symbols and merges), got"
@@ -155,7 +160,7 @@ def build_tiny_model(
     directory = Path(directory)
     template_text = chat_template(template)
     corpus_envs = tuple(corpus_envs)
-    corpus = _corpus(template_text, corpus_envs)
+    corpus = _corpus(template_text, corpus_envs, corpus_episodes)
     manifest = {
         "format": _FORMAT,
         "seed": seed,
@@ -165,6 +170,7 @@ def build_tiny_model(
         **({"init_std": init_std} if init_std is not None else {}),
         **({"corpus_envs": list(corpus_envs)} if corpus_envs else {}),
         **({"vocab_size": vocab_size} if vocab_size != _VOCAB_SIZE else {}),
+        **({"corpus_episodes": corpus_episodes} if corpus_episodes != 256 else {}),
         "template_sha256": hashlib.sha256(template_text.encode()).hexdigest(),
         "corpus_sha256": hashlib.sha256("\x00".join(corpus).encode()).hexdigest(),
     }
@@ -283,11 +289,11 @@ def _strip_tokens(text: str, tokens: tuple[str, ...]) -> str:
     return text
 
 
-def _corpus(template_text: str, envs: tuple[str, ...] = ()) -> list[str]:
+def _corpus(template_text: str, envs: tuple[str, ...] = (), episodes: int = 256) -> list[str]:
     """Training text for the tokenizer, deterministic for a given Python and agentgym."""
     texts = _calculator_chats(template_text)
     for env_id in envs:
-        texts += _reference_chats(env_id, template_text)
+        texts += _reference_chats(env_id, template_text, episodes)
     with contextlib.redirect_stdout(io.StringIO()):  # importing `this` prints the Zen
         zen = importlib.import_module("this")
     texts.append(codecs.decode(zen.s, "rot13"))

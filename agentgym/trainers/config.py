@@ -99,6 +99,8 @@ class TinyModel:
     #: Envs whose episodes the tokenizer also trains on (the calculator's always are): name
     #: the env the model is for, so that its words are whole tokens.
     corpus_envs: list[str] = field(default_factory=list)
+    #: Episodes of each corpus env that the tokenizer reads (its first tasks).
+    corpus_episodes: int = field(default=256, metadata={"min": 1})
     #: BPE tokens, the 256 byte symbols included (before the chat template's own).
     vocab_size: int = field(default=1024, metadata={"min": 257, "max": 65536})
 

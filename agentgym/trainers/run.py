@@ -204,7 +204,8 @@ def _base_model(config: TrainConfig, console: Console) -> str:
         return str(build_tiny_model(config.output_dir / BASE_MODEL_DIR, seed=tiny.seed,
                                     hidden_size=tiny.hidden_size, num_layers=tiny.num_layers,
                                     init_std=tiny.init_std, corpus_envs=tiny.corpus_envs,
-                                    vocab_size=tiny.vocab_size))
+                                    vocab_size=tiny.vocab_size,
+                                    corpus_episodes=tiny.corpus_episodes))
     return config.model
 
 

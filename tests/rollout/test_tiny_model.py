@@ -118,6 +118,17 @@ def test_bad_arguments_name_the_value(tmp_path: Path) -> None:
         build_tiny_model(tmp_path, vocab_size=100)
     with pytest.raises(ValueError, match="corpus_envs: 'no-such-env' cannot be made"):
         build_tiny_model(tmp_path, corpus_envs=["no-such-env"])
+    with pytest.raises(ValueError, match="corpus_episodes must be >= 1, got 0"):
+        build_tiny_model(tmp_path, corpus_envs=["calculator"], corpus_episodes=0)
+
+
+def test_corpus_episodes_bounds_what_the_tokenizer_reads_of_each_env() -> None:
+    from agentgym.rollout.tiny_model import _corpus, chat_template
+
+    template = chat_template("qwen2_5")
+    few, more = (_corpus(template, ("memory-sessions-small",), n) for n in (4, 12))
+    assert len(more) - len(few) == 8  # one chat an episode, the rest of the corpus the same
+    assert few[-1] == more[-1]
 
 
 def test_a_model_for_another_env_has_that_envs_words_as_tokens(tokenizer, tmp_path: Path
