@@ -68,8 +68,11 @@ def test_many_more_episodes_than_cores_all_finish_under_load(cpu_burners) -> Non
     trajectories = asyncio.run(rollout(
         "miniwob", solver, 32, env_kwargs={"family": chosen},
         pipeline=PipelineConfig(concurrency=16)))
-    failed = [(t.task_id, t.finish_reason, t.error) for t in trajectories
-              if t.finish_reason != "submitted" or t.reward != 1.0]
+    failed = [(t.task_id, t.finish_reason, t.error, t.reward,
+               # the first tool error, which says what the page was busy with
+               next((str(m["content"])[:300] for m in t.messages if m.get("role") == "tool"
+                     and str(m.get("content", "")).startswith("Error")), None))
+              for t in trajectories if t.finish_reason != "submitted" or t.reward != 1.0]
     assert not failed, failed
 
 
