@@ -80,6 +80,8 @@ LAUNCH_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                "--disable-extensions", "--mute-audio",
                "--disable-features=AutofillServerCommunication,OptimizationHints,"
                "MediaRouter,Translate")
+#: Seconds a reused tab's wipe and reload may take before a fresh context replaces it.
+_REUSE_TIMEOUT_S = 40.0
 #: The viewport of every page (BrowserGym's default).
 VIEWPORT = {"width": 1280, "height": 720}
 
@@ -603,7 +605,8 @@ class BrowserPool:
         assert session.preload is not None and guard is not None
         session.forget()
         blocked: list[str] = []
-        try:
+
+        async def wipe() -> None:
             if watch is None or watch.cdp is None:
                 raise RuntimeError("the tab has no watch")
             guard.refused = blocked.append
@@ -617,6 +620,11 @@ class BrowserPool:
             await page.goto(session.preload, wait_until="load", timeout=30_000)
             await watch.cdp.send("Page.resetNavigationHistory")
             watch.inflight.clear()
+
+        try:
+            # Bounded: a tab left busy (a script still running) must not hold up the
+            # next lease, which awaits this; it gets a fresh context instead.
+            await asyncio.wait_for(wipe(), _REUSE_TIMEOUT_S)
             return _Context(context, page, watch, guard, blocked)
         except Exception:
             guard.close()

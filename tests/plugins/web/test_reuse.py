@@ -6,6 +6,7 @@ play exactly as they do in a fresh one."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -177,3 +178,23 @@ def test_miniwob_plays_the_same_in_a_reused_tab_as_in_a_fresh_one() -> None:
     finally:
         env.close()
         fresh.close()
+
+
+def test_a_tab_left_busy_is_replaced_by_a_fresh_context(pool, site, monkeypatch) -> None:
+    import agentgym.plugins.web.browser as browser
+
+    monkeypatch.setattr(browser, "_REUSE_TIMEOUT_S", 2.0)
+    first = lease(pool, site)
+    page = first.page
+    # A script that keeps the renderer busy for 20 s after the episode ends.
+    run(first, "() => { setTimeout(() => { const t = Date.now();"
+               " while (Date.now() - t < 20000) {} }, 0); return 1; }")
+    release(pool, first)
+    started = time.monotonic()
+    second = lease(pool, site)
+    try:
+        assert second.page is not page
+        assert time.monotonic() - started < 15  # the busy tab's 20 s were not waited out
+        assert run(second, STATE)[-1] == "/"
+    finally:
+        release(pool, second)
