@@ -16,10 +16,12 @@ that has one. An env whose pages keep no state between loads (static files whose
 lives in the page, such as MiniWoB's) may ask for its tab to be reused: on release, a
 session with one page still on its origins is wiped instead of closed (routes, cookies,
 the origins' storage, listeners, history, the mouse) and its tab loads the preload URL
-afresh, a new document; the next lease with the same preload and origins gets it. Each
-episode still starts from a fresh document; what stays is the HTTP cache of the same
-origins and the renderer process. Anything else (another preload or origins, more pages
-or none, a failed wipe) gets a fresh context as before.
+afresh, a new document; the next lease of the same origins gets it (its tab loads that
+lease's preload URL first when it is another page of them, so a MiniWoB family's tab
+serves the next family too). Each episode still starts from a fresh document; what stays
+is the HTTP cache of the same origins and the renderer process. Anything else (other
+origins, more pages or none, a failed wipe) gets a fresh context as before. A lease takes
+an idle browser whose spare fits it first.
 
 **Failures.** A browser whose process exits (killed, crashed) or that does not answer a
 call within its deadline (hung: its process is then killed) raises
@@ -490,7 +492,7 @@ class BrowserPool:
         that needs no cookies and that the lessee opens first (static pages such as
         MiniWoB's): fresh contexts made for later leases load it ahead of time, untouched
         until leased (the session's page is then already at that URL); ``reuse``: the
-        session's tab may serve the next lease of the same ``preload`` and ``origins``
+        session's tab may serve the next lease of the same ``origins``, at its preload URL
         (module docstring, "Reused pages"; it needs ``preload`` and no ``cookies``)."""
         allowed = tuple(dict.fromkeys(origin_of(o) for o in origins))
         if preload is not None and origin_of(preload) not in allowed:
@@ -524,11 +526,11 @@ class BrowserPool:
     async def _lease(self, origins: tuple[str, ...], cookies: list[dict],
                      preload: str | None) -> BrowserSession:
         for _ in range(3):  # a spare context of a browser that just died: try another
-            browser = await self._take()
+            browser = await self._take(origins, preload)
+            fits = _fits(browser, origins, preload)
             spare, browser.spare = browser.spare, None
             try:
-                if spare is None or browser.spare_preload != preload or \
-                        browser.spare_origins not in (None, origins):
+                if not fits:
                     if spare is not None:
                         spare.add_done_callback(_close_context_of)
                     made = await self._new_context(browser, None)
@@ -539,6 +541,9 @@ class BrowserPool:
                 await install_routes(made.context, origins, made.blocked.append)
                 if cookies:
                     await made.context.add_cookies(cookies)
+                if preload and made.page.url != preload:  # a reused tab at another page
+                    with contextlib.suppress(Exception):  # the lessee will load it itself
+                        await _open_afresh(made, preload)
             except Exception as error:
                 if not browser.dead and browser.browser.is_connected():
                     browser.leased = False
@@ -555,7 +560,10 @@ class BrowserPool:
             return session
         raise BrowserCrashed("three browsers in a row died while opening a context")
 
-    async def _take(self) -> _Browser:
+    async def _take(self, origins: tuple[str, ...], preload: str | None) -> _Browser:
+        # A browser whose spare fits the lease first: its context is ready (or a tab
+        # reloads), where any other needs a new context, a renderer's start.
+        self._idle.sort(key=lambda b: _fits(b, origins, preload))
         while self._idle:
             browser = self._idle.pop()
             if not browser.dead and browser.browser.is_connected():
@@ -617,9 +625,7 @@ class BrowserPool:
                 await watch.cdp.send("Storage.clearDataForOrigin",
                                      {"origin": origin, "storageTypes": "all"})
             await page.mouse.move(0, 0)
-            await page.goto(session.preload, wait_until="load", timeout=30_000)
-            await watch.cdp.send("Page.resetNavigationHistory")
-            watch.inflight.clear()
+            await _open_afresh(_Context(context, page, watch, guard, blocked), session.preload)
 
         try:
             # Bounded: a tab left busy (a script still running) must not hold up the
@@ -728,6 +734,24 @@ class BrowserPool:
         self._thread.stop()
         if self._proxy_socket is not None:
             self._proxy_socket.close()
+
+
+async def _open_afresh(made: _Context, url: str) -> None:
+    """Load ``url`` in ``made``'s tab as a new document with no history behind it."""
+    await made.page.goto(url, wait_until="load", timeout=30_000)
+    await made.watch.cdp.send("Page.resetNavigationHistory")
+    made.watch.inflight.clear()
+
+
+def _fits(browser: _Browser, origins: tuple[str, ...], preload: str | None) -> bool:
+    """``browser``'s spare can serve a lease of ``origins`` and ``preload``: a fresh
+    context made for the same preload, or a reused tab of the same origins (a tab at
+    another page of them is a navigation away; the lessee opens its page, a new document)."""
+    if browser.spare is None:
+        return False
+    if browser.spare_origins is None:
+        return browser.spare_preload == preload
+    return browser.spare_origins == origins
 
 
 def _reusable(session: BrowserSession) -> bool:

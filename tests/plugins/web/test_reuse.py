@@ -1,7 +1,7 @@
 """Reused tabs (browser.py, "Reused pages"): a session leased with ``reuse=True`` gives its
-tab to the next lease of the same preload and origins, wiped, at a fresh document; in every
-other case the next lease gets a fresh context. MiniWoB's episodes reuse their tab, and
-play exactly as they do in a fresh one."""
+tab to the next lease of the same origins, wiped, at a fresh document of that lease's
+preload URL; in every other case the next lease gets a fresh context. MiniWoB's episodes
+reuse their tab, and play exactly as they do in a fresh one."""
 
 from __future__ import annotations
 
@@ -100,7 +100,38 @@ def test_a_reused_tab_starts_each_episode_from_a_wiped_fresh_document(pool, site
         release(pool, second)
 
 
-def test_a_tab_goes_only_to_a_lease_of_the_same_preload_and_origins(pool, site) -> None:
+def test_a_tab_goes_to_another_page_of_the_same_origins_at_that_page(pool, site) -> None:
+    first = asyncio.run(pool.lease(origins=(site,), preload=f"{site}/", reuse=True))
+    page = first.page
+    run(first, LEAVE_STATE)
+    release(pool, first)
+    second = asyncio.run(pool.lease(origins=(site,), preload=f"{site}/other", reuse=True))
+    try:
+        assert second.page is page
+        # At the lease's own page, a new document, nothing behind it.
+        assert run(second, STATE) == [0, 0, "", 1, "undefined", "/other"]
+        assert run(second, "() => document.title") == "other"
+    finally:
+        release(pool, second)
+
+
+def test_a_lease_takes_the_idle_browser_whose_tab_fits_it() -> None:
+    pool = BrowserPool(max_idle=2)
+    try:
+        with LocalServer(Starlette(routes=[Route("/", _page)]), name="reuse-b").start() as b:
+            site_a = asyncio.run(pool.lease(origins=(b.url,), preload=f"{b.url}/", reuse=True))
+            other = asyncio.run(pool.lease())  # a second browser, released last
+            page = site_a.page
+            release(pool, site_a)
+            release(pool, other)
+            again = asyncio.run(pool.lease(origins=(b.url,), preload=f"{b.url}/", reuse=True))
+            assert again.page is page and pool.launches == 2
+            release(pool, again)
+    finally:
+        pool.close()
+
+
+def test_a_tab_goes_only_to_a_lease_of_the_same_origins(pool, site) -> None:
     first = lease(pool, site)
     page = first.page
     release(pool, first)
