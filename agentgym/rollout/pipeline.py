@@ -25,7 +25,8 @@ finishes (the asynchronous GRPO producer, :mod:`agentgym.trainers.async_grpo`).
 
 Episodes can also be *prepared* ahead of a run (:meth:`RolloutPipeline.prepare`): their envs
 reset and their sandboxes start while the caller does other work (a trainer's optimizer
-step); :meth:`RolloutPipeline.run` then plays a prepared episode for a matching job.
+step), at most ``max_live_sandboxes`` of them; :meth:`RolloutPipeline.run` then plays a
+prepared episode for a matching job.
 
 A failing episode records its error and finish reason; the rest go on
 (``raise_on_error`` raises after the run instead, every trajectory delivered first). Envs
@@ -278,10 +279,17 @@ class RolloutPipeline:
     def prepare(self, jobs: Iterable[Job]) -> None:
         """Start resetting envs for ``jobs`` in the background (call from the pipeline's
         loop, without awaiting anything): a later :meth:`run` with the same jobs finds them
-        set up (with ``overlap_setup``, their sandboxes may still be starting then)."""
+        set up (with ``overlap_setup``, their sandboxes may still be starting then). At
+        most ``live_cap`` are prepared at once, the first jobs (the ones a run admits
+        first): more would be sandboxes alive beyond the bound, all starting together (32
+        browsers on a 2-core machine for one GRPO step of MiniWoB)."""
+        room = self.config.live_cap - len(self._prepared)
         for job in jobs:
+            if room <= 0:
+                break
             if job not in self._prepared:
                 self._prepared[job] = asyncio.ensure_future(self._prepare_one(job))
+                room -= 1
 
     async def _prepare_one(self, job: Job) -> EpisodeRunner:
         runner = self._runner(await self._take_env(), job)

@@ -123,6 +123,29 @@ def test_prepared_episodes_follow_the_same_overlap_rule(mode, setting, overlappe
             policy.first_turn_at.items()} == {overlapped}
 
 
+def test_prepared_episodes_stay_within_the_live_sandbox_bound():
+    """Preparing a whole GRPO batch ahead starts at most ``live_cap`` sandboxes, the jobs a
+    run admits first; the run plays every job."""
+    SETUP_DONE.clear()
+    jobs = [(f"t{i}", i) for i in range(12)]
+
+    async def main():
+        pipeline = RolloutPipeline(SlowSetupEnv, CountingPolicy(), config=PipelineConfig(
+            mode="pipeline", concurrency=2, max_live_sandboxes=3))
+        try:
+            pipeline.prepare(jobs)
+            pipeline.prepare(jobs)  # again: nothing more
+            prepared = list(pipeline._prepared)
+            played = await pipeline.run(jobs)
+            return prepared, pipeline.prepared_hits, len(played), len(pipeline._made)
+        finally:
+            await pipeline.close()
+
+    prepared, hits, played, made = asyncio.run(main())
+    assert prepared == jobs[:3] and hits == 3 and played == 12
+    assert made <= 3  # envs built: never more than the bound
+
+
 def test_the_pipeline_builds_its_runners_whole():
     """Every setting reaches an EpisodeRunner through its constructor: the pipeline assigns
     no attribute of a runner after building it."""
