@@ -411,6 +411,7 @@ class EnvRollout:
         self.last: list[Trajectory] = []  # the episodes of the last call (tests, logging)
         self.replaced = 0  # groups replaced by dynamic sampling in the current call
         self.played = self.sampled_tokens = 0  # in the current call, replacements included
+        self.prefetch_hits = 0  # episodes of the current call found prepared
         self._metrics: dict[str, float] = {}  # of the last call, until taken
         self._loop = LoopThread("agentgym-grpo-rollout")
         self._pipeline: RolloutPipeline | None = None
@@ -546,6 +547,7 @@ class EnvRollout:
     async def _play(self, jobs: list[Job]) -> list[Trajectory]:
         pipeline = await self._ensure_pipeline()
         done = {t.key: t for t in await pipeline.run(jobs)}
+        self.prefetch_hits += pipeline.prepared_hits  # each run counts its own
         self._count_played(done.values())
         return [done[job] for job in jobs]
 
@@ -763,7 +765,7 @@ class EnvRollout:
             "groups/count": float(len(episodes.groups)),
             "groups/identical": episodes.identical_fraction,
             "masked/finish_reason": sum(self._masked(t) for t in played) / n,
-            "prefetch/hits": float(self._pipeline.prepared_hits if self._pipeline else 0),
+            "prefetch/hits": float(self.prefetch_hits),
         }
         if self.harness is not None:  # what the capture made of the program's calls
             for key in ("calls", "samples", "rewritten", "mismatches"):
@@ -792,7 +794,7 @@ class EnvRollout:
             spent = sum(t.timings.get(stage, 0.0) for t in self._all_played)
             metrics[f"cost/{key}_per_useful_group"] = spent / useful if useful else math.nan
         self._metrics = {**metrics, **self._async_metrics}
-        self.replaced = self.played = self.sampled_tokens = 0
+        self.replaced = self.played = self.sampled_tokens = self.prefetch_hits = 0
         self._all_played, self._async_metrics = [], {}
 
     # ---- prefetch --------------------------------------------------------------------------

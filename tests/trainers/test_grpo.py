@@ -208,10 +208,20 @@ def test_dynamic_sampling_replaces_flat_groups(tiny_model_dir: Path, tmp_path: P
         from agentgym.plugins.calculator.env import make_task
 
         mixed.update(make_task(i).metadata["expression"] for i in range(2, 16))
+        # The call's own episodes were prepared ahead (prefetch): the replacement groups'
+        # run comes after, and the hits are still counted.
+        jobs = [(task, trainer.state.global_step * EPISODES_PER_CALL + i)
+                for i, task in enumerate(first)]
+
+        async def prepare() -> None:
+            rollout._pipeline.prepare(jobs)
+
+        rollout._loop.run(prepare())
         out = rollout(first, trainer)
         logged = rollout.take_metrics()
     finally:
         rollout.close()
+    assert logged["prefetch/hits"] == 8
     assert len(out["prompt_ids"]) == 8
     groups = [out["task_id"][i:i + 4] for i in (0, 4)]
     assert all(len(set(g)) == 1 and g[0] not in first for g in groups)
