@@ -541,7 +541,9 @@ class BrowserPool:
                 await install_routes(made.context, origins, made.blocked.append)
                 if cookies:
                     await made.context.add_cookies(cookies)
-                if preload and made.page.url != preload:  # a reused tab at another page
+                # Not at the preload URL: a reused tab at another page of the origins, or a
+                # context made now. Either way the session starts there, a new document.
+                if preload and made.page.url != preload:
                     with contextlib.suppress(Exception):  # the lessee will load it itself
                         await _open_afresh(made, preload)
             except Exception as error:
