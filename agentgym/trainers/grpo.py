@@ -40,7 +40,12 @@ and held idle),
 ``prefetch/hits``, ``rollout/{episodes,sampled_tokens,tokens_per_s}`` (every episode
 played in the call, replacement groups included, and the model tokens it sampled), and
 ``cost/{sandbox_s,generate_s}_per_useful_group`` (those episodes' sandbox and generation
-seconds per group trained on that has reward variance).
+seconds per group trained on that has reward variance). With agentgym's engine as the
+policy (the default without vLLM), ``engine/{decode_steps,rows_per_decode,prefill_tokens,
+reused_tokens}`` (since the last call: decode steps run, requests each ran on average,
+prompt tokens prefilled and found in a slot's KV already), ``engine/busy_s`` and
+``engine/busy_fraction`` (the seconds the engine spent in steps, and their share of the
+wall time since the last call: on a GPU, what is not busy is the GPU idle for generation).
 
 Asynchronous mode (``options.asynchronous``, ``async`` in a run config): episodes keep
 playing while the trainer steps, each call takes the groups that are complete, and stale
@@ -99,7 +104,12 @@ from agentgym.trainers.async_grpo import (
     staleness_metrics,
 )
 from agentgym.trainers.console import StepLines
-from agentgym.trainers.health import LearningHealth, ReferenceKL, batch_metrics
+from agentgym.trainers.health import (
+    LearningHealth,
+    ReferenceKL,
+    SkipNonFiniteSteps,
+    batch_metrics,
+)
 from agentgym.trainers.layout import ROLLOUTS_FILE
 from agentgym.trainers.model_card import model_card
 from agentgym.trainers.sft import FINAL_DIR, checkpointing_setting
@@ -426,6 +436,7 @@ class EnvRollout:
         self._turns = TurnsTally()  # asynchronous: trained against played episodes' turns
         self._all_played: list[Trajectory] = []  # this call's episodes, for the costs
         self._errors_said: set[str] = set()  # episode errors already logged
+        self._engine_seen: tuple[float, dict[str, float]] | None = None  # at the last log
         self._async_metrics: dict[str, float] = {}
         self.final_fairness: dict[str, Any] = {}  # asynchronous: set when closed
         self._rollouts = (TrajectoryWriter(rollouts_file, resume=True)
@@ -767,6 +778,7 @@ class EnvRollout:
             "masked/finish_reason": sum(self._masked(t) for t in played) / n,
             "prefetch/hits": float(self.prefetch_hits),
         }
+        metrics.update(self._engine_metrics())
         if self.harness is not None:  # what the capture made of the program's calls
             for key in ("calls", "samples", "rewritten", "mismatches"):
                 metrics[f"capture/{key}"] = sum(t.metrics.get(f"capture/{key}", 0)
@@ -796,6 +808,31 @@ class EnvRollout:
         self._metrics = {**metrics, **self._async_metrics}
         self.replaced = self.played = self.sampled_tokens = self.prefetch_hits = 0
         self._all_played, self._async_metrics = [], {}
+
+    def _engine_metrics(self) -> dict[str, float]:
+        """What the engine did since the last call (see the module docstring); nothing
+        when the policy is not agentgym's engine."""
+        from agentgym.rollout.engine import Engine
+
+        engine = self.policy
+        if not isinstance(engine, Engine):
+            return {}
+        now = time.perf_counter()
+        counts = {c: float(getattr(engine, c)) for c in (
+            "steps_run", "decode_tokens", "busy_s", "prefill_tokens", "reused_tokens")}
+        since, before = self._engine_seen or (None, dict.fromkeys(counts, 0.0))
+        self._engine_seen = now, counts
+        delta = {c: counts[c] - before[c] for c in counts}
+        metrics = {
+            "engine/decode_steps": delta["steps_run"],
+            "engine/rows_per_decode": delta["decode_tokens"] / max(delta["steps_run"], 1.0),
+            "engine/prefill_tokens": delta["prefill_tokens"],
+            "engine/reused_tokens": delta["reused_tokens"],
+            "engine/busy_s": delta["busy_s"],
+        }
+        if since is not None:  # the first call has no start to measure from
+            metrics["engine/busy_fraction"] = delta["busy_s"] / max(now - since, 1e-9)
+        return metrics
 
     # ---- prefetch --------------------------------------------------------------------------
 
@@ -929,6 +966,7 @@ def _trainer_class() -> type:
                 self.reference_kl = ReferenceKL(self)
             self.add_callback(LearningHealth(options.warn_after_steps, options.min_entropy,
                                              options.dynamic_sampling))
+            self.add_callback(SkipNonFiniteSteps(self))
             self.add_callback(_StepTimer(self))
 
         def model_card(self) -> str:

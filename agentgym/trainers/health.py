@@ -15,6 +15,13 @@ has scored (:func:`batch_metrics`, logged with TRL's metrics):
 * ``kl/ref`` (:class:`ReferenceKL`): how far the policy has moved from the stage's
   starting model, measured whatever ``beta`` is.
 
+A gradient that is not finite (NaN or inf) never reaches the weights
+(:class:`SkipNonFiniteSteps`): its optimizer step is skipped, counted
+(``health/skipped_steps``, over the stage) and warned of. Clipping would scale every
+gradient by a NaN norm, the weights would all turn NaN, and every later episode would be
+sampled from them (seen once in four asynchronous GRPO runs of SmolLM2 on an H200: the
+engine's sampling then failed on NaN probabilities and ended the run).
+
 The rollout logs the group shares (``dynamic_sampling/flat_fraction``,
 ``groups/with_variance``, ``groups/identical``; see :mod:`agentgym.trainers.grpo`), TRL its
 ``entropy`` and ``clip_ratio/*``. :class:`LearningHealth` reads each log and warns, on the
@@ -36,9 +43,10 @@ from agentgym.trainers.trl_adapter import (
     completion_logps,
     frozen_copy,
     is_peft_trainer,
+    log_metrics,
 )
 
-__all__ = ["LearningHealth", "ReferenceKL", "batch_metrics", "k3_kl"]
+__all__ = ["LearningHealth", "ReferenceKL", "SkipNonFiniteSteps", "batch_metrics", "k3_kl"]
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +204,36 @@ class LearningHealth(TrainerCallback):
             return message + (", or draw more replacement groups (options.max_resample_rounds).")
         return message + (", or turn on options.dynamic_sampling (flat groups are replaced by"
                           " groups of other tasks).")
+
+
+class SkipNonFiniteSteps(TrainerCallback):
+    """Skips an optimizer step whose gradient is not finite: just before the step (after
+    clipping), if any gradient holds a NaN or an inf, every gradient is dropped, so the
+    optimizer leaves the weights (and its moments) as they were. Each skip is warned of,
+    and the step's log gets ``health/skipped_steps`` (the stage's skips so far)."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+        self.skipped = 0
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any
+                              ) -> None:
+        import torch
+
+        model = self.trainer.model
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        # One read-back for the whole model: the sum of every gradient's sum is finite
+        # exactly when each of them is (clipped gradients cannot overflow it).
+        if not grads or bool(torch.isfinite(torch.stack([g.float().sum() for g in grads]).sum())):
+            return
+        for parameter in model.parameters():
+            parameter.grad = None
+        self.skipped += 1
+        log_metrics(self.trainer, {"health/skipped_steps": float(self.skipped)})
+        logger.warning(
+            f"GRPO step {state.global_step + 1}: the gradient was not finite (NaN or inf), so"
+            " this optimizer step was skipped and the weights kept (skipped so far:"
+            f" {self.skipped}). If it recurs, lower learning_rate and keep max_grad_norm on.")
 
 
 def _number(value: Any) -> float | None:

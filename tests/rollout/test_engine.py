@@ -76,6 +76,9 @@ def test_greedy_outputs_equal_hfpolicy_for_64_concurrent_mixed_requests(
     # Continuous batching: far fewer decode steps than tokens, more than one batch's worth.
     longest = max(s.max_tokens for _, s in requests)
     assert longest <= engine.steps_run < sum(len(g.token_ids) for g in ours) / 4
+    # A request's first token comes from its prefill; the rest from decode steps.
+    assert engine.decode_tokens == sum(len(g.token_ids) for g in ours) - 64
+    assert engine.busy_s > 0
 
 
 def test_slots_are_reused_for_more_requests_than_slots(tiny_model_dir: Path) -> None:
@@ -242,3 +245,48 @@ def test_closing_lets_the_cache_go(tiny_model_dir: Path) -> None:
     assert generation.token_ids and engine._cache is not None
     engine.close()
     assert engine._cache is None and engine.graphs is None
+
+
+def test_sampling_flags_unusable_logits_and_never_draws_from_them() -> None:
+    from agentgym.rollout.engine.sampling import sample_tokens
+
+    logits = torch.randn(4, 50)
+    logits[1, 7] = float("nan")
+    logits[2, 3] = float("inf")
+    logits[3] = float("-inf")
+    sampled = Sampling(max_tokens=4, temperature=1.0, top_p=0.9)
+    # Drawing from NaN probabilities raises here, and is a device-side assert on a GPU.
+    picked, logprobs, usable = sample_tokens(
+        logits, torch.ones(4), torch.full((4,), 0.9), [sampled] * 4, [None] * 4)
+    assert usable.tolist() == [True, False, False, False]
+    assert 0 <= int(picked[0]) < 50 and float(logprobs[0]) <= 0
+    # -inf for some tokens is a model masking them, not a fault.
+    logits = torch.randn(2, 50)
+    logits[:, :10] = float("-inf")
+    picked, _, usable = sample_tokens(logits, torch.ones(2), torch.ones(2),
+                                      [Sampling(max_tokens=4, temperature=1.0)] * 2, [None] * 2)
+    assert usable.all() and (picked >= 10).all()
+
+
+def test_a_request_whose_logits_go_bad_fails_alone(tiny_model_dir: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """NaN logits in one row (bad weights, an overflow) end that request with a clear error;
+    the others decode on."""
+    engine = Engine(str(tiny_model_dir), slots=4, max_len=128)
+    poison = 7
+    run_pass = engine._run
+
+    def poisoned(input_ids, positions, rows, window):
+        logits = run_pass(input_ids, positions, rows, window)
+        return torch.where((input_ids[:, -1] == poison)[:, None],
+                           torch.full_like(logits, float("nan")), logits)
+
+    monkeypatch.setattr(engine, "_run", poisoned)
+    try:
+        sampling = Sampling(max_tokens=8, temperature=1.0, seed=1)
+        bad, good = run(engine.generate([5, 6, poison], sampling),
+                        engine.generate([5, 6, 8], sampling))
+    finally:
+        engine.close()
+    assert isinstance(bad, EngineError) and "not usable (NaN" in str(bad)
+    assert not isinstance(good, Exception) and len(good.token_ids) >= 1

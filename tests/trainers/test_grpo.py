@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import re
 import warnings
 from collections import Counter
@@ -234,6 +235,41 @@ def test_dynamic_sampling_replaces_flat_groups(tiny_model_dir: Path, tmp_path: P
     assert logged["groups/with_variance"] == 1.0
 
 
+def test_the_engine_s_work_is_logged_per_call(tiny_model_dir: Path) -> None:
+    """With agentgym's engine as the policy, each call logs what the engine did since the
+    previous one (what a GPU run reads to see whether generation kept the GPU busy)."""
+    from agentgym.rollout.engine import Engine
+
+    engine = Engine(str(tiny_model_dir), slots=8, max_len=ROLLOUT.max_total_tokens + 1)
+    rollout = EnvRollout("calculator", {"num_tasks": 16}, group_size=4,
+                         tokenizer=engine.tokenizer, rollout=ROLLOUT, policy=engine,
+                         options=GRPOOptions(prefetch=False, dynamic_sampling=False))
+    trainer = _Trainer()
+    prompts = [f"calculator-train-{i}" for i in (0, 0, 0, 0, 1, 1, 1, 1)]
+    logged = []
+    try:
+        for _ in range(2):
+            before = (engine.steps_run, engine.decode_tokens, engine.prefill_tokens)
+            rollout(prompts, trainer)
+            logged.append(rollout.take_metrics())
+            steps, decoded, prefilled = (engine.steps_run - before[0],
+                                         engine.decode_tokens - before[1],
+                                         engine.prefill_tokens - before[2])
+            assert logged[-1]["engine/decode_steps"] == steps > 0
+            assert logged[-1]["engine/rows_per_decode"] == pytest.approx(decoded / steps)
+            assert logged[-1]["engine/prefill_tokens"] == prefilled > 0
+            assert logged[-1]["engine/busy_s"] > 0
+            trainer.state.global_step += 1
+    finally:
+        rollout.close()
+        engine.close()
+    # Eight episodes at once: a decode step runs several of them.
+    assert 1 < logged[0]["engine/rows_per_decode"] <= 8
+    # A busy share needs the previous call's time: from the second call on.
+    assert "engine/busy_fraction" not in logged[0]
+    assert 0 < logged[1]["engine/busy_fraction"] <= 1
+
+
 def test_finish_reason_masking(tiny_model_dir: Path) -> None:
     tokenizer = _tokenizer(tiny_model_dir)
     # attempts 1 and 2 stall until the turn limit, 3 succeeds, 4 fails
@@ -353,6 +389,41 @@ def test_a_healthy_run_logs_learning_health_and_warns_of_nothing(
             rf"  loss \S+  kl \S+  \d+\.\d s/step", line), line
     printed = capfd.readouterr()
     assert "{" not in printed.out + printed.err and "Warning" not in printed.err
+
+
+def test_a_step_with_a_non_finite_gradient_is_skipped(
+        tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A NaN gradient (poisoned here before the optimizer step) never reaches the weights:
+    that step is skipped, warned of and counted; the other steps train."""
+    from transformers import AutoModelForCausalLM, TrainerCallback
+
+    caplog.set_level(logging.WARNING, logger=HEALTH_LOGGER)
+    tokenizer = _tokenizer(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    weights: dict[int, dict[str, torch.Tensor]] = {}
+
+    class Poison(TrainerCallback):
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            weights[state.global_step] = {k: v.clone() for k, v in model.state_dict().items()}
+
+        def on_pre_optimizer_step(self, args: Any, state: Any, control: Any,
+                                  **kwargs: Any) -> None:
+            if state.global_step == 1:  # the second step
+                next(p for p in model.parameters() if p.grad is not None).grad[0] = math.nan
+
+    policy = CalculatorScript(tokenizer, lambda expr, attempt: ("right", "wrong")[attempt % 2])
+    logs = _Logs()
+    _train(model, tmp_path / "run", policy, 3, tokenizer=tokenizer,
+           callbacks=[Poison(), logs.callback], args={"save_strategy": "no"})
+    weights[3] = {k: v.clone() for k, v in model.state_dict().items()}
+    assert all(torch.isfinite(v).all() for v in model.state_dict().values())
+    moved = [step for step in (0, 1, 2)
+             if any(not torch.equal(weights[step][k], weights[step + 1][k]) for k in weights[0])]
+    assert moved == [0, 2]
+    steps = [log for log in logs.logs if "env/pass_rate" in log]
+    assert [log.get("health/skipped_steps") for log in steps] == [None, 1.0, None]
+    (warning,) = [m for m in _health_warnings(caplog) if "not finite" in m]
+    assert warning.startswith("GRPO step 2: the gradient was not finite")
 
 
 @pytest.mark.parametrize("reference", ["lora", "trl-reference"])

@@ -120,6 +120,11 @@ class Engine(TokenPolicy):
 
     Attributes:
         steps_run: decode steps run so far.
+        decode_tokens: tokens sampled by decode steps so far (``decode_tokens /
+            steps_run`` is how many requests a decode step ran on average).
+        busy_s: seconds the engine's thread spent in steps (prefill and decode, sampling
+            and reading back included): against a run's wall time, how busy the engine
+            was (on a GPU, time it was not busy is time the GPU had nothing to do).
         requests_served: completions returned so far.
         tokens_generated: tokens sampled so far.
         prefill_tokens: prompt tokens prefilled so far.
@@ -157,6 +162,7 @@ class Engine(TokenPolicy):
         self.slots, self.prefill_chunk = slots, prefill_chunk
         self.tokenizer = self.local.tokenizer
         self.steps_run = self.requests_served = self.tokens_generated = 0
+        self.decode_tokens, self.busy_s = 0, 0.0
         self.prefill_tokens = self.reused_tokens = 0
         self.max_running = slots
         self.version = 0
@@ -304,6 +310,7 @@ class Engine(TokenPolicy):
             if (idle or updated) and self.graphs is not None:
                 self.graphs.check_weights()  # tensors that moved: capture again
             idle = False
+            started = time.perf_counter()
             try:
                 with self._step_lock, torch.inference_mode(), eval_mode():
                     self._step()
@@ -323,6 +330,7 @@ class Engine(TokenPolicy):
             except Exception as e:  # a model that fails: its requests end, the engine lives
                 self._fail([r for r in self._running if r is not None],
                            EngineError(f"the model failed: {type(e).__name__}: {e}"))
+            self.busy_s += time.perf_counter() - started
         self._fail([*self._waiting, *(r for r in self._running if r is not None)],
                    EngineError("the engine was closed"))
 
@@ -447,6 +455,7 @@ class Engine(TokenPolicy):
             logits = logits[torch.tensor([r.slot for r in requests], device=device)]
         self._take(requests, logits)
         self.steps_run += 1
+        self.decode_tokens += len(requests)
 
     def _forward(self, input_ids: Any, positions: Any, rows: Sequence[int],
                  reach: int) -> Any:
@@ -514,10 +523,19 @@ class Engine(TokenPolicy):
         samplings = [r.sampling for r in requests]
         temperature = torch.tensor([s.temperature for s in samplings], device=device)
         top_p = torch.tensor([s.top_p for s in samplings], device=device)
-        picked, logprobs = sample_tokens(logits.float(), temperature, top_p, samplings,
-                                         [r.generator for r in requests])
-        for r, token, logprob in zip(requests, picked.tolist(), logprobs.tolist(),
-                                     strict=True):
+        picked, logprobs, usable = sample_tokens(logits.float(), temperature, top_p,
+                                                 samplings, [r.generator for r in requests])
+        # One read-back a step (float64 holds every token id exactly).
+        rows = torch.stack([picked.double(), logprobs.double(), usable.double()]).tolist()
+        for r, token, logprob, fine in zip(requests, *rows, strict=True):
+            if not fine:
+                self._fail([r], EngineError(
+                    f"the model's logits for this request were not usable (NaN, +inf, or all"
+                    f" -inf) at its token {len(r.tokens) + 1}, with weights version"
+                    f" {self.version}: the model's weights or this prompt went bad (a NaN"
+                    " gradient step, an overflow in a low precision)"))
+                continue
+            token = int(token)
             r.tokens.append(token)
             r.logprobs.append(logprob)
             r.versions.append(self.version)

@@ -178,13 +178,18 @@ def _decode(policy: HFPolicy, requests: list[tuple[list[int], Sampling]]) -> lis
             " that accepts a KV cache (past_key_values or cache)"
         )
     while True:
-        picked, picked_logprobs = sample_tokens(
+        picked, picked_logprobs, usable = sample_tokens(
             logits.float(),
             temperature,
             top_p,
             [samplings[r] for r in rows],
             [generators[r] for r in rows],
         )
+        if not bool(usable.all()):
+            raise AgentGymError(
+                "the model's logits were not usable (NaN, +inf, or all -inf) for"
+                f" {int((~usable).sum())} of the batch's {len(rows)} requests: its weights or"
+                " these prompts went bad (a NaN gradient step, an overflow in a low precision)")
         keep = []
         for index, (row, token, logprob) in enumerate(
             zip(rows, picked.tolist(), picked_logprobs.tolist(), strict=True)
