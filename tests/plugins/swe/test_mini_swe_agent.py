@@ -121,7 +121,7 @@ model: {tiny: {}}
 output_dir: OUT
 seed: 0
 env: {id: swe-synth, kwargs: {tasks: TASKS}, harness: mini-swe-agent}
-eval: {episodes: 2}
+eval: {episodes: 1}
 rollout: {max_tokens: 24, max_total_tokens: 3072, concurrency: 2}
 stages:
   - grpo:
@@ -156,4 +156,5 @@ def test_agentgym_train_runs_grpo_with_mini_swe_agent_playing(pypi, standin_task
     evals = json.loads((run / "eval.json").read_text())
     assert [e["stage"] for e in evals["stages"]] == ["base", "00-grpo"]
     index = EpisodeIndex(trajectory_files(run))
-    assert index.bad_lines == 0 and len(index.rows) == len(rollouts) + 2 * 2
+    # The eval episodes: one before training, one after.
+    assert index.bad_lines == 0 and len(index.rows) == len(rollouts) + 2
