@@ -19,8 +19,8 @@ A gradient that is not finite (NaN or inf) never reaches the weights
 (:class:`SkipNonFiniteSteps`): its optimizer step is skipped, counted
 (``health/skipped_steps``, over the stage) and warned of. Clipping would scale every
 gradient by a NaN norm, the weights would all turn NaN, and every later episode would be
-sampled from them (seen once in four asynchronous GRPO runs of SmolLM2 on an H200: the
-engine's sampling then failed on NaN probabilities and ended the run).
+sampled from them (seen once in the first four asynchronous GRPO runs of SmolLM2 on an
+H200: the engine's sampling then failed on NaN probabilities and ended the run).
 
 The rollout logs the group shares (``dynamic_sampling/flat_fraction``,
 ``groups/with_variance``, ``groups/identical``; see :mod:`agentgym.trainers.grpo`), TRL its
