@@ -321,7 +321,7 @@ class SWEEnv(SandboxedEnv):
             limits=self.limits))
         if project.env not in self._envs_checked:
             try:
-                await _check_env_runs(box, project)
+                await _check_env_runs(box, project, timeout=self.test_timeout_s)
             except BaseException:
                 await box.close()
                 raise
@@ -374,15 +374,21 @@ class SWEEnv(SandboxedEnv):
             await fresh.close()
 
 
-async def _check_env_runs(box: Sandbox, project: Project) -> None:
+async def _check_env_runs(box: Sandbox, project: Project, timeout: float) -> None:
     """The project's dependency env, built on the host, must run inside the sandbox: its
     interpreter is the host's (:data:`~agentgym.plugins.swe.repo.SANDBOX_PYTHON`), found
     in the sandbox only when the sandbox's own is the same version; and its scripts, first
-    on the sandbox's PATH, must start."""
+    on the sandbox's PATH, must start. ``timeout`` is the grading run's: a broken env fails
+    at once, so only a machine too loaded to grade at all runs out of it."""
     from agentgym.plugins.swe.repo import ENV_MOUNT, ENV_PYTHON, SANDBOX_PYTHON, RepoError
 
     result = await box.exec(f"{ENV_PYTHON} -c 'import pytest' && pytest --version",
-                            timeout=60)
+                            timeout=timeout)
+    if result.timed_out:
+        raise RepoError(
+            f"the test env of {project.package}=={project.version} ({project.env}) did not"
+            f" start pytest within {timeout:g} s (the env's test_timeout_s): the machine is"
+            " too loaded to grade; run fewer episodes at once, or raise test_timeout_s")
     if not result.ok:
         raise RepoError(
             f"the test env of {project.package}=={project.version} ({project.env}), mounted"

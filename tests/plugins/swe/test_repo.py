@@ -261,3 +261,30 @@ def test_the_suite_passes_in_a_sandbox_with_the_env_mounted(project: repo.Projec
     assert len(statuses) > 100 and set(statuses.values()) == {"PASSED"}, output[-2000:]
     assert "Read-only file system" in after
     assert after.strip().endswith("Read-only file system")  # and the workspace stays clean
+
+
+class _Box:
+    """A sandbox whose one command gives ``result``: what the env check makes of it."""
+
+    def __init__(self, result):
+        self.result, self.timeouts = result, []
+
+    async def exec(self, command, timeout=None):
+        self.timeouts.append(timeout)
+        return self.result
+
+
+def test_the_env_check_tells_a_broken_env_from_a_machine_too_loaded_to_start_pytest(tmp_path):
+    from agentgym.core.sandbox import ExecResult
+    from agentgym.plugins.swe.env import _check_env_runs
+
+    project = repo.Project("toolz", "1.2.0", tmp_path, "0" * 40, tmp_path / "env", ".",
+                           ("tests",))
+    broken = _Box(ExecResult(127, "python3: not found"))
+    with pytest.raises(RepoError, match=r"does not run in this sandbox.*python3: not found"):
+        asyncio.run(_check_env_runs(broken, project, timeout=900))
+    slow = _Box(ExecResult(124, "[timed out after 900 s]", timed_out=True))
+    with pytest.raises(RepoError, match=r"did not start pytest within 900 s.*too loaded"):
+        asyncio.run(_check_env_runs(slow, project, timeout=900))
+    assert broken.timeouts == slow.timeouts == [900]
+    asyncio.run(_check_env_runs(_Box(ExecResult(0, "pytest 9.0")), project, timeout=900))

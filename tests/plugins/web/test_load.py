@@ -25,7 +25,8 @@ from agentgym.testing import assert_valid
 
 pytestmark = pytest.mark.usefixtures("chromium")
 
-#: Ten local-site tasks, the multi-page ones that failed under load among them.
+#: Ten local-site tasks, the multi-page ones that failed under load among them (each run
+#: plays a sample of them; AGENTGYM_TEST_FULL=1 plays all).
 UNDER_LOAD = {
     "web-shop": ["shop-checkout-wishlist", "shop-new-address-checkout",
                  "shop-checkout-skillet-towels", "shop-answer-top-customer",
@@ -50,11 +51,13 @@ def cpu_burners() -> Iterator[None]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", sorted(UNDER_LOAD))
-def test_oracles_hold_under_cpu_load(env_id: str, cpu_burners) -> None:
-    """Each task's reference solution, twice, beside two CPU burners: 1.0 every time."""
-    report = assert_valid(env_id, task_ids=UNDER_LOAD[env_id], repeat=2, probes=False)
+def test_oracles_hold_under_cpu_load(env_id: str, cpu_burners, sample) -> None:
+    """Each task's reference solution, twice, beside two CPU burners: 1.0 every time (3 of
+    the 5 tasks a run, the day's sample; all 5 under ``AGENTGYM_TEST_FULL=1``)."""
+    tasks = sample(UNDER_LOAD[env_id], 3)
+    report = assert_valid(env_id, task_ids=tasks, repeat=2, probes=False)
     oracles = [r for r in report.results if r.check.startswith("oracle")]
-    assert len(oracles) == 2 * len(UNDER_LOAD[env_id])
+    assert len(oracles) == 2 * len(tasks)
     assert all(r.reward == 1.0 for r in oracles)
 
 
