@@ -223,8 +223,11 @@ class SkipNonFiniteSteps(TrainerCallback):
         model = self.trainer.model
         grads = [p.grad for p in model.parameters() if p.grad is not None]
         # One read-back for the whole model: the sum of every gradient's sum is finite
-        # exactly when each of them is (clipped gradients cannot overflow it).
-        if not grads or bool(torch.isfinite(torch.stack([g.float().sum() for g in grads]).sum())):
+        # exactly when each of them is (clipped gradients cannot overflow it). The sums are
+        # gathered on one device: a model split over several GPUs has gradients on each.
+        device = grads[0].device if grads else None
+        if not grads or bool(torch.isfinite(
+                torch.stack([g.float().sum().to(device) for g in grads]).sum())):
             return
         for parameter in model.parameters():
             parameter.grad = None
