@@ -105,6 +105,9 @@ KILL_GRACE_S = 2.0
 #: ``limits.pids`` so that commands get what the limits say.
 _OWN_PIDS = 4
 
+#: Containers tried for one sandbox when each stops before anything ran in it.
+_START_ATTEMPTS = 3
+
 # Bash read by both shells of a sandbox, after the shared prelude (which aborts a command
 # on SIGURG: see agentgym.sandboxes.shell).
 #
@@ -258,10 +261,27 @@ class DockerSandbox(Sandbox):
         return box
 
     @classmethod
-    def _start(cls, template: Path | None, image: str, limits: SandboxLimits,
-               read_only_root: bool, mounts: dict[str, Path] | None = None,
-               workdir: str | None = None, env: dict[str, str] | None = None,
-               scratch_dirs: tuple[str, ...] = ()) -> DockerSandbox:
+    def _start(cls, *args: Any, **kwargs: Any) -> DockerSandbox:
+        # An engine under load now and then starts a container whose keep-alive dies at once
+        # (seen on CI: `sleep` exits 127 from a sound image, nothing of ours run yet). That
+        # is the engine's failure, not the image's: start a fresh container; an image that
+        # really cannot start fails every time, and its last error is raised.
+        for attempt in range(_START_ATTEMPTS):
+            try:
+                return cls._start_once(*args, **kwargs)
+            except _DiedAtStart as error:
+                if attempt + 1 == _START_ATTEMPTS:
+                    raise SandboxError(str(error)) from error.__cause__
+                _log(f"{error}; starting a fresh container ({attempt + 2} of"
+                     f" {_START_ATTEMPTS})")
+                time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _start_once(cls, template: Path | None, image: str, limits: SandboxLimits,
+                    read_only_root: bool, mounts: dict[str, Path] | None = None,
+                    workdir: str | None = None, env: dict[str, str] | None = None,
+                    scratch_dirs: tuple[str, ...] = ()) -> DockerSandbox:
         client = _client()
         in_image = workdir is not None
         workdir = workdir or cls.workdir
@@ -342,8 +362,10 @@ class DockerSandbox(Sandbox):
                 container.remove(force=True)
             if isinstance(error, SandboxError):
                 raise
-            raise SandboxError(f"the container from image {image!r} failed to start: {error}"
-                               f"{state} (an image needs bash, coreutils and tar)") from error
+            failure = (SandboxError if not isinstance(error, Exception) or not state
+                       or "killed for memory: True" in state else _DiedAtStart)
+            raise failure(f"the container from image {image!r} failed to start: {error}"
+                          f"{state} (an image needs bash, coreutils and tar)") from error
         # Tracked here, in the thread: a container started for a create that was cancelled
         # meanwhile is still closed at exit.
         box = cls(client, container, limits, control, session)
@@ -945,9 +967,18 @@ def _state_of(client: Any, container_id: str) -> str:
         return ""
     if state.get("Running"):
         return ""
+    try:  # init's own words, if it said any (tini: "exec sleep failed: ...")
+        said = client.api.logs(container_id, tail=3).decode(errors="replace").strip()
+    except Exception:
+        said = ""
     return (f"; the container is {state.get('Status')} (exit code {state.get('ExitCode')},"
             f" killed for memory: {state.get('OOMKilled')}"
-            f"{', ' + state['Error'] if state.get('Error') else ''})")
+            f"{', ' + state['Error'] if state.get('Error') else ''})"
+            f"{'; it printed: ' + said[-300:] if said else ''}")
+
+
+class _DiedAtStart(SandboxError):
+    """A container stopped before anything was run in it (see DockerSandbox._start)."""
 
 
 def _owner_labels() -> dict[str, str]:

@@ -89,3 +89,37 @@ def test_bad_requests_are_explained(engine, tmp_path):
         backend.build_image(files={"opt/x": tmp_path})
     with pytest.raises(SandboxError, match="not a docker repository name"):
         backend.build_image(files={"/opt/x": tmp_path}, repository="Bad Name")
+
+
+def test_an_image_whose_keep_alive_cannot_run_fails_with_what_init_said(engine, tmp_path,
+                                                                       caplog):
+    """A container that stops before anything ran in it is tried afresh (an engine under
+    load does that now and then); an image where it always stops fails with its words."""
+    (tmp_path / "Dockerfile").write_text(
+        "FROM agentgym/sandbox:default\nUSER root\n"
+        "RUN rm -f \"$(command -v sleep)\" && ! command -v sleep\nUSER agent\n")
+    name = sandbox_backend("docker").build_image(context=tmp_path, repository=REPOSITORY)
+    with caplog.at_level("WARNING", logger="agentgym.sandboxes.docker"), \
+            pytest.raises(SandboxError) as error:
+        output_in(name, "true")
+    message = str(error.value)
+    assert "exit code 127" in message and "exec sleep failed" in message, message
+    retries = [r.message for r in caplog.records if "starting a fresh container" in r.message]
+    assert [retry[-8:] for retry in retries] == ["(2 of 3)", "(3 of 3)"], retries
+    assert not engine.containers.list(all=True, filters={"ancestor": name})
+
+
+def test_a_container_that_dies_at_start_once_is_replaced(engine, monkeypatch):
+    from agentgym.sandboxes import docker as backend
+
+    real, calls = backend.DockerSandbox._start_once, []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise backend._DiedAtStart("the container ... failed to start: exit code 127")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(backend.DockerSandbox, "_start_once", flaky)
+    assert output_in("agentgym/sandbox:default", "echo up") == "up\n"
+    assert len(calls) == 2
