@@ -105,6 +105,14 @@ KILL_GRACE_S = 2.0
 #: ``limits.pids`` so that commands get what the limits say.
 _OWN_PIDS = 4
 
+#: Where programs the backend runs itself are looked up (never the container's PATH, whose
+#: folders a task's image may let the agent write).
+SYSTEM_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
+#: The shells' command: bash found on :data:`SYSTEM_PATH`, started with the container's own
+#: environment (its PATH included, for the agent's commands).
+SHELL_ARGV = ["/bin/sh", "-c",
+              f'exec "$(PATH={SYSTEM_PATH}; command -v bash)" --noprofile --norc']
+
 #: Containers tried for one sandbox when each stops before anything ran in it.
 _START_ATTEMPTS = 3
 
@@ -747,9 +755,11 @@ class _Stream:
         self.raw: Any = None
         self._frames = bytearray()
 
-    def open(self, argv: list[str], workdir: str, user: str = SANDBOX_USER) -> None:
+    def open(self, argv: list[str], workdir: str, user: str = SANDBOX_USER,
+             environment: dict[str, str] | None = None) -> None:
         self.exec_id = self.api.exec_create(self.container_id, argv, stdin=True,
-                                            user=user, workdir=workdir)["Id"]
+                                            user=user, workdir=workdir,
+                                            environment=environment)["Id"]
         self.sock = self.api.exec_start(self.exec_id, socket=True)
         self.raw = getattr(self.sock, "_sock", self.sock)
 
@@ -804,7 +814,7 @@ class _Shell(_Stream):
         self._reader = shell.SentinelReader()
 
     def start(self, cwd: str) -> None:
-        self.open(["bash", "--noprofile", "--norc"], "/")
+        self.open(SHELL_ARGV, "/")
         reply = self.run(shell.start_script(cwd, extra=_KILL_FUNCTIONS), None,
                          time.monotonic() + 60)
         if reply.kind != "done":
@@ -843,10 +853,10 @@ class _Shell(_Stream):
 def _run_in(api: Any, container_id: str, argv: list[str], stdin: bytes | None,
             workdir: str, stdin_writer: Callable[[Any], None] | None = None,
             user: str = SANDBOX_USER) -> tuple[int, bytes, bytes]:
-    """Run ``argv`` in the container (as the sandbox user unless ``user`` says otherwise);
-    returns (status, stdout, stderr)."""
+    """Run ``argv`` in the container (as the sandbox user unless ``user`` says otherwise),
+    its programs found on :data:`SYSTEM_PATH`; returns (status, stdout, stderr)."""
     stream = _Stream(api, container_id)
-    stream.open(argv, workdir, user)
+    stream.open(argv, workdir, user, environment={"PATH": SYSTEM_PATH})
     try:
         if stdin_writer is not None:
             stdin_writer(stream.raw)

@@ -89,6 +89,10 @@ SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "
                "TERM": "dumb", "USER": "agent"}
 #: The interpreter of the sandbox's init (bound from the host's /usr like every program).
 INIT_PYTHON = "/usr/bin/python3"
+#: The session shell's program, by its absolute path: "bash" would be looked up on the
+#: sandbox's PATH, whose folders a task may let the agent write (a fresh session for a
+#: grader must not start the agent's "bash").
+SHELL_PROGRAM = shutil.which("bash", path="/usr/bin:/bin") or "/bin/bash"
 #: The sandbox's PID 1: non-dumpable first (PR_SET_DUMPABLE is 4), then the session shell
 #: as its one child, orphans reaped, its exit status passed on. SIGINT is the one signal
 #: Python would handle, so it is ignored (the kernel drops the others for a namespace init).
@@ -295,7 +299,8 @@ class LocalSandbox(Sandbox):
         bwrap.append("/")
         for name, value in self.env.items():
             bwrap += ["--setenv", name, value]
-        bwrap += [INIT_PYTHON, "-I", "-S", "-c", INIT_CODE, "bash", "--noprofile", "--norc"]
+        bwrap += [INIT_PYTHON, "-I", "-S", "-c", INIT_CODE, SHELL_PROGRAM, "--noprofile",
+                  "--norc"]
         uid = SANDBOX_UID
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--"]

@@ -84,6 +84,6 @@ def agentgym_policies() -> list[Spec]:
 
 @hookimpl
 def agentgym_exploit_probes() -> list:
-    from agentgym.plugins.memory.probes import STUFF_ANSWERS
+    from agentgym.plugins.memory.probes import STUFF_ANSWERS, WALK_IN_ONE_TURN
 
-    return [STUFF_ANSWERS]
+    return [STUFF_ANSWERS, WALK_IN_ONE_TURN]

@@ -106,12 +106,25 @@ class MemoryTaskEnv(AgentEnv):
             self.system_prompt = system_prompt
         self.extra_turns = extra_turns
         self._asked: int | None = None
+        self._walked_at: int | None = None  # the turn the history was last walked in
 
     async def setup_episode(self, task: Task) -> None:
         task_content(task)
         self._asked = None
+        self._walked_at = None
         assert self.episode is not None
         self.episode.resources["answers"] = []
+
+    def walk_once_per_turn(self, tool: str, what: str) -> None:
+        """Refuse a second call of a tool that shows the next part of the history
+        (``tool``, showing ``what``) in one turn. The agent's context keeps its latest turn
+        whole, so parts read in one turn would all be in view together, and the memory
+        tools would not be needed."""
+        assert self.episode is not None
+        if self._walked_at == self.episode.turn:
+            raise ToolError(f"{tool} shows one {what} a turn: save what you need from this"
+                            f" one, then call {tool} again in your next turn")
+        self._walked_at = self.episode.turn
 
     def start_questions(self) -> str:
         """Open the questions; the first one's text."""

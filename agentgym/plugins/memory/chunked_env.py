@@ -132,6 +132,7 @@ class MemoryChunkedEnv(MemoryTaskEnv):
             raise ToolError(f"the memory may hold {self.memory_tokens} tokens (about {limit}"
                             f" characters); yours has {len(text)} characters: shorten it and"
                             " call write_memory again")
+        self.walk_once_per_turn("write_memory", "chunk")
         self._memory = text
         task = self.current_task()
         if self._read < len(self._chunks):

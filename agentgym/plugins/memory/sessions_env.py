@@ -119,6 +119,7 @@ class MemorySessionsEnv(MemoryTaskEnv):
         if self.asking:
             raise ToolError("every session was shown; answer the question with answer(text):"
                             f" {self.question_text()}")
+        self.walk_once_per_turn("next_session", "session")
         if self._shown < len(sessions):
             self._shown += 1
             return render_session(sessions, self._shown - 1)

@@ -207,6 +207,25 @@ def _agents_file(path):
     return os.path.relpath(real, root).replace(os.sep, "/") in set(CONFIG.get("changed", ()))
 
 
+def _pinned():
+    """Classes whose identity decides an outcome, and what each must stay: a failing
+    assert raises ``AssertionError`` by name (pytest's rewritten asserts look it up at run
+    time), a unittest check raises ``TestCase.failureException``; rebound to ``XFailed``
+    or ``Skipped``, a failure would read as an expected one."""
+    import builtins
+    import unittest
+
+    return (("builtins.AssertionError", vars(builtins).get("AssertionError")),
+            ("unittest.TestCase.failureException",
+             vars(unittest.TestCase).get("failureException")))
+
+
+def _check_pinned():
+    for (name, now), (_, before) in zip(_pinned(), _before["pinned"]):  # noqa: B905
+        if now is not before:
+            _tamper(f"{name} was rebound to {now!r}")
+
+
 _before = {}
 _OWN_FILE = os.path.realpath(__file__)
 
@@ -218,6 +237,7 @@ def _take_snapshot():
         with contextlib.suppress(ImportError):  # another pytest or pluggy's layout
             importlib.import_module(name)
     _before["internals"] = snapshot()
+    _before["pinned"] = _pinned()
     _before["meta_path"] = list(sys.meta_path)
     _before["path_hooks"] = list(sys.path_hooks)
 
@@ -293,7 +313,35 @@ def _nodeid(item):
         return item.nodeid
 
 
-def _phase_outcome(when, excinfo, report):
+def _test_marked_xfail(item):
+    get = getattr(item, "get_closest_marker", None)
+    return get is not None and get("xfail") is not None
+
+
+def _agents_xfail(item, excinfo):
+    """Why an ``XFailed`` the call raised is not the test's own, or None when it is: a test
+    marked xfail, or ``pytest.xfail()`` called with no frame of the agent's files on the
+    way to it. Code under test that calls ``pytest.xfail()``, or raises ``XFailed`` any
+    other way (a rebound ``AssertionError``), would turn failing tests into "xfailed",
+    which graders count as passing."""
+    if _test_marked_xfail(item):
+        return None
+    frames, tb = [], excinfo.tb
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code)
+        tb = tb.tb_next
+    innermost = frames[-1] if frames else None
+    outcomes = sys.modules.get("_pytest.outcomes")
+    if innermost is None or innermost.co_name != "xfail" or outcomes is None or \
+            os.path.realpath(innermost.co_filename) != os.path.realpath(outcomes.__file__):
+        return "XFailed was raised, not by pytest.xfail()"
+    for code in frames:
+        if _agents_file(code.co_filename):
+            return "pytest.xfail() was called by " + (code.co_filename or "code with no file")
+    return None
+
+
+def _phase_outcome(when, excinfo, report, item=None):
     from _pytest.outcomes import Skipped
 
     try:
@@ -313,6 +361,10 @@ def _phase_outcome(when, excinfo, report):
     if issubclass(raised, Skipped):
         return "skipped"
     if XFailed and issubclass(raised, XFailed):
+        why = None if item is None else _agents_xfail(item, excinfo)
+        if why is not None:
+            _tamper(f"{report.nodeid} xfailed where the test does not: {why}")
+            return "failed"
         return "xfailed"
     if report.outcome == "skipped" and wasxfail:
         return "xfailed"
@@ -323,6 +375,7 @@ def _phase_outcome(when, excinfo, report):
 
 
 def _check_item(item):
+    _check_pinned()
     recorded = _state["items"].get(id(item))
     if "runtest" in vars(item):
         _tamper(f"{item.nodeid}.runtest was replaced")
@@ -347,13 +400,14 @@ def pytest_runtest_makereport(item, call):
     except BaseException:
         return
     phases = _state["tests"].setdefault(_nodeid(item), {})
-    phases[call.when] = _phase_outcome(call.when, call.excinfo, report)
+    phases[call.when] = _phase_outcome(call.when, call.excinfo, report, item)
 
 
 # --- session end -----------------------------------------------------------------------------
 
 
 def _audit():
+    _check_pinned()
     for what, where in _changes(_before["internals"], snapshot()):
         _tamper(f"{what} was replaced while the tests ran (by {where})")
     for name, before in (("meta_path", _before["meta_path"]),

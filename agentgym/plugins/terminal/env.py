@@ -59,7 +59,7 @@ from agentgym.core.sandbox import Sandbox, SandboxLimits, SandboxSpec, SandboxSp
 from agentgym.core.task import WRONG_SOLUTIONS, SolutionTurn, Task, TaskList
 from agentgym.core.tools import tool
 from agentgym.plugins.terminal.formats import LOGS_DIR, TESTS_DIR, TerminalTask, load_tasks
-from agentgym.plugins.terminal.grading import GITCONFIG, grade_task
+from agentgym.plugins.terminal.grading import GITCONFIG, grade_task, take_snapshot
 from agentgym.toolkits import BashTools, SandboxedEnv, TerminalTools, episode_sandbox
 
 #: The folder of agentgym's own tasks (package data).
@@ -73,6 +73,8 @@ PROGRAMS = ("python3", "pip3", "git", "sqlite3", "curl", "make", "gcc", "tar", "
 _SHELL_VARIABLES = {"PWD", "OLDPWD", "SHLVL", "_"}
 #: Where an episode keeps its sandbox's starting environment (grading runs with it).
 START_ENV = "start_env"
+#: Where the task's start snapshot (``[verifier] snapshot``) is kept until grading.
+SNAPSHOT = "terminal_snapshot"
 
 SYSTEM_PROMPT = """\
 You are working in a Linux terminal to complete a task. Run commands with the tools, check \
@@ -321,7 +323,10 @@ class TerminalEnv(SandboxedEnv):
         return await self.workspace_spec(self.terminal_task(task))
 
     async def prepare_sandbox(self, sandbox: Sandbox, episode: Episode) -> None:
-        episode.resources[START_ENV] = await _start_environment(sandbox)
+        episode.resources[START_ENV] = env = await _start_environment(sandbox)
+        task = self.terminal_task(episode.task)
+        if task.snapshot:
+            episode.resources[SNAPSHOT] = await take_snapshot(sandbox, task, env)
 
     async def grade(self, episode: Episode) -> RewardResult:
         """Run the task's tests in the episode's sandbox (see the module docstring)."""
@@ -330,6 +335,7 @@ class TerminalEnv(SandboxedEnv):
             return RewardResult(0.0, {"reason": "the episode's sandbox never started"})
         return await grade_task(box, self.terminal_task(episode.task),
                                 env=episode.resources.get(START_ENV),
+                                snapshot=episode.resources.get(SNAPSHOT),
                                 timeout=self.test_timeout_s)
 
 

@@ -20,7 +20,13 @@ agentgym adds two optional keys and one file to both: ``reward = "binary" | "fra
 (``[verifier]`` in task.toml, top level in task.yaml: all or nothing, or the fraction
 reported: Harbor's reward file value, Terminal-Bench's share of passed tests; default
 binary) and known-wrong solutions, ``solution/wrong*.sh`` (Harbor) or ``wrong*.sh``
-(Terminal-Bench), which ``agentgym validate`` checks score below 1.0.
+(Terminal-Bench), which ``agentgym validate`` checks score below 1.0. Harbor's task.toml
+may also set ``[verifier] snapshot``: a command run in the workspace when an episode
+starts, before the agent's first command (as the agent's user, with the grader's
+environment); its exit code and output (``{"exit_code": N, "output": "..."}``) reach the
+tests as ``/tests/snapshot.json``. A grader that needs the workspace as it started (an
+answer measured on the files before the agent could change them) reads it there, and
+falls back to measuring now where the file is absent (another harness).
 
 A folder that is neither format, or a file with a missing or mistyped field, raises
 :class:`TaskFormatError` naming the file and the field.
@@ -103,6 +109,8 @@ class TerminalTask:
         image: a prebuilt image the task runs in instead of building its Dockerfile
             (Harbor's ``[environment] docker_image``); it must be on the docker engine.
         verifier_env: variables the tests run with (Harbor's ``[verifier] env``).
+        snapshot: the command whose result the tests get as ``/tests/snapshot.json``
+            (``[verifier] snapshot``, module docstring), or None.
         cpus, memory_mb: the task's resources (Harbor's ``[environment]``); None for the
             env's limits.
     """
@@ -126,6 +134,7 @@ class TerminalTask:
     metadata: dict[str, Any] = field(default_factory=dict)
     image: str | None = None
     verifier_env: tuple[tuple[str, str], ...] = ()
+    snapshot: str | None = None
     cpus: float | None = None
     memory_mb: int | None = None
 
@@ -208,9 +217,14 @@ def _harbor(folder: Path) -> TerminalTask:
         test_timeout=_number(verifier, "timeout_sec", 120.0, config_file, "verifier"),
         reward=_reward(verifier.get("reward", "binary"), config_file, "verifier.reward"),
         metadata=dict(_table(config, "metadata", config_file)))
+    snapshot = verifier.get("snapshot")
+    if snapshot is not None and (not isinstance(snapshot, str) or not snapshot.strip()):
+        raise TaskFormatError(f"{config_file}: verifier.snapshot must be a shell command,"
+                              f" got {snapshot!r:.80}")
     resources = _resources(environment, config_file)
     task = dataclasses.replace(task, verifier_env=tuple((k, str(v)) for k, v in
-                                                        verifier_env.items()), **resources)
+                                                        verifier_env.items()),
+                               snapshot=snapshot, **resources)
     if image:
         task = dataclasses.replace(task, image=image, plan=None,
                                    local_reason=f"it runs in the prebuilt image {image!r}")

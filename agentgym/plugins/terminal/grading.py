@@ -9,14 +9,20 @@ files, databases and repositories are what the tests check):
    writing the reward file, no service or fork bomb runs on, and no function, alias or
    trap the agent defined in its shell wraps the grader's commands. A task that checks a
    service has its tests start it from the agent's files (see docs/terminal.md).
-2. **The grader's folders are made anew.** Whatever is in ``/tests`` and ``/logs`` is
+2. **Nothing the agent left points at the grader's files.** A link anywhere in the
+   workspace, the agent's home or ``/tmp`` that resolves into ``/tests`` or ``/logs`` (an
+   output file made a link to ``/tests/expected.csv``, which exists once the tests are
+   copied in) refuses grading. The grader's own commands run with the system's PATH
+   (:data:`SYSTEM_PATH`, ``command -p``), never the sandbox's, whose folders a task may
+   let the agent write, and the session shell is bash by its absolute path.
+3. **The grader's folders are made anew.** Whatever is in ``/tests`` and ``/logs`` is
    removed without following links (a ``/logs/verifier`` the agent replaced by a link to a
    folder of its own goes, the folder it points to stays untouched) and ``/tests``,
    ``/logs/verifier`` and ``/logs/agent`` are made empty; if one is still not a real
    folder, grading refuses and scores 0, saying which. The task's test files are copied
    into ``/tests``: before this the agent could not read them (they were never in the
    sandbox), and a copy of its own is gone.
-3. **The tests run with an environment the agent never wrote**, in the workspace, as the
+4. **The tests run with an environment the agent never wrote**, in the workspace, as the
    sandbox user, within the task's test timeout: the sandbox's starting environment
    without the variables that make programs run code or read files they name
    (:data:`HOOK_VARIABLES`), a fresh ``HOME`` made by the grader (holding only the git
@@ -25,7 +31,13 @@ files, databases and repositories are what the tests check):
    folders the sandbox user can write (or replace) come after the others, so a wrapper
    planted there cannot shadow a system program. The task's ``verifier_env`` is added
    last.
-4. **The reward:** Harbor tasks report it in ``/logs/verifier/reward.txt`` (a number, or
+5. **The test files are as they were copied in.** After the tests, their processes are
+   stopped and every file of ``/tests`` must keep its inode and change time: code of the
+   agent's that the tests ran (a service, a module, a Makefile, a git hook) could
+   otherwise rewrite the test script bash is reading, or a check before it runs. A test
+   runner's configuration appearing there (``conftest.py``, ``pytest.ini`` ...) refuses
+   grading too.
+6. **The reward:** Harbor tasks report it in ``/logs/verifier/reward.txt`` (a number, or
    ``reward.json`` with a ``reward`` field), read only as a regular file in a real folder
    (a link, or a file made read-only, is refused); Terminal-Bench tasks print pytest's
    ``-rA`` summary, whose PASSED/FAILED lines are counted. ``binary`` gives 1.0 only for
@@ -39,6 +51,11 @@ agentgym's own tasks (and of the tasks converted from packages) stop every proce
 since they began, then make ``/logs/verifier`` anew, before they write the reward. A
 task's own ``test.sh`` that runs the agent's code should do the same (see
 docs/terminal.md).
+
+A task may ask for a **start snapshot** (``[verifier] snapshot``, see
+:mod:`~agentgym.plugins.terminal.formats`): a command run as the episode starts, whose result
+the tests get as ``/tests/snapshot.json``, for what must be measured before the agent can
+change it.
 
 The metrics carry the tests' exit code, the counts, why the reward is what it is, and the
 tail of the test output.
@@ -82,6 +99,9 @@ HOOK_VARIABLES = frozenset({
 })
 #: What prefixes the grader's lines (its own replies, never the tests' output).
 _MARK = "AGENTGYM-GRADER"
+#: Where the grader's own commands are looked up: never the sandbox's PATH, whose folders
+#: a task may let the agent write (`env`, `find`, `tar` of its own would run as the grader).
+SYSTEM_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
 # pytest -rA's short summary: "PASSED tests/test_x.py::test_y", "FAILED ... - reason"
 _RESULT = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S+)", re.MULTILINE)
 _PASSING = {"PASSED", "XFAIL"}
@@ -92,13 +112,24 @@ _PASSING = {"PASSED", "XFAIL"}
 # (find -delete never does; chmod first, since the agent may have taken its own write
 # permission away), makes the folders anew and refuses any that is still not a real,
 # empty folder; unpacks the tests (their tar, in base64, is part of the script: one round
-# trip for the whole preparation); orders PATH: a folder that the sandbox user owns or may
-# write, or one under such a folder (it could be swapped), goes after the others.
+# trip for the whole preparation); orders PATH: a folder that the sandbox user may write,
+# or owns on a writable mount (its owner may make it writable), or one under such a folder
+# (it could be swapped), goes after the others.
 # Builtins where they do (each program started costs time on a loaded machine). Replies:
 # "path PATH", or "refuse WHY".
 _PREPARE = r"""
 __ag_prepare() {{
-  local d x agent first= last= entries
+  local PATH={system_path} d x agent first= last= entries link
+  hash -r
+  for d in {scan}; do
+    [ -d "$d" ] || continue
+    while IFS= read -r -d '' link; do
+      x=$(readlink -m -- "$link")
+      case $x in {tests}|{tests}/*|{logs}|{logs}/*)
+        echo "{mark} refuse $link is a link to $x, into the grader's folders"; return;;
+      esac
+    done < <(find "$d" -xdev -type l -print0 2>/dev/null)
+  done
   chmod -R u+rwX {tests} {logs} 2>/dev/null
   find {tests} {logs} -mindepth 1 -delete 2>/dev/null
   if ! mkdir -m 700 {home} {logs}/verifier {logs}/agent 2>/dev/null; then
@@ -120,12 +151,16 @@ __ag_prepare() {{
   if ! printf %s {archive} | base64 -d | tar -xf - -C {tests}; then
     echo "{mark} refuse the tests could not be copied in"; return
   fi
+  printf '%s files %s\n' {mark} "$(find {tests} -type f -printf '%i %C@ %s %P\n' | base64 -w0)"
   IFS=: read -r -a dirs <<< {path}
   for d in "${{dirs[@]}}"; do
     x=$d agent=
     [[ $x == /* ]] || agent=1
     while [[ -z $agent ]]; do
-      if [ -e "$x" ] && {{ [ -O "$x" ] || [ -w "$x" ]; }}; then agent=1; fi
+      if [ -w "$x" ]; then agent=1
+      elif [ -O "$x" ] && chmod u+w "$x" 2>/dev/null; then  # its owner could have made it
+        chmod u-w "$x"; agent=1                             # writable (not on a read-only
+      fi                                                    # mount, as / is here)
       [[ $x == / ]] && break
       x=${{x%/*}}; x=${{x:-/}}
     done
@@ -136,6 +171,20 @@ __ag_prepare() {{
 }}
 __ag_prepare; unset -f __ag_prepare
 """
+
+# The test files as they are now (after the tests ran, their processes stopped): a
+# "files" reply as _PREPARE's, to compare with.
+_LIST_TESTS = r"""
+__ag_list() {{
+  local PATH={system_path}
+  printf '%s files %s\n' {mark} "$(find {tests} -type f -printf '%i %C@ %s %P\n' | base64 -w0)"
+}}
+__ag_list; unset -f __ag_list
+"""
+#: New files in /tests that a test runner or an interpreter would load as configuration or
+#: hooks: left there by the agent's code while the tests ran, they would change the rest.
+_LOADED_NAMES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "setup.cfg",
+                           "pyproject.toml", "sitecustomize.py", "usercustomize.py"})
 
 # The reward file as it is: a regular file in a real folder, never through a link, and
 # writable (a test script writes it; one made read-only was locked against that write);
@@ -163,8 +212,9 @@ __ag_reward; unset -f __ag_reward
 """
 
 
-def tests_archive(task: TerminalTask) -> bytes:
-    """The task's test files as a tar, laid out as they go into ``/tests``."""
+def tests_archive(task: TerminalTask, extra: Mapping[str, bytes] | None = None) -> bytes:
+    """The task's test files as a tar, laid out as they go into ``/tests``, with files
+    ``extra`` (name -> content) added."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, host in task.tests:
@@ -174,6 +224,10 @@ def tests_archive(task: TerminalTask) -> bytes:
                             recursive=False)
             else:
                 tar.add(host, arcname=name or host.name, recursive=False)
+        for name, data in (extra or {}).items():  # last: over a file of the same name
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
 
 
@@ -181,10 +235,12 @@ def clean_command(command: str, env: Mapping[str, str] | None, workdir: str) -> 
     """``command`` run by a fresh bash in ``workdir`` with exactly ``env`` (None: the
     session's own environment)."""
     inner = f"cd {shlex.quote(workdir)} && {command}"
+    # Both programs by the system's own PATH (``command -p``), not the session's.
+    bash = '"$(command -pv bash)" --noprofile --norc -c'
     if env is None:
-        return f"bash --noprofile --norc -c {shlex.quote(inner)}"
+        return f"{bash} {shlex.quote(inner)}"
     pairs = " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(env.items()))
-    return f"env -i {pairs} bash --noprofile --norc -c {shlex.quote(inner)}"
+    return f"command -p env -i {pairs} {bash} {shlex.quote(inner)}"
 
 
 def grader_environment(start_env: Mapping[str, str], home: str, path: str,
@@ -198,11 +254,34 @@ def grader_environment(start_env: Mapping[str, str], home: str, path: str,
     return env
 
 
+#: The most output of a start snapshot kept (characters).
+SNAPSHOT_CHARS = 1 << 16
+
+
+async def take_snapshot(box: Sandbox, task: TerminalTask, env: Mapping[str, str]
+                        ) -> dict[str, object]:
+    """Run ``task.snapshot`` in ``box`` as it starts (nothing of the agent's has run):
+    ``{"exit_code", "output"}``, which grading hands the tests as ``snapshot.json``."""
+    assert task.snapshot
+    result = await box.exec(clean_command(task.snapshot, grader_environment(
+        env, env.get("HOME") or "/tmp", env.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        task.verifier_env), task.workdir), timeout=task.test_timeout_s)
+    return {"exit_code": TIMEOUT_EXIT if result.timed_out else result.exit_code,
+            "output": result.output[:SNAPSHOT_CHARS]}
+
+
+#: The exit code a snapshot that timed out is given (as ``timeout`` does).
+TIMEOUT_EXIT = 124
+
+
 async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str] | None,
-                     timeout: float | None = None) -> RewardResult:
+                     timeout: float | None = None,
+                     snapshot: Mapping[str, object] | None = None) -> RewardResult:
     """Run ``task``'s tests in ``box`` and score them (see the module docstring).
     ``env``: the sandbox's environment at the episode's start (None: the fresh session's,
-    which is the same: the spec's)."""
+    which is the same: the spec's); ``snapshot``: what :func:`take_snapshot` took then,
+    given to the tests as ``snapshot.json`` (a task with a snapshot and none taken is
+    graded without the file)."""
     timeout = timeout or task.test_timeout_s
     await box.fresh_session()
     if env is None:
@@ -210,10 +289,13 @@ async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str]
     # The grader's home: a new folder of a name no one could know before (the agent's
     # processes are gone now).
     home = f"/tmp/.agentgym-grader-{secrets.token_hex(8)}"
-    archive = base64.b64encode(tests_archive(task)).decode()
+    extra = {} if snapshot is None else {"snapshot.json": json.dumps(dict(snapshot)).encode()}
+    archive = base64.b64encode(tests_archive(task, extra)).decode()
+    scan = {task.workdir, env.get("HOME") or "/tmp", "/tmp"}
     prepared = await box.exec(_PREPARE.format(
         tests=TESTS_DIR, logs=LOGS_DIR, mark=_MARK, home=home, archive=archive,
-        gitconfig=shlex.quote(GITCONFIG),
+        gitconfig=shlex.quote(GITCONFIG), system_path=SYSTEM_PATH,
+        scan=" ".join(shlex.quote(d) for d in sorted(scan)),
         path=shlex.quote(env.get("PATH", "/usr/local/bin:/usr/bin:/bin"))), timeout=60)
     replies = _replies(prepared.output)
     if "path" not in replies:
@@ -229,6 +311,9 @@ async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str]
     if result.timed_out:
         return RewardResult(0.0, {**metrics, "reason": f"the tests timed out after"
                                                        f" {timeout:g} s"})
+    changed = await _tests_changed(box, replies.get("files", ""))
+    if changed:
+        return RewardResult(0.0, {**metrics, "reason": f"grading refused: {changed}"})
     if task.format == "harbor":
         score, reason = await _reward_file(box)
     else:
@@ -251,9 +336,48 @@ def _replies(output: str) -> dict[str, str]:
     return replies
 
 
+async def _tests_changed(box: Sandbox, before: str) -> str | None:
+    """Why the test files are not as the grader copied them in (``before``: the listing it
+    made then), or None. The tests' processes are stopped first: code of the agent's that
+    the tests ran (a service, a module, a Makefile) runs as they do and could rewrite a
+    test script while bash reads it, or a check before it runs. A file written, replaced
+    or re-moded has a new change time, which no one but the kernel sets."""
+    await box.fresh_session()
+    listed = await box.exec(_LIST_TESTS.format(tests=TESTS_DIR, mark=_MARK,
+                                               system_path=SYSTEM_PATH), timeout=60)
+    after = _replies(listed.output).get("files")
+    if after is None:
+        return "the test files could not be listed after the tests ran"
+    old, new = _listing(before), _listing(after)
+    for name, facts in sorted(old.items()):
+        if name in new and new[name] != facts:
+            return (f"{TESTS_DIR}/{name} changed while the tests ran (written, replaced or"
+                    " its mode changed); a task's tests must leave their own files as they"
+                    " are")
+    for name in sorted(set(new) - set(old)):
+        if name.rsplit("/", 1)[-1] in _LOADED_NAMES or name.endswith(".pth"):
+            return (f"{TESTS_DIR}/{name} appeared while the tests ran: configuration a test"
+                    " runner or interpreter loads")
+    return None
+
+
+def _listing(encoded: str) -> dict[str, str]:
+    """``{path under /tests: "inode ctime size"}`` from a "files" reply."""
+    try:
+        text = base64.b64decode(encoded.strip() or b"").decode(errors="replace")
+    except ValueError:
+        return {}
+    files = {}
+    for line in text.splitlines():
+        inode, ctime, size, name = [*line.split(" ", 3), "", "", ""][:4]
+        if name:
+            files[name] = f"{inode} {ctime} {size}"
+    return files
+
+
 async def _session_environment(box: Sandbox) -> dict[str, str]:
     """The environment of the (fresh) session shell."""
-    result = await box.exec("env -0 | base64 -w0", timeout=30)
+    result = await box.exec("command -p env -0 | command -p base64 -w0", timeout=30)
     env = {}
     for pair in base64.b64decode(result.output.strip().splitlines()[-1]).split(b"\0"):
         name, sep, value = pair.decode(errors="replace").partition("=")

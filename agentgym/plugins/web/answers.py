@@ -41,7 +41,9 @@ from agentgym.core.errors import InvalidArgumentError
 NUMBER = "number"
 #: Characters an answer may add to its expected phrases (twice their length, plus this).
 SLACK_CHARS = 80
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# Thousands groups of exactly three digits, then at most one decimal part: "19.99,24.99"
+# is two numbers (a list joined without spaces), not one that contains both.
+_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?![\d,])(?:\.\d+)?|\d+(?:\.\d+)?")
 
 
 def normalize(text: str) -> str:
@@ -162,8 +164,10 @@ def other_candidates(got: str, spec: AnswerSpec, candidates: Candidates) -> list
     phrases: list[str] = list(spec.must_exclude)
     for kind in spec.kinds:
         if kind == NUMBER:
+            # A number must lie inside an expected phrase: one that contains it is
+            # another number ("100,200,300" is not "200").
             found += [(m.start(), m.group()) for m in _NUMBER.finditer(got)
-                      if not _within_expected((m.start(), m.end()), expected)]
+                      if not _within_expected((m.start(), m.end()), expected, inside=True)]
         else:
             phrases += candidates.of(kind)
     for phrase in {normalize(p) for p in phrases if normalize(p)}:
@@ -192,11 +196,13 @@ def _spans(text: str, phrases: Iterable[str], words: bool) -> list[tuple[int, in
     return spans
 
 
-def _within_expected(span: tuple[int, int], expected: Sequence[tuple[int, int]]) -> bool:
-    """Whether a candidate at ``span`` is part of an expected phrase, or names one more
-    fully (contains it)."""
+def _within_expected(span: tuple[int, int], expected: Sequence[tuple[int, int]],
+                     inside: bool = False) -> bool:
+    """Whether a candidate at ``span`` is part of an expected phrase, or (unless
+    ``inside``) names one more fully (contains it)."""
     start, end = span
-    return any((s <= start and end <= e) or (start <= s and e <= end) for s, e in expected)
+    return any((s <= start and end <= e) or (not inside and start <= s and e <= end)
+               for s, e in expected)
 
 
 def _short(text: str, limit: int = 120) -> str:

@@ -46,7 +46,8 @@ CLOCK_START_MS = 1_704_110_400_000
 TICK_MS = 1000.0
 #: Hidden on every page: MiniWoB's reward display and click visualizer.
 _HIDE_CSS = "#reward-display, #click-canvas, #sync-task-cover { display: none !important; }"
-_START = """([seed, css]) => {
+_START = """([family, seed, css]) => {
+  window.AGENTGYM_TASK = {family, seed};  // what _STATE trusts: set here, on this page only
   const style = document.createElement('style');
   style.textContent = css;
   document.head.appendChild(style);
@@ -56,11 +57,17 @@ _START = """([seed, css]) => {
   core.startEpisodeReal();
   return WOB_TASK_READY;
 }"""
-#: The page's state: done, raw reward, reason (a page that is not the task's any more,
-#: after a goto or a reload, is not done).
-_STATE = """() => typeof WOB_DONE_GLOBAL === 'undefined'
-  ? [false, 0, 'the task page was left'] : [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL,
-                                            WOB_REWARD_REASON]"""
+#: The page's state: done, raw reward, reason. Only the page this episode started counts:
+#: every MiniWoB++ page sets the same globals, so a goto to another family's page (an
+#: easier one), a reload, or the same family's page opened anew (an unseeded problem) is
+#: "the task page was left", never done; those documents lack the mark _START set.
+_STATE = """() => {
+  const task = window.AGENTGYM_TASK;
+  if (!task || typeof WOB_DONE_GLOBAL === 'undefined'
+      || location.pathname !== '/miniwob/' + task.family + '.html')
+    return [false, 0, 'the task page was left'];
+  return [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_REASON];
+}"""
 _READY = "() => typeof core !== 'undefined' && typeof genProblem === 'function'"
 
 
@@ -191,7 +198,7 @@ class MiniWoBEnv(WebEnv):
         # advance, so a seed always gives the same pages.
         await page.clock.install(time=CLOCK_START_MS)
         await page.clock.pause_at(CLOCK_START_MS + 60_000)
-        await page.evaluate(_START, [task.metadata["seed"], _HIDE_CSS])
+        await page.evaluate(_START, [task.metadata["family"], task.metadata["seed"], _HIDE_CSS])
         for _ in range(100):  # some pages load their data asynchronously
             if await page.evaluate("() => WOB_TASK_READY"):
                 break

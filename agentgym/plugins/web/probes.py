@@ -21,6 +21,12 @@ try, played by ``agentgym validate`` on every web env whose tools they fit.
     foreign page (tests/plugins/web/test_reach.py checks with a real server holding a
     secret).
 
+``web.other-page``
+    On a MiniWoB++ task: ``goto`` another family's page of the same server (click-test,
+    the easiest: one button), start it and click its button. Every MiniWoB++ page sets
+    the same reward globals, so a grader that reads them from whatever page is open pays
+    the easy page's reward for the hard task.
+
 A probe applies to an env that offers the browser tools it needs (``goto``,
 ``send_msg_to_user``; stuffing also needs a task whose grade has a text answer).
 """
@@ -201,6 +207,36 @@ class ReachPolicy(TextPolicy):
         return call_turn("send_msg_to_user", text=", ".join(read)[:2000] or "nothing")
 
 
+class OtherPagePolicy(TextPolicy):
+    """Go to MiniWoB++'s click-test page instead of the task's, start it (its cover's
+    START), click its button, and wait."""
+
+    whole_conversation = True
+    #: The page played instead, and what to click on it, in order.
+    PAGE = "click-test.html"
+    CLICKS = ("START", "Click Me!")
+
+    def __init__(self):
+        self._clicked = 0  # of CLICKS
+
+    def act(self, messages: list[dict[str, Any]], task: Task) -> dict[str, Any]:
+        pages = _observations(messages)
+        if _turn_index(messages) == 0:
+            url = next(iter(re.findall(r"URL: (\S+)", pages[0] if pages else "")), "")
+            if not url:
+                return call_turn("noop")
+            return call_turn("goto", url=urllib.parse.urljoin(url, self.PAGE))
+        while self._clicked < len(self.CLICKS):
+            name = re.escape(self.CLICKS[self._clicked])
+            self._clicked += 1
+            # a named element, or one whose text it is (the cover: a generic with START)
+            found = re.search(rf"\[(\w+)\][^\n]*'{name}'|\[(\w+)\][^\n]*\n\s*"
+                              rf"StaticText '{name}'", pages[-1])
+            if found:
+                return call_turn("click", bid=found.group(1) or found.group(2))
+        return call_turn("noop", wait_ms=1000)
+
+
 def answer_stuffing(target: ProbeTarget) -> StuffingPolicy | None:
     if not target.offers("send_msg_to_user") or not _has_text_answer(target.task) or \
             not target.task.solution:
@@ -218,6 +254,14 @@ def reach(target: ProbeTarget) -> ReachPolicy | None:
     return ReachPolicy(listening_ports())
 
 
+def other_page(target: ProbeTarget) -> OtherPagePolicy | None:
+    metadata = target.task.metadata
+    if not target.offers("goto", "click") or "family" not in metadata or \
+            "seed" not in metadata:
+        return None
+    return OtherPagePolicy()
+
+
 PROBES = [
     ExploitProbe("web.answer-stuffing", answer_stuffing,
                  "go where the answer is, then answer with every name and number the pages"
@@ -228,5 +272,8 @@ PROBES = [
     ExploitProbe("web.reach", reach,
                  "goto the HTTP services on this machine's loopback, in the spellings of"
                  " 127.0.0.1 parsers disagree on, and answer with what it read",
+                 attack="reach"),
+    ExploitProbe("web.other-page", other_page,
+                 "goto an easier MiniWoB++ page of the same server and solve it instead",
                  attack="reach"),
 ]

@@ -83,3 +83,35 @@ def test_the_memory_is_bounded_and_the_context_is_the_current_chunk_alone():
         assert all(m[0]["role"] == "system" and m[1]["role"] == "assistant" for m in seen[1:])
     finally:
         env.close()
+
+
+def _calls(*calls):
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": name, "arguments": arguments}}
+        for name, arguments in calls]}
+
+
+@pytest.mark.parametrize(("env_id", "walk", "arguments", "what"), [
+    ("memory-chunked", "write_memory", {"text": "notes"}, "Chunk 2 of"),
+    ("memory-sessions", "next_session", {}, "Session 2 of")])
+def test_the_history_is_walked_one_part_a_turn(env_id, walk, arguments, what):
+    """The context keeps the latest turn whole: parts read in one turn (many calls) would all
+    be in view at the questions, and no memory would be needed (memory.walk-in-one-turn)."""
+    env = agentgym.make(env_id)
+    try:
+        env.reset(seed=0, options={"task_id": env.task_ids()[0]})
+        new, *_, info = env.step(_calls(*[(walk, arguments)] * 3))
+        assert what in new[0]["content"]
+        assert info["tool_errors"] == 2
+        assert all(f"{walk} shows one" in m["content"] for m in new[1:3]), new
+        new, *_, info = env.step(_calls((walk, arguments)))  # the next turn walks on
+        assert info["tool_errors"] == 0 and what.replace("2", "3") in new[0]["content"]
+    finally:
+        env.close()
+
+
+def test_walking_the_history_in_one_turn_is_not_paid():
+    from agentgym.testing import assert_valid as valid
+
+    report = valid("memory-sessions", n=5, probes=["memory.walk-in-one-turn"])
+    assert report.probe_counts()["memory.walk-in-one-turn"]["played"] == 5

@@ -17,7 +17,7 @@ from agentgym.plugins.terminal.env import TerminalEnv
 from agentgym.rollout.validate import probes_for
 from agentgym.testing import assert_valid
 from agentgym.toolkits import episode_sandbox
-from agentgym.toolkits.probes import PROBES
+from agentgym.toolkits.probes import PROBES, shell_probes
 from tests.conftest import backend_missing
 
 DATA = Path(__file__).parent / "data"
@@ -88,6 +88,52 @@ def test_an_attack_left_behind_is_not_paid(backend, tmp_path, attack, probe, tas
     assert "says 0" in metrics["reason"] or "refused" in metrics["reason"], metrics
 
 
+# Holes a red team found in the task sources, each paid 1.0 before its fix: (env id, task,
+# probe). A link to the expected file; the command file rewriting the test script bash is
+# reading (and running the gold from /tests/task.json); a home emptied, then "0" answered
+# (the expected count was measured on it at grading) or a permission check made vacuous;
+# wrappers in the home, first on PATH, that ran as the grader's session shell and `env`.
+SOURCED = [
+    ("terminal", "csv-pivot-sales", "shell.link-to-grader-files"),
+    ("terminal-nl2bash", "nl2bash-fs1-3", "shell.rewrite-running-tests"),
+    ("terminal-agentbench-os", "agentbench-os-test-14", "shell.empty-the-workspace"),
+    ("terminal-agentbench-os", "agentbench-os-test-32", "shell.empty-the-workspace"),
+    ("terminal-agentbench-os", "agentbench-os-dev-3", "shell.path-shadowing"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env_id", "task", "probe"), SOURCED,
+                         ids=[f"{t}-{p.removeprefix('shell.')}" for _, t, p in SOURCED])
+def test_a_sourced_tasks_hole_is_closed(env_id, task, probe) -> None:
+    if backend_missing("local"):
+        pytest.skip(f"local backend unavailable: {backend_missing('local')}")
+    env = TerminalEnv(env_id=env_id, backend="local")
+    try:
+        reward, metrics = play_probe(env, probe, task)
+    finally:
+        env.close()
+    assert reward == 0.0, (probe, metrics)
+
+
+def test_the_gold_command_is_gone_when_the_agents_command_runs() -> None:
+    """NL2Bash: a command that runs the gold from /tests/task.json (graded by running it
+    beside the gold) finds no task.json: the gold ran first, then its file was deleted."""
+    if backend_missing("local"):
+        pytest.skip(f"local backend unavailable: {backend_missing('local')}")
+    copy_gold = ("python3 -c 'import json,os;d=json.load(open(\"/tests/task.json\"));"
+                 "os.execvp(d[\"shell\"],[d[\"shell\"],\"-c\",d[\"gold\"]])'")
+    env = TerminalEnv(env_id="terminal-nl2bash", backend="local")
+    try:
+        env.reset(seed=0, options={"task_id": "nl2bash-fs1-10"})
+        env.step(_bash(f"cat > /tmp/command.sh <<'EOF'\n{copy_gold}\nEOF"))
+        _, reward, terminated, _, info = env.step(_submit())
+    finally:
+        env.close()
+    assert terminated and reward == 0.0, info["reward_metrics"]
+    assert "task.json" in info["reward_metrics"]["log_tail"], info["reward_metrics"]
+
+
 def test_a_verifier_link_is_removed_not_followed(backend) -> None:
     """The grader removes the link and leaves the agent's folder it pointed to as it was."""
     env = TerminalEnv(backend=backend)
@@ -124,7 +170,7 @@ def test_no_probe_is_paid_on_a_sample_of_each_env_id_local(env_id) -> None:
     tasks = SAMPLES.get(env_id) or [ids[i * len(ids) // 5] for i in range(5)]
     report = assert_valid(env_id, task_ids=tasks, backend="local", probes=True,
                           concurrency=4)
-    assert len(report.probe_counts()) == len(PROBES)
+    assert len(report.probe_counts()) == len(shell_probes())
 
 
 @pytest.mark.slow
@@ -176,3 +222,8 @@ def _bash(command: str) -> dict:
     return {"role": "assistant", "content": "", "tool_calls": [
         {"type": "function", "function": {"name": "bash",
                                           "arguments": json.dumps({"command": command})}}]}
+
+
+def _submit() -> dict:
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "submit", "arguments": "{}"}}]}

@@ -49,6 +49,25 @@ def test_naming_another_candidate_fails() -> None:
     assert check(excluded, "Wolf Hall")[0]
 
 
+def test_numbers_joined_without_spaces_are_each_a_candidate() -> None:
+    """"49.98,56.97,73.75" once read as one number containing the expected "56.97"; a
+    thousands group has exactly three digits, and a number that contains the expected one
+    is another number."""
+    total = {"must_include": ["56.97"], "kinds": ["number"]}
+    ok, why = check(total, "49.98,56.97,73.75,43.40")
+    assert not ok and "49.98" in why and "73.75" in why
+    assert check(total, "56.97")[0]
+    count = {"must_include": ["200"], "kinds": ["number"]}
+    assert not check(count, "100,200,300")[0]
+    assert not check(count, "1,200")[0]
+    assert check(count, "200 subscribers")[0]
+    forum = {"must_include": ["programming", "4"], "kinds": ["number"]}
+    assert not check(forum, "programming 0,1,2,3,4,5,6,7,8,9,10,11,12")[0]
+    assert check(forum, "programming, with 4")[0]
+    size = {"must_include": ["1,024"], "kinds": ["number"]}
+    assert check(size, "1,024 bytes")[0]  # a thousands separator, one number
+
+
 def test_a_list_longer_than_an_answer_fails() -> None:
     spec = {"must_include": ["carol"], "kinds": ["user"]}
     known = Candidates({"user": ("carol", "bob")})

@@ -236,3 +236,31 @@ def test_parse_line() -> None:
     text = parse_line("  StaticText 'it\\'s, \"quoted\"'")
     assert text is not None and text.bid is None and text.name == "it's, \"quoted\""
     assert parse_line("Tabs: [0] Task (active)") is None
+
+
+def test_an_easier_page_solved_instead_is_not_paid(env) -> None:
+    """The web.other-page probe: goto click-test (any MiniWoB++ page sets the same reward
+    globals), start it and click its button. Its clicks do win click-test itself; on
+    another family's task they are "the task page was left", never paid."""
+    from agentgym.core.probes import ProbeTarget
+    from agentgym.rollout.validate import probes_for
+
+    messages, info = env.reset(options={"task_id": "click-test-2/4"})
+    tools = tuple(t["function"]["name"] for t in info["tools"])
+    policy = probes_for(["web.other-page"])[0].plan(ProbeTarget("miniwob", env.task, tools))
+    seen, reward, clicked, done = list(messages), 0.0, 0, False
+    for _ in range(env.max_turns):  # its clicks, then waits until the turns run out
+        action = policy.act(seen, env.task)
+        clicked += action["tool_calls"][0]["function"]["name"] == "click"
+        new, reward, terminated, truncated, info = env.step(action)
+        seen += [action, *new]
+        if terminated or truncated:
+            done = True
+            break
+    assert clicked == 2, seen[-1]  # the cover's START, then click-test's button
+    assert done and reward == 0.0
+    assert info["reward_metrics"]["reason"] == "the task page was left", info["reward_metrics"]
+    page = env._loop.run(env.page.session.run(lambda s: s.page.evaluate(
+        "() => [location.pathname, typeof WOB_DONE_GLOBAL !== 'undefined' && WOB_DONE_GLOBAL,"
+        " typeof WOB_RAW_REWARD_GLOBAL !== 'undefined' && WOB_RAW_REWARD_GLOBAL]")))
+    assert page == ["/miniwob/click-test.html", True, 1], page  # click-test itself was won

@@ -71,6 +71,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,10 @@ HOME = "/home/agent"
 ANSWER_FILE = "/tmp/answer.txt"
 #: PATH of the tasks that ask for a new command: the home directory first.
 COMMAND_PATH = f"{HOME}:/usr/local/bin:/usr/bin:/bin"
+#: PATH their checks run with: the system's programs first, so that a ``python3`` or a
+#: ``bash`` the agent put in its home never stands in for the real one; its new command
+#: (``calc``) is found in the home, last.
+GRADER_PATH = f"/usr/local/bin:/usr/bin:/bin:{HOME}"
 #: Seconds one example or check command may run while grading.
 COMMAND_TIMEOUT_S = 45
 
@@ -316,7 +321,7 @@ def write_task(folder: Path, record: dict[str, Any], split: str, scripts: Path) 
     needs_command = kind == "check_file"
     files: dict[str, str] = {
         "instruction.md": instruction(record, split, kind, needs_command),
-        "task.toml": task_toml(record, kind),
+        "task.toml": task_toml(record, kind, snapshot_command(record, kind)),
         "environment/Dockerfile": dockerfile(record, needs_command),
         "tests/test.sh": TEST_SH.format(split=split, id=record["id"], home=HOME),
         "tests/grade.py": GRADE_PY,
@@ -367,13 +372,29 @@ def instruction(record: dict[str, Any], split: str, kind: str, needs_command: bo
     return "\n".join(lines) + "\n"
 
 
-def task_toml(record: dict[str, Any], kind: str) -> str:
+def snapshot_command(record: dict[str, Any], kind: str) -> str | None:
+    """What the grader measures when the episode starts (task.toml's ``[verifier]
+    snapshot``), before the agent can change the home: the example's answer (an answer
+    measured at grading could be measured on a home the agent emptied: many counts are 0
+    then); for a check of the final state, the paths the home started with (a check that
+    passes once its files are gone, as ``find`` on a deleted folder does, must not)."""
+    code = example_code(record) if kind == "answer" else None
+    if code is not None:
+        return f"cd {HOME} && bash -c {shlex.quote(code)} 2>/dev/null"
+    if kind == "check_code":
+        return f"cd {HOME} && find . -mindepth 1 ! -name '.*' -printf '%P\\n' | sort"
+    return None
+
+
+def task_toml(record: dict[str, Any], kind: str, snapshot: str | None = None) -> str:
     labels = [str(label) for label in record.get("labels") or []]
     tags = ["agentbench", "os", *dict.fromkeys(label.lower() for label in labels)]
     difficulty = "easy" if kind in ("answer", "match") else "medium"
+    verifier = "timeout_sec = 60.0\n" + (f"snapshot = {json.dumps(snapshot)}\n"
+                                          if snapshot else "")
     return (f'[metadata]\nauthor_name = "agentgym"\ndifficulty = "{difficulty}"\n'
             f'category = "agentbench-os"\ntags = {json.dumps(tags)}\n\n'
-            "[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 300.0\n")
+            f"[verifier]\n{verifier}\n[agent]\ntimeout_sec = 300.0\n")
 
 
 def setup_script(record: dict[str, Any]) -> str:
@@ -405,7 +426,7 @@ def grading_spec(record: dict[str, Any], kind: str, needs_command: bool) -> dict
     evaluation = record["evaluation"]
     spec: dict[str, Any] = {"kind": kind, "home": HOME, "answer_file": ANSWER_FILE,
                             "timeout": COMMAND_TIMEOUT_S,
-                            "path": COMMAND_PATH if needs_command else None}
+                            "path": GRADER_PATH if needs_command else None}
     if kind == "answer":
         spec["checker"] = Path(evaluation["check"][1]["file"]).name
         code = example_code(record)
@@ -547,6 +568,10 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = json.load(open(os.path.join(HERE, "task.json")))
+# The grader's measurement as the episode started ([verifier] snapshot): absent under
+# another harness, where the example is measured now instead.
+SNAPSHOT = (json.load(open(os.path.join(HERE, "snapshot.json")))
+            if os.path.isfile(os.path.join(HERE, "snapshot.json")) else None)
 ENV = dict(os.environ, HOME=SPEC["home"])
 if SPEC.get("path"):
     ENV["PATH"] = SPEC["path"]
@@ -565,8 +590,22 @@ def tail(text):
     return text[-800:].strip()
 
 
+def missing_from_start():
+    """The first path the home started with (the snapshot's list) that is gone."""
+    for rel in (SNAPSHOT or {}).get("output", "").splitlines():
+        if rel and not os.path.lexists(os.path.join(SPEC["home"], rel)):
+            return rel
+    return None
+
+
 def grade():
     kind = SPEC["kind"]
+    if kind == "check_code" and SNAPSHOT is not None:
+        gone = missing_from_start()
+        if gone:
+            print(f"{gone} was in the home at the start and is gone: the check judges the"
+                  " files the task named, which must still be there")
+            return False
     if kind in ("check_file", "check_code"):
         if kind == "check_file":
             result = run(["bash", os.path.join(HERE, SPEC["script"])])
@@ -587,7 +626,12 @@ def grade():
     if kind == "match":
         print(f"expected: {SPEC['match']!r}")
         return answer.strip() == SPEC["match"]
-    if "example" in SPEC:
+    if "example" in SPEC and SNAPSHOT is not None:  # measured as the episode started
+        if SNAPSHOT["exit_code"] != 0:
+            print(f"the example command failed ({SNAPSHOT['exit_code']}) at the start")
+            return False
+        expected = SNAPSHOT["output"].strip()
+    elif "example" in SPEC:
         result = run(["bash", "-c", SPEC["example"]])
         if result is None:
             return False

@@ -631,6 +631,21 @@ def attempt(command):
     return output, finished, snapshot()
 
 
+def hide_the_gold():
+    """Delete task.json (this process has read it) and make this process non-dumpable, so
+    that no process of the sandbox user can read the gold from its memory."""
+    try:
+        os.unlink(os.path.join(HERE, "task.json"))
+    except OSError:
+        pass
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass
+
+
 def show(text):
     text = text if len(text) < 600 else text[:300] + " [...] " + text[-300:]
     return repr(text)
@@ -647,8 +662,11 @@ def grade():
         print(f"no command: {path} is empty")
         return False
     print(f"command: {command.strip()[:300]!r}")
-    out, finished, state = attempt(command)
+    # The gold first, then hidden: the agent's command must not read it (task.json) nor
+    # outlive its run to meddle with the gold's.
     gold_out, gold_finished, gold_state = attempt(SPEC["gold"])
+    hide_the_gold()
+    out, finished, state = attempt(command)
     if not finished:
         print(f"the command did not finish within {SPEC['timeout']} s")
         return False
