@@ -113,5 +113,9 @@ def test_the_history_is_walked_one_part_a_turn(env_id, walk, arguments, what):
 def test_walking_the_history_in_one_turn_is_not_paid():
     from agentgym.testing import assert_valid as valid
 
-    report = valid("memory-sessions", n=5, probes=["memory.walk-in-one-turn"])
+    # Single-question tasks (LongMemEval's kind): walked in one turn, the question comes in
+    # that turn too, so the whole history is in view when it is answered (paid 1.0 on all
+    # five before a walk showed one session a turn).
+    report = valid("memory-sessions", n=5, probes=["memory.walk-in-one-turn"],
+                   questions=("single",))
     assert report.probe_counts()["memory.walk-in-one-turn"]["played"] == 5
