@@ -217,6 +217,10 @@ _DJANGO_ID = r"(\w+) \(([\w.]+)\)"
 _DJANGO_LINE = re.compile(
     rf"^{_DJANGO_ID} \.\.\. (ok|FAIL|ERROR|skipped|expected failure|unexpected success)\b")
 _DJANGO_PENDING = re.compile(rf"^{_DJANGO_ID}(?: \.\.\. .*)?$")
+# unittest's report of each failure after the run ("FAIL: test_x (app.tests.Case)"): the
+# status that sticks, whatever the test's own line read (code under test that writes "ok"
+# to stderr completes that line before the runner writes FAIL on a line of its own).
+_DJANGO_REPORTED = re.compile(rf"^(FAIL|ERROR): {_DJANGO_ID}(?:\s.*)?$")
 # Not "OK": that is unittest's final summary line, not a test's status.
 _DJANGO_BARE = re.compile(r"^(ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)$")
 
@@ -238,8 +242,21 @@ def parse_log_django(log: str) -> dict[str, str]:
     as the official harness names it."""
     results: dict[str, str] = {}
     pending: list[str] = []
+    after_report = None  # the status of a failure report, whose next line may be a docstring's
     for raw in log.split("\n"):
         line = _ANSI.sub("", raw).rstrip("\r").rstrip()
+        reported = _DJANGO_REPORTED.match(line)
+        if reported:
+            word, name, where = reported.groups()
+            after_report = _DJANGO_STATUS[word]
+            for test in _django_ids(name, where):
+                results[test] = after_report
+            continue
+        if after_report is not None:
+            if line.strip() and not line.startswith("---"):
+                results[line.strip()] = after_report  # its docstring's first line
+            after_report = None
+            continue
         match = _DJANGO_LINE.match(line)
         if match:
             name, where, word = match.groups()
@@ -297,11 +314,23 @@ def parse_log_sympy(log: str) -> dict[str, str]:
     ``test_name F`` (failed), ``E`` (error), ``f`` (expected failure), ``X`` (unexpected
     pass), ``s`` (skipped). SWE-bench names SymPy tests by function name alone."""
     results: dict[str, str] = {}
+    reported = set()
     for line in _clean_lines(log):
         match = _SYMPY_LINE.match(line)
         if match:
             _record(results, match.group(1), _SYMPY_STATUS[match.group(2)])
+        # The runner's report of each failure and error after the run
+        # ("____ sympy/core/tests/test_x.py:test_y ____"): it sticks, whatever the test's
+        # own line read (code under test can print "ok" before the runner's "F").
+        header = _SYMPY_REPORTED.match(line)
+        if header:
+            reported.add(header.group(1))
+    for test in reported:
+        results[test] = FAILED
     return results
+
+
+_SYMPY_REPORTED = re.compile(r"^_{3,} \S+\.py:(test_\w+) _{3,}$")
 
 
 _SYMPY_IMPORT = re.compile(r"^(\S+\.py)\[\?\]\s+Failed to import")

@@ -195,6 +195,26 @@ def test_log_parsers_are_chosen_and_registered_per_repo(monkeypatch: pytest.Monk
     assert log_parser_for("django/django") is parse_mine
 
 
+def test_a_forged_ok_does_not_outlast_the_runners_failure_report() -> None:
+    """Code under test that writes "ok" to stderr completes its test's line before the
+    runner writes FAIL on a line of its own; unittest's report of the failure after the
+    run, and SymPy's, are what stick."""
+    django = ("test_fix (app.tests.Case) ... ok\nFAIL\n"
+              "test_doc (app.tests.Case)\nFixes the thing. ... ok\nERROR\n"
+              "test_fine (app.tests.Case) ... ok\n\n" + "=" * 70 + "\n"
+              "FAIL: test_fix (app.tests.Case.test_fix)\n" + "-" * 70 + "\nTraceback\n"
+              + "=" * 70 + "\nERROR: test_doc (app.tests.Case)\nFixes the thing.\n"
+              + "-" * 70 + "\nTraceback\n")
+    assert parse_log_django(django) == {
+        "test_fix (app.tests.Case)": FAILED, "test_fix (app.tests.Case.test_fix)": FAILED,
+        "test_doc (app.tests.Case)": ERROR, "Fixes the thing.": ERROR,
+        "test_fine (app.tests.Case)": PASSED}
+    sympy = ("sympy/core/tests/test_x.py[2] \ntest_fix ok\nF\ntest_fine ok\n"
+             + "_" * 20 + " sympy/core/tests/test_x.py:test_fix " + "_" * 20 + "\n"
+             "Traceback (most recent call last):\nAssertionError\n")
+    assert parse_log_sympy(sympy) == {"test_fix": FAILED, "test_fine": PASSED}
+
+
 def test_django_parser_names_a_described_test_by_its_docstring_too() -> None:
     # verbosity 2 prints the docstring's first line before the status; the official
     # harness names the test by that line, and SWE-bench ids use it

@@ -106,14 +106,27 @@ SOURCED = [
 @pytest.mark.parametrize(("env_id", "task", "probe"), SOURCED,
                          ids=[f"{t}-{p.removeprefix('shell.')}" for _, t, p in SOURCED])
 def test_a_sourced_tasks_hole_is_closed(env_id, task, probe) -> None:
-    if backend_missing("local"):
-        pytest.skip(f"local backend unavailable: {backend_missing('local')}")
-    env = TerminalEnv(env_id=env_id, backend="local")
+    _closed_on(env_id, task, probe, "local")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env_id", "task", "probe"), SOURCED[:2],
+                         ids=[f"{t}-{p.removeprefix('shell.')}" for _, t, p in SOURCED[:2]])
+def test_a_sourced_tasks_hole_is_closed_on_docker(env_id, task, probe) -> None:
+    _closed_on(env_id, task, probe, "docker")
+
+
+def _closed_on(env_id: str, task: str, probe: str, backend: str) -> None:
+    if backend_missing(backend):
+        pytest.skip(f"{backend} backend unavailable: {backend_missing(backend)}")
+    env = TerminalEnv(env_id=env_id, backend=backend)
     try:
         reward, metrics = play_probe(env, probe, task)
     finally:
         env.close()
     assert reward == 0.0, (probe, metrics)
+    if probe in ("shell.link-to-grader-files", "shell.rewrite-running-tests"):
+        assert metrics["reason"].startswith("grading refused: "), metrics
 
 
 def test_the_gold_command_is_gone_when_the_agents_command_runs() -> None:
