@@ -147,6 +147,24 @@ def test_the_gold_command_is_gone_when_the_agents_command_runs() -> None:
     assert "task.json" in info["reward_metrics"]["log_tail"], info["reward_metrics"]
 
 
+def test_a_service_the_tests_start_cannot_serve_the_expected_data() -> None:
+    """http-serve-stats: a server that copies /tests/expected.json to what it serves, when
+    the checks start it, finds the file gone (read and deleted before the server starts)."""
+    if backend_missing("local"):
+        pytest.skip(f"local backend unavailable: {backend_missing('local')}")
+    serve = ("cp /tests/expected.json /app/public/stats.json 2>/dev/null\n"
+             "cd /app/public && exec python3 -m http.server 8080 --bind 127.0.0.1\n")
+    env = TerminalEnv(backend="local")
+    try:
+        env.reset(seed=0, options={"task_id": "http-serve-stats"})
+        env.step(_bash(f"cat > /app/serve.sh <<'EOF'\n{serve}EOF"))
+        _, reward, terminated, _, info = env.step(_submit())
+    finally:
+        env.close()
+    assert terminated and reward == 0.0, info["reward_metrics"]
+    assert "FAIL stats.json has the right numbers" in info["reward_metrics"]["log_tail"]
+
+
 def test_a_verifier_link_is_removed_not_followed(backend) -> None:
     """The grader removes the link and leaves the agent's folder it pointed to as it was."""
     env = TerminalEnv(backend=backend)
