@@ -23,7 +23,11 @@ What it does:
   phase's outcome from the call info itself (did the test raise, and what), and checks it
   against the report the inner hooks made: a report that says "passed" for a call that
   raised is forged. It also checks, for the call phase, that the test's function is the
-  one collected and that no trace function from the agent's files is set.
+  one collected, that no trace function from the agent's files is set, and that
+  ``AssertionError`` and ``TestCase.failureException`` are what they were. An "xfailed"
+  call counts only when the test declares it (:func:`_agents_xfail`): marked xfail, or
+  ``pytest.xfail()`` reached through no frame of the agent's files; else it is a failure,
+  and a tampering.
 * **Session end**: compares the snapshot with the state now, and lists the outcome hooks;
   a replaced internal or an outcome hook whose code comes from a file the agent's diff
   changed (``CONFIG["changed"]``) or from no file at all is a tampering, named (pytest and
