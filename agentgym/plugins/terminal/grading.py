@@ -107,16 +107,17 @@ _RESULT = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S+)", re.M
 _PASSING = {"PASSED", "XFAIL"}
 
 # Run in the fresh session shell (as a function: `exit` would end that shell), with the
-# agent's processes gone. Makes the grader's home (a folder of a random name, made just
-# now: one already there is refused). Empties /tests and /logs without following links
-# (find -delete never does; chmod first, since the agent may have taken its own write
-# permission away), makes the folders anew and refuses any that is still not a real,
-# empty folder; unpacks the tests (their tar, in base64, is part of the script: one round
-# trip for the whole preparation); orders PATH: a folder that the sandbox user may write,
-# or owns on a writable mount (its owner may make it writable), or one under such a folder
-# (it could be swapped), goes after the others.
-# Builtins where they do (each program started costs time on a loaded machine). Replies:
-# "path PATH", or "refuse WHY".
+# agent's processes gone and programs from the system's PATH. Refuses a link in the
+# workspace, the home or /tmp that resolves into /tests or /logs. Makes the grader's home
+# (a folder of a random name, made just now: one already there is refused). Empties
+# /tests and /logs without following links (find -delete never does; chmod first, since
+# the agent may have taken its own write permission away), makes the folders anew and
+# refuses any that is still not a real, empty folder; unpacks the tests (their tar, in
+# base64, is part of the script: one round trip for the whole preparation) and lists
+# them; orders PATH: a folder that the sandbox user may write, or owns on a writable mount
+# (its owner may make it writable), or one under such a folder (it could be swapped),
+# goes after the others. Builtins where they do (each program started costs time on a
+# loaded machine). Replies: "files LISTING" and "path PATH", or "refuse WHY".
 _PREPARE = r"""
 __ag_prepare() {{
   local PATH={system_path} d x agent first= last= entries link
