@@ -136,15 +136,9 @@ def test_the_gold_command_is_gone_when_the_agents_command_runs() -> None:
         pytest.skip(f"local backend unavailable: {backend_missing('local')}")
     copy_gold = ("python3 -c 'import json,os;d=json.load(open(\"/tests/task.json\"));"
                  "os.execvp(d[\"shell\"],[d[\"shell\"],\"-c\",d[\"gold\"]])'")
-    env = TerminalEnv(env_id="terminal-nl2bash", backend="local")
-    try:
-        env.reset(seed=0, options={"task_id": "nl2bash-fs1-10"})
-        env.step(_bash(f"cat > /tmp/command.sh <<'EOF'\n{copy_gold}\nEOF"))
-        _, reward, terminated, _, info = env.step(_submit())
-    finally:
-        env.close()
-    assert terminated and reward == 0.0, info["reward_metrics"]
-    assert "task.json" in info["reward_metrics"]["log_tail"], info["reward_metrics"]
+    reward, metrics = _submitted_after("terminal-nl2bash", "nl2bash-fs1-10",
+                                       f"cat > /tmp/command.sh <<'EOF'\n{copy_gold}\nEOF")
+    assert reward == 0.0 and "task.json" in metrics["log_tail"], metrics
 
 
 def test_a_service_the_tests_start_cannot_serve_the_expected_data() -> None:
@@ -154,15 +148,24 @@ def test_a_service_the_tests_start_cannot_serve_the_expected_data() -> None:
         pytest.skip(f"local backend unavailable: {backend_missing('local')}")
     serve = ("cp /tests/expected.json /app/public/stats.json 2>/dev/null\n"
              "cd /app/public && exec python3 -m http.server 8080 --bind 127.0.0.1\n")
-    env = TerminalEnv(backend="local")
+    reward, metrics = _submitted_after("terminal", "http-serve-stats",
+                                       f"cat > /app/serve.sh <<'EOF'\n{serve}EOF")
+    assert reward == 0.0, metrics
+    assert "FAIL stats.json has the right numbers" in metrics["log_tail"], metrics
+
+
+def _submitted_after(env_id: str, task: str, command: str) -> tuple[float, dict]:
+    """Run ``command`` in an episode of ``task`` (local backend), then submit: the reward
+    and the grader's metrics."""
+    env = TerminalEnv(env_id=env_id, backend="local")
     try:
-        env.reset(seed=0, options={"task_id": "http-serve-stats"})
-        env.step(_bash(f"cat > /app/serve.sh <<'EOF'\n{serve}EOF"))
+        env.reset(seed=0, options={"task_id": task})
+        env.step(_bash(command))
         _, reward, terminated, _, info = env.step(_submit())
     finally:
         env.close()
-    assert terminated and reward == 0.0, info["reward_metrics"]
-    assert "FAIL stats.json has the right numbers" in info["reward_metrics"]["log_tail"]
+    assert terminated, info
+    return reward, info["reward_metrics"]
 
 
 def test_a_verifier_link_is_removed_not_followed(backend) -> None:
