@@ -561,9 +561,11 @@ def main() -> None:
 
 def _copy_repo(package: Path) -> str:
     """A repository folder holding a copy of ``package`` (the sandbox template)."""
+    import atexit
     import shutil
 
     repo = Path(tempfile.mkdtemp(prefix="agentgym-bench-repo-"))
+    atexit.register(shutil.rmtree, repo, ignore_errors=True)
     shutil.copytree(package, repo / package.name,
                     ignore=shutil.ignore_patterns("__pycache__"))
     return str(repo)

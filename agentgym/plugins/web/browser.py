@@ -590,9 +590,10 @@ class BrowserPool:
         if not alive:
             self._drop(browser)
         elif not kept:
-            self._drop(browser)
-            with contextlib.suppress(Exception):
+            browser.dead = True  # nobody takes it meanwhile
+            with contextlib.suppress(Exception):  # closed, not killed (see close)
                 await asyncio.wait_for(browser.browser.close(), 10)
+            self._drop(browser)
         elif reuse:
             spare = asyncio.ensure_future(self._reuse(session))
             spare.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -728,8 +729,17 @@ class BrowserPool:
         if self._closed:
             return
         self._closed = True
+        live = [b for b in self._all if not b.dead]
+        if live and self._playwright is not None:
+            # Closed, not killed: a killed Chromium leaves its singleton folder in /tmp.
+            async def close_all() -> None:
+                await asyncio.wait_for(asyncio.gather(
+                    *(b.browser.close() for b in live), return_exceptions=True), 10)
+
+            with contextlib.suppress(Exception):
+                self._thread.run(close_all())
         for browser in list(self._all):
-            self._drop(browser)
+            self._drop(browser)  # what would not close in time is killed
         if self._playwright is not None:
             with contextlib.suppress(Exception):
                 self._thread.run(asyncio.wait_for(self._playwright.stop(), 10))

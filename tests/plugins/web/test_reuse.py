@@ -6,8 +6,10 @@ reuse their tab, and play exactly as they do in a fresh one."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from starlette.applications import Starlette
@@ -231,3 +233,27 @@ def test_a_tab_left_busy_is_replaced_by_a_fresh_context(pool, site, monkeypatch)
         assert run(second, STATE)[-1] == "/"
     finally:
         release(pool, second)
+
+
+def _singleton_folder(pid: int) -> Path:
+    """The folder in /tmp where the Chromium of ``pid`` keeps its singleton socket (its
+    profile's SingletonSocket links there)."""
+    flags = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    profile = next(f.split(b"=", 1)[1] for f in flags if f.startswith(b"--user-data-dir="))
+    return Path(os.readlink(Path(profile.decode()) / "SingletonSocket")).parent
+
+
+def test_browsers_let_go_are_closed_not_killed(site) -> None:
+    """A killed Chromium leaves its singleton folder in /tmp (one per browser, for good);
+    a browser the pool does not keep, and every browser at the pool's close, is closed."""
+    pool = BrowserPool(max_idle=0)  # nothing is kept: each release lets its browser go
+    try:
+        session = lease(pool, site, reuse=False)
+        released = _singleton_folder(session._browser.pid)
+        release(pool, session)
+        session = lease(pool, site, reuse=False)
+        closed = _singleton_folder(session._browser.pid)
+        assert released.exists() is False and closed.exists()
+    finally:
+        pool.close()
+    assert not closed.exists()
