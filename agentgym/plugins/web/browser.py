@@ -593,7 +593,7 @@ class BrowserPool:
             browser.dead = True  # nobody takes it meanwhile
             with contextlib.suppress(Exception):  # closed, not killed (see close)
                 await asyncio.wait_for(browser.browser.close(), 10)
-            self._drop(browser)
+            self._drop(browser, kill=browser.browser.is_connected())
         elif reuse:
             spare = asyncio.ensure_future(self._reuse(session))
             spare.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -701,7 +701,9 @@ class BrowserPool:
                 await page.goto(preload, wait_until="load", timeout=30_000)
         return _Context(context, page, watch, guard, blocked)
 
-    def _drop(self, browser: _Browser) -> None:
+    def _drop(self, browser: _Browser, kill: bool = True) -> None:
+        """Forget ``browser``, killing its process unless ``kill`` is False (it closed:
+        its pid may already be another process's)."""
         browser.dead = True
         spare, browser.spare = browser.spare, None
         if spare is not None:  # its guard stops when it is done
@@ -710,7 +712,7 @@ class BrowserPool:
             self._idle.remove(browser)
         if browser in self._all:
             self._all.remove(browser)
-        if browser.pid:
+        if browser.pid and kill:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(browser.pid, signal.SIGKILL)
 
@@ -739,7 +741,8 @@ class BrowserPool:
             with contextlib.suppress(Exception):
                 self._thread.run(close_all())
         for browser in list(self._all):
-            self._drop(browser)  # what would not close in time is killed
+            closed = browser in live and not browser.browser.is_connected()
+            self._drop(browser, kill=not closed)  # what did not close in time is killed
         if self._playwright is not None:
             with contextlib.suppress(Exception):
                 self._thread.run(asyncio.wait_for(self._playwright.stop(), 10))
