@@ -179,6 +179,21 @@ def test_unknown_bid_is_a_tool_error(env) -> None:
     assert "Goal: " in content and "RootWebArea" in content  # the page, to act on next
 
 
+def test_a_hidden_element_is_refused_after_the_short_bound() -> None:
+    """An element that is there but not actionable (a wrapper the tree does not show: an
+    RL sample clicked it) is an error after MiniWoB's 2 s bound: its paused clock means
+    waiting longer could not change the page."""
+    env = MiniWoBEnv("click-button", max_turns=2)
+    try:
+        messages, _ = env.reset(options={"task_id": "click-button/355"})
+        assert "[16]" not in messages[-1]["content"]
+        new, reward, terminated, truncated, info = env.step(turn("click", bid="16"))
+    finally:
+        env.close()
+    assert not (terminated or truncated) and reward == 0.0 and info["tool_errors"] == 1
+    assert new[0]["content"].startswith("Error: click: Locator.click: Timeout 2000ms")
+
+
 def test_unknown_family_is_a_clear_error() -> None:
     with pytest.raises(InvalidArgumentError, match="did you mean 'click-button'"):
         MiniWoBEnv("click-buton")

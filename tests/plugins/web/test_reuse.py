@@ -249,10 +249,10 @@ def test_browsers_let_go_are_closed_not_killed(site) -> None:
     pool = BrowserPool(max_idle=0)  # nothing is kept: each release lets its browser go
     try:
         session = lease(pool, site, reuse=False)
-        released = _singleton_folder(session._browser.pid)
+        released = _singleton_folder(*pool.leased_pids)
         release(pool, session)
         session = lease(pool, site, reuse=False)
-        closed = _singleton_folder(session._browser.pid)
+        closed = _singleton_folder(*pool.leased_pids)
         assert released.exists() is False and closed.exists()
     finally:
         pool.close()
