@@ -12,7 +12,11 @@
 #          with grpo-async runs asynchronously, max_staleness 2), side by side: steps per
 #          minute;
 #   generate  transformers' generate with a static cache (it compiles for minutes: only when
-#          STEPS names it).
+#          STEPS names it);
+#   recipes  the GPU training recipes of README "Results" (only when STEPS names it), each
+#          bounded by RECIPE_S (default 540 s): RECIPES, default
+#          "terminal-nl2bash-smollm2-gpu web-smollm2-gpu" (examples/configs/NAME.yaml, with
+#          MODEL as the model): base, SFT and GRPO pass rates and wall time.
 # MODEL is the SmolLM2 folder (scripts/gpu_check.py --from-gguf ... --convert-only makes
 # it); RESULTS the folder logs and JSON go to; STEPS the checks to run (default: all four).
 # Prints a table at the end (scripts/gpu_table.py).
@@ -33,16 +37,31 @@
 #   Both with PYTHONPATH=$PWD:/tmp/site. Device time, the start included: 78 s for call 1
 #   and 237 s for call 2 (bench, the config, a sync and an async GRPO run); each further
 #   12-step GRPO run about 50 s.
+# The recipes need more on that machine: terminal-nl2bash bubblewrap (here: `apt-get
+#   download bubblewrap` into .whl; there: `dpkg -x .whl/bubblewrap_*.deb /tmp/bw` and
+#   PATH=/tmp/bw/usr/bin:$PATH) and the icalfa wheel (its tasks); web-smollm2-gpu Chromium
+#   (the Debian chromium packages, over 64 MiB: in parts like the GGUF, unpacked with dpkg
+#   -x, its binary named by AGENTGYM_CHROMIUM) and the playwright and miniwob wheels. A
+#   recipe whose pieces are missing ends with an error saying which, and the others run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
-MODEL=${MODEL:-models/smollm2-135m-instruct}
+export MODEL=${MODEL:-models/smollm2-135m-instruct}
 RESULTS=${RESULTS:-/tmp/gpu-smollm2}
 STEPS=${STEPS:-tests bench train async}
 mkdir -p "$RESULTS"
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 say() { echo "== $(date +%T) $*"; }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
+# train NAME CONFIG SECONDS: agentgym train CONFIG into /tmp/run-NAME, bounded; its summary
+# and log as RESULTS/train_NAME.json and .err, its metrics as RESULTS/metrics_NAME.jsonl.
+train() {
+  rm -rf "/tmp/run-$1"
+  timeout "$3" "$PY" -m agentgym train "$2" --output-dir "/tmp/run-$1" --json \
+    > "$RESULTS/train_$1.json" 2> "$RESULTS/train_$1.err"
+  tail -n 4 "$RESULTS/train_$1.err"
+  cp "/tmp/run-$1/metrics.jsonl" "$RESULTS/metrics_$1.jsonl" 2>/dev/null
+}
 
 if has tests; then
   say "GPU tests"
@@ -71,18 +90,13 @@ fi
 
 if has train; then
   say "calculator-smollm2-gpu.yaml, synchronous GRPO"
-  rm -rf /tmp/run-sync
-  timeout "${TRAIN_S:-200}" "$PY" -m agentgym train examples/configs/calculator-smollm2-gpu.yaml \
-    --output-dir /tmp/run-sync --json > "$RESULTS/train_sync.json" 2> "$RESULTS/train_sync.err"
-  tail -n 4 "$RESULTS/train_sync.err"
-  cp /tmp/run-sync/metrics.jsonl "$RESULTS/metrics_sync.jsonl" 2>/dev/null
+  train sync examples/configs/calculator-smollm2-gpu.yaml "${TRAIN_S:-200}"
   cp /tmp/run-sync/eval.json "$RESULTS/eval_sync.json" 2>/dev/null
 fi
 
 if has async && [ -d /tmp/run-sync/00-sft/final ]; then
   for mode in ${GRPO_MODES:-grpo-sync grpo-async}; do
     say "the GRPO stage from that SFT checkpoint, ${GRPO_STEPS:-12} steps: $mode"
-    rm -rf "/tmp/run-$mode"
     MODE=$mode "$PY" -c '
 import os, yaml
 config = yaml.safe_load(open("examples/configs/calculator-smollm2-gpu.yaml"))
@@ -93,10 +107,19 @@ if os.environ["MODE"].startswith("grpo-async"):
     grpo["grpo"].setdefault("options", {})["async"] = {"max_staleness": 2}
 config["stages"] = [grpo]
 yaml.safe_dump(config, open("/tmp/" + os.environ["MODE"] + ".yaml", "w"))'
-    timeout "${ASYNC_S:-150}" "$PY" -m agentgym train "/tmp/$mode.yaml" --output-dir "/tmp/run-$mode" \
-      --json > "$RESULTS/train_$mode.json" 2> "$RESULTS/train_$mode.err"
-    tail -n 4 "$RESULTS/train_$mode.err"
-    cp "/tmp/run-$mode/metrics.jsonl" "$RESULTS/metrics_$mode.jsonl" 2>/dev/null
+    train "$mode" "/tmp/$mode.yaml" "${ASYNC_S:-150}"
+  done
+fi
+
+if has recipes; then
+  for recipe in ${RECIPES:-terminal-nl2bash-smollm2-gpu web-smollm2-gpu}; do
+    say "examples/configs/$recipe.yaml"
+    RECIPE=$recipe "$PY" -c '
+import os, yaml
+config = yaml.safe_load(open("examples/configs/" + os.environ["RECIPE"] + ".yaml"))
+config["model"] = os.environ["MODEL"]
+yaml.safe_dump(config, open("/tmp/" + os.environ["RECIPE"] + ".yaml", "w"))'
+    train "recipe-$recipe" "/tmp/$recipe.yaml" "${RECIPE_S:-540}"
   done
 fi
 

@@ -6,7 +6,8 @@ Rows: ms per decode step and tokens/s of each generation path at 32 concurrent r
 for each training run (the config as written; its GRPO stage again from its SFT model,
 synchronous and asynchronous), the held-out pass rate by stage, the GRPO stage's steps per
 minute, its rollout tokens/s (median over steps) and what the engine did (decode steps'
-rows, busy share). A file that
+rows, busy share); then one row per training recipe run (base, SFT and GRPO pass rates,
+wall time). A file that
 is missing (its check did not finish) is said so, not skipped silently.
 """
 
@@ -89,6 +90,28 @@ def training(results: Path, name: str) -> None:
                 print(f"  {key}: {[round(v, 3) for v in values]}")
 
 
+def recipes(results: Path) -> None:
+    """One row per recipe run (``train_recipe-NAME.json``): held-out pass rate of the base
+    model, after SFT and after GRPO, and the run's wall time (README "Results")."""
+    runs = sorted(results.glob("train_recipe-*.json"))
+    if not runs:
+        return
+    print(f"{'recipe':<34}{'base':>7}{'SFT':>7}{'GRPO':>7}{'wall':>9}")
+    for path in runs:
+        name = path.stem.removeprefix("train_recipe-")
+        summary = _json(path)
+        if "missing" in summary:
+            error = path.with_suffix(".err")
+            said = error.read_text().strip().splitlines()[-1:] if error.exists() else []
+            print(f"{name:<34} did not finish: {said[0][:200] if said else summary['missing']}")
+            continue
+        evals = [e["pass_rate"]
+                 for e in json.loads(Path(summary["eval"]).read_text())["stages"]]
+        rates = "".join(f"{rate:>7.2f}" for rate in evals)
+        minutes, seconds = divmod(round(summary["seconds"]), 60)
+        print(f"{name:<34}{rates}{f'{minutes}m{seconds:02d}s':>9}")
+
+
 def main() -> None:
     results = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/gpu-smollm2")
     generation(results)
@@ -96,6 +119,7 @@ def main() -> None:
                        for p in results.glob("train_grpo-*.json"))
     for name in ("sync", *(grpo_runs or ["grpo-sync", "grpo-async"])):
         training(results, name)
+    recipes(results)
 
 
 if __name__ == "__main__":

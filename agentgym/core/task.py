@@ -18,15 +18,17 @@ noop (must score 0.0).
 A :class:`TaskSource` is a sized, indexable sequence of tasks that can also be looked up by
 id. Sources here: :class:`TaskList` (in memory), :func:`load_tasks` (a JSONL or JSON file
 of :meth:`Task.to_dict` rows), and :class:`GeneratedTasks` (a deterministic generator).
+:func:`split_by_id` holds tasks out of a fixed list for evaluation (an env's ``split``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentgym.core.errors import InvalidArgumentError, MissingFileError, UnknownIdError
 from agentgym.core.parsers import ToolCall
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
     from agentgym.core.parsers import ToolCallParser
 
 Message = dict[str, Any]
+T = TypeVar("T")
+#: The splits :func:`split_by_id` knows.
+SPLITS = ("train", "test")
 #: The metadata key of a task's known-wrong solutions (see the module docstring).
 WRONG_SOLUTIONS = "wrong_solutions"
 
@@ -254,3 +259,27 @@ def load_tasks(path: str | Path) -> TaskList:
             f"cannot read tasks from {str(path)!r}: {e}. A task file holds one JSON object"
             " a line (Task.to_dict: at least 'id' and 'prompt'), or a .json list of them"
         ) from e
+
+
+def split_by_id(items: Sequence[T], split: str, key: Callable[[T], str],
+                test_share: float = 0.25) -> list[T]:
+    """The items of ``split`` (``"train"`` or ``"test"``): an item is ``"test"`` when a hash
+    of its id (``key(item)``) falls in the first ``test_share`` of the hash range. The same
+    id is always on the same side, whatever else the list holds, so adding tasks never
+    moves one across; order is kept."""
+    if split not in SPLITS:
+        raise InvalidArgumentError(f"split={split!r}: choose 'train' or 'test' (or None for"
+                                   " every task)")
+    if not 0 < test_share < 1:
+        raise InvalidArgumentError(f"test_share={test_share!r} must be between 0 and 1")
+
+    def held_out(item: T) -> bool:
+        digest = hashlib.sha256(key(item).encode()).digest()
+        return int.from_bytes(digest[:8], "big") < test_share * 2**64
+
+    chosen = [item for item in items if held_out(item) == (split == "test")]
+    if not chosen:
+        raise InvalidArgumentError(
+            f"split={split!r} holds none of these {len(items)} tasks (test_share="
+            f"{test_share}): use split=None, or more tasks")
+    return chosen

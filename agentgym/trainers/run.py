@@ -328,6 +328,8 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
     stage_dir = config.stage_dir(index)
     stage_dir.mkdir(parents=True, exist_ok=True)
     args = _stage_args(config, stage.args)
+    if not isinstance(stage, GRPOStage):  # TRL cuts rows at 1,024 tokens by default
+        args.setdefault("max_length", config.rollout.episodes.max_total_tokens)
     rollout = config.rollout.rollout_config(seed=config.seed)
     pipeline = config.rollout.pipeline
     if isinstance(stage, SFTStage):

@@ -311,6 +311,7 @@ def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
             " prompts); SFT on trajectories trains the model's tokens only: remove it"
         )
     config = build_config(SFTConfig, output_dir, args, {"completion_only_loss": True})
+    check_lengths(dataset, config.max_length)
     if tokenizer is None:
         loaded_from = model if isinstance(model, (str, os.PathLike)) else source_folder(model)
         tokenizer = load_tokenizer(loaded_from)
@@ -325,6 +326,30 @@ def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
                             processing_class=tokenizer, callbacks=list(callbacks), kind=kind)
     use_console_callback(trainer, StepLines(kind, console))
     return trainer
+
+
+def check_lengths(dataset: Any, max_length: int | None) -> None:
+    """Say what ``max_length`` (``SFTConfig``'s: TRL cuts each row there, and drops a row
+    left with no model token) does to ``dataset``: an error when it leaves no row to train
+    on, a warning naming how many rows it cuts."""
+    if max_length is None or "completion_mask" not in getattr(dataset, "column_names", ()):
+        return
+    masks = dataset["completion_mask"]
+    cut = sum(len(mask) > max_length for mask in masks)
+    lost = sum(1 not in mask[:max_length] for mask in masks)
+    if not cut:
+        return
+    longest = max(len(mask) for mask in masks)
+    fix = (f"raise the stage's max_length to {longest} (the longest row; in `agentgym"
+           " train` it defaults to rollout.max_total_tokens), or shorten the episodes")
+    if lost == len(masks):
+        raise InvalidArgumentError(
+            f"every one of the {len(masks)} rows to train on has its model tokens past"
+            f" max_length={max_length} tokens (its prompt alone is longer), so nothing would"
+            f" be trained: {fix}")
+    warnings.warn(f"{cut} of the {len(masks)} rows to train on are longer than"
+                  f" max_length={max_length} tokens and are cut there ({lost} of them keep no"
+                  f" model token and are left out): {fix}", stacklevel=3)
 
 
 def run_and_save(trainer: Any, resume: bool = False) -> Any:

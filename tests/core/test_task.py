@@ -109,3 +109,21 @@ def test_malformed_wrong_solutions_name_the_task_and_the_shape():
     with pytest.raises(ValueError, match=r"task 'a': metadata\['wrong_solutions'\] must be a"):
         task.rendered(HermesParser())
     assert Task("b", "?").wrong_solutions() == []
+
+
+def test_split_by_id_holds_the_same_tasks_out_whatever_the_list_holds() -> None:
+    from agentgym.core.task import split_by_id
+
+    ids = [f"task-{i}" for i in range(400)]
+    train, test = (split_by_id(ids, side, str) for side in ("train", "test"))
+    assert sorted(train + test) == sorted(ids) and not set(train) & set(test)
+    assert 70 < len(test) < 130  # about a quarter
+    assert train == [i for i in ids if i in set(train)]  # order kept
+    # tasks added, others left out: none of those in both lists moves across
+    other = [*ids[::3], *(f"new-{i}" for i in range(50))]
+    assert set(split_by_id(other, "test", str)) & set(ids) == set(test) & set(other)
+    assert len(split_by_id(ids, "test", str, test_share=0.5)) > len(test)
+    with pytest.raises(InvalidArgumentError, match="split='dev'"):
+        split_by_id(ids, "dev", str)
+    with pytest.raises(InvalidArgumentError, match="holds none of these 1 tasks"):
+        split_by_id([train[0]], "test", str)

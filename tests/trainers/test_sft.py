@@ -140,6 +140,24 @@ def test_unknown_config_fields_name_the_closest_one(tiny_model_dir, tokenizer, d
                   args={"completion_only_loss": False})
 
 
+def test_max_length_that_cuts_rows_is_said(tiny_model_dir, tokenizer, demonstrations,
+                                           tmp_path):
+    """TRL cuts rows at max_length and drops those left with no model token: a cut is a
+    warning with the length that fits, a run with nothing left an error before training."""
+    dataset = trajectory_dataset(demonstrations, tokenizer)
+    longest = max(len(row) for row in dataset["input_ids"])
+    longer = sum(len(row) == longest for row in dataset["input_ids"])
+    prompt = min(mask.index(1) for mask in dataset["completion_mask"])
+    with pytest.warns(UserWarning, match=rf"{longer} of the 8 rows .* max_length={longest - 1}"
+                                         rf" .* to {longest}"):
+        sft_trainer(str(tiny_model_dir), dataset, output_dir=tmp_path,
+                    args={**FAST, "max_length": longest - 1})
+    with pytest.raises(ValueError, match=rf"every one of the 8 rows .* max_length={prompt}"
+                                         rf" .* to {longest}"):
+        sft_trainer(str(tiny_model_dir), dataset, output_dir=tmp_path,
+                    args={**FAST, "max_length": prompt})
+
+
 def test_sft_from_an_oracle_rollout_file(tiny_model_dir, tokenizer, agentgym_cli, tmp_path):
     out = tmp_path / "demos.jsonl"
     subprocess.run([agentgym_cli, "rollout", "calculator", "--policy", "oracle", "-n", "8",

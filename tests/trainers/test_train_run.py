@@ -75,6 +75,12 @@ def test_train_runs_the_stages_and_evaluates_after_each(first_run: dict[str, Any
     demonstrations = (run / "00-sft" / "demonstrations.jsonl").read_text().splitlines()
     assert len(demonstrations) == 8
     assert all(json.loads(line)["reward"] == 1.0 for line in demonstrations)
+    # SFT cuts rows at the rollout's max_total_tokens, not TRL's 1,024
+    import torch
+
+    sft_args = torch.load(run / "00-sft" / "checkpoint-2" / "training_args.bin",
+                          weights_only=False)
+    assert sft_args.max_length == 384
 
     records = metrics(run)
     assert all({"stage", "kind", "step"} <= set(r) for r in records)

@@ -31,7 +31,8 @@ working directory and the programs on PATH.
 run in its sandbox (:func:`agentgym.plugins.terminal.grading.grade_task`): copied in only
 then into folders made anew, run from a fresh shell with an environment and home the agent
 never wrote, scored all-or-nothing or as the fraction passed per the task's ``reward``.
-A task's reference solution (``oracle``) types its script into the terminal and submits;
+A task's reference solution (``oracle``) types its script into the terminal (as it
+reads, where a terminal can type it: :func:`solution_turns`) and submits;
 its known-wrong scripts (``solution/wrong*.sh``) are checked by ``agentgym validate`` to
 score below 1.0.
 """
@@ -56,7 +57,7 @@ from agentgym.core.parsers import ToolCall
 from agentgym.core.registry import sandbox_backend
 from agentgym.core.reward import RewardResult
 from agentgym.core.sandbox import Sandbox, SandboxLimits, SandboxSpec, SandboxSpecError
-from agentgym.core.task import WRONG_SOLUTIONS, SolutionTurn, Task, TaskList
+from agentgym.core.task import WRONG_SOLUTIONS, SolutionTurn, Task, TaskList, split_by_id
 from agentgym.core.tools import tool
 from agentgym.plugins.terminal.formats import LOGS_DIR, TESTS_DIR, TerminalTask, load_tasks
 from agentgym.plugins.terminal.grading import GITCONFIG, grade_task, take_snapshot
@@ -76,6 +77,12 @@ START_ENV = "start_env"
 #: Where the task's start snapshot (``[verifier] snapshot``) is kept until grading.
 SNAPSHOT = "terminal_snapshot"
 
+#: The heredoc delimiter a reference solution is typed in (:func:`solution_turns`).
+HEREDOC_END = "AGENTGYM_EOF"
+#: Longer reference solutions are typed as base64, one line, so that the terminal's echo
+#: of them does not fill the episode's context.
+TYPED_SCRIPT_MAX_CHARS = 16_000
+
 SYSTEM_PROMPT = """\
 You are working in a Linux terminal to complete a task. Run commands with the tools, check \
 your work as you go, and call submit when the task is done; your work is then checked by \
@@ -83,12 +90,28 @@ tests you cannot see."""
 
 
 def solution_turns(script: str) -> list[SolutionTurn]:
-    """A script replayed through the terminal: typed as one line that writes it to a file
-    and runs it, a wait until the terminal is idle (a long script may outlast one call),
-    then submit."""
-    encoded = base64.b64encode(script.encode()).decode()
-    command = (f"echo {encoded} | base64 -d > /tmp/.solution.sh && bash /tmp/.solution.sh;"
-               " rm -f /tmp/.solution.sh")
+    """A script replayed through the terminal, then a wait until the terminal is idle (a
+    long script may outlast one call), then submit.
+
+    A script a person could type is typed as it reads, from its first command on, into a
+    child shell (``bash <<'AGENTGYM_EOF'`` ... ``AGENTGYM_EOF``): an ``exit`` or ``set -e``
+    in it ends that shell, not the session, and an oracle's episodes are demonstrations a
+    model can learn from (``sft: {demonstrations: {policy: oracle}}``). A script a terminal
+    cannot type as it is (a tab, which the shell takes for completion; another control
+    character; a line over the terminal's 4,096-character line buffer) is typed as one
+    line that decodes it from base64 into a file and runs that."""
+    lines = script.splitlines()
+    while lines and (not lines[0].strip() or lines[0].lstrip().startswith("#")):
+        lines.pop(0)  # the shebang and the opening comments: no part of a heredoc yet
+    typable = (lines and len(script) <= TYPED_SCRIPT_MAX_CHARS
+               and HEREDOC_END not in (line.strip() for line in lines)
+               and all(len(line) < 4000 and line.isprintable() for line in lines))
+    if typable:
+        command = "\n".join([f"bash <<'{HEREDOC_END}'", *lines, HEREDOC_END])
+    else:
+        encoded = base64.b64encode(script.encode()).decode()
+        command = (f"echo {encoded} | base64 -d > /tmp/.solution.sh && bash /tmp/.solution.sh;"
+                   " rm -f /tmp/.solution.sh")
     return [SolutionTurn([ToolCall("terminal", {"input": command})]),
             SolutionTurn([ToolCall("terminal", {})]),
             SolutionTurn([ToolCall("submit", {})])]
@@ -159,6 +182,11 @@ class TerminalEnv(SandboxedEnv):
         parser: tool-call format (``hermes``, ``xml``, ``openai`` or a parser object).
         turn_timeout_s: time budget of one turn's tool calls (see ``AgentEnv``).
         env_id: which built-in tasks ``tasks=None`` means.
+        split: ``None`` for every task; ``"train"`` or ``"test"`` for one side of a fixed
+            split (``test_share`` of the tasks held out, chosen by a hash of their ids:
+            :func:`~agentgym.core.task.split_by_id`), to train on one and evaluate on the
+            other.
+        test_share: the share of tasks ``split="test"`` holds.
         mcp_servers: MCP servers whose tools the agent gets besides, each started in the
             episode's sandbox (:class:`~agentgym.toolkits.mcp.MCPServer` or its fields as a
             mapping; docs/mcp.md).
@@ -183,6 +211,8 @@ class TerminalEnv(SandboxedEnv):
         render_mode: str | None = None,
         env_id: str = "terminal",
         mcp_servers: Sequence[Any] = (),
+        split: str | None = None,
+        test_share: float = 0.25,
     ):
         if tasks is None:
             loaded = default_tasks(env_id)
@@ -192,6 +222,8 @@ class TerminalEnv(SandboxedEnv):
             loaded = list(tasks)
         if not loaded:
             raise InvalidArgumentError(f"tasks={tasks!r} holds no terminal tasks")
+        if split is not None:
+            loaded = split_by_id(loaded, split, lambda task: task.id, test_share)
         ids = [task.id for task in loaded]
         if len(set(ids)) != len(ids):
             twice = sorted({i for i in ids if ids.count(i) > 1})

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import agentgym
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.sandbox import SandboxError, SandboxSpecError
 from agentgym.plugins.terminal.env import BUILTIN_TASKS, TerminalEnv
 from agentgym.plugins.terminal.formats import load_tasks
@@ -285,3 +286,44 @@ def test_a_rebuildable_dockerfile_makes_the_same_workspace_on_both_backends(loca
     assert docker_view == local_view
     assert "sub/data.txt agent 640 2" in local_view and 'a $b "c"' in local_view
     assert "agent\n1" in local_view
+
+
+@pytest.mark.parametrize("script, typed", [
+    # set -e and exit end the child shell the script is typed into, not the session; a
+    # heredoc of its own and a `!` (history expansion, off inside a quoted heredoc) stay
+    ("#!/usr/bin/env bash\n# the reference\nset -euo pipefail\ncat > /tmp/part <<'END'\n"
+     "4\nEND\n[ ! -e /tmp/none ] && printf '%s%s\\n' \"$(cat /tmp/part)\" 2 > answer.txt\n"
+     "exit 0\n", True),
+    # a tab would be taken for completion: typed as base64 instead
+    ("printf '4\t2\\n' | tr -d '\\t' > /app/answer.txt\n", False),
+])
+def test_the_oracle_types_a_script_as_it_reads_where_a_terminal_can(local, tmp_path, script,
+                                                                    typed) -> None:
+    import shutil
+
+    task = tmp_path / "typed"
+    shutil.copytree(DATA / "local-task", task)
+    (task / "solution" / "solve.sh").write_text(script)
+    env = TerminalEnv(task)
+    first = env.unwrapped.tasks.get("typed").solution[0].tool_calls[0].arguments["input"]
+    if typed:  # a demonstration a model can learn from: the commands, from the first on
+        assert first.startswith("bash <<'AGENTGYM_EOF'\nset -euo pipefail\n")
+        assert first.endswith("\nexit 0\nAGENTGYM_EOF") and "#" not in first
+    else:
+        assert "base64 -d" in first
+    env.close()
+    # oracle 1.0 (typed, its exit ended no session), noop 0.0, the wrong solution < 1.0
+    assert_valid("terminal", n=None, require_solutions=True, probes=False, tasks=str(task))
+
+
+def test_split_holds_tasks_out_for_evaluation() -> None:
+    every = TerminalEnv(env_id="terminal-nl2bash")
+    train = TerminalEnv(env_id="terminal-nl2bash", split="train")
+    test = TerminalEnv(env_id="terminal-nl2bash", split="test")
+    ids = [env.unwrapped.task_ids() for env in (every, train, test)]
+    assert sorted(ids[1] + ids[2]) == sorted(ids[0]) and not set(ids[1]) & set(ids[2])
+    assert 0.15 < len(ids[2]) / len(ids[0]) < 0.35
+    for env in (every, train, test):
+        env.close()
+    with pytest.raises(InvalidArgumentError, match="split='validation'"):
+        TerminalEnv(env_id="terminal-nl2bash", split="validation")
