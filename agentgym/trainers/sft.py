@@ -332,22 +332,28 @@ def check_lengths(dataset: Any, max_length: int | None) -> None:
     """Say what ``max_length`` (``SFTConfig``'s: TRL cuts each row there, and drops a row
     left with no model token) does to ``dataset``: an error when it leaves no row to train
     on, a warning naming how many rows it cuts."""
-    if max_length is None or "completion_mask" not in getattr(dataset, "column_names", ()):
+    import datasets
+    import pyarrow.compute
+
+    if (max_length is None or not isinstance(dataset, datasets.Dataset)
+            or "completion_mask" not in dataset.column_names):
         return
-    masks = dataset["completion_mask"]
-    cut = sum(len(mask) > max_length for mask in masks)
-    lost = sum(1 not in mask[:max_length] for mask in masks)
-    if not cut:
+
+    # Lengths from the Arrow column; only the rows that are cut are read into Python.
+    lengths = pyarrow.compute.list_value_length(
+        dataset.data.column("completion_mask")).to_pylist()
+    long = [row for row, length in enumerate(lengths) if length > max_length]
+    if not long:
         return
-    longest = max(len(mask) for mask in masks)
-    fix = (f"raise the stage's max_length to {longest} (the longest row; in `agentgym"
+    lost = sum(1 not in mask[:max_length] for mask in dataset.select(long)["completion_mask"])
+    fix = (f"raise the stage's max_length to {max(lengths)} (the longest row; in `agentgym"
            " train` it defaults to rollout.max_total_tokens), or shorten the episodes")
-    if lost == len(masks):
+    if lost == len(lengths):
         raise InvalidArgumentError(
-            f"every one of the {len(masks)} rows to train on has its model tokens past"
+            f"every one of the {len(lengths)} rows to train on has its model tokens past"
             f" max_length={max_length} tokens (its prompt alone is longer), so nothing would"
             f" be trained: {fix}")
-    warnings.warn(f"{cut} of the {len(masks)} rows to train on are longer than"
+    warnings.warn(f"{len(long)} of the {len(lengths)} rows to train on are longer than"
                   f" max_length={max_length} tokens and are cut there ({lost} of them keep no"
                   f" model token and are left out): {fix}", stacklevel=3)
 
