@@ -268,6 +268,40 @@ def test_sampling_flags_unusable_logits_and_never_draws_from_them() -> None:
     assert usable.all() and (picked >= 10).all()
 
 
+def test_sampling_draws_from_the_distribution_it_reports() -> None:
+    """Each row's token follows softmax(logits / temperature) cut to the nucleus: the counts
+    of 6,000 rows match the probabilities, no cut token is ever drawn, a row's own seed
+    repeats its draw, and the log-probability returned is the drawn token's."""
+    from agentgym.rollout.engine.sampling import sample_tokens
+
+    torch.manual_seed(0)
+    rows, logits = 6000, torch.tensor([2.0, 1.0, 0.0, -1.0, -30.0])
+    batch = logits.repeat(rows, 1)
+    for temperature, top_p in ((1.0, 1.0), (0.5, 1.0), (1.0, 0.8)):
+        sampling = Sampling(max_tokens=4, temperature=temperature, top_p=top_p)
+        picked, logprobs, _ = sample_tokens(batch, torch.full((rows,), temperature),
+                                            torch.full((rows,), top_p), [sampling] * rows,
+                                            [None] * rows)
+        expected = (logits / temperature).softmax(-1)
+        if top_p < 1:  # the tokens ranked after top_p of the mass is reached are cut
+            expected[(expected.cumsum(-1) - expected) >= top_p] = 0
+            expected /= expected.sum()
+        counts = torch.bincount(picked, minlength=5).double() / rows
+        assert (counts - expected).abs().max() < 0.02, (temperature, top_p, counts, expected)
+        assert counts[expected == 0].sum() == 0
+        assert torch.allclose(logprobs, expected.log()[picked].float(), atol=1e-5)
+    # greedy rows beside sampled ones take the argmax; the sampled ones still vary
+    mixed = [Sampling(max_tokens=4, temperature=float(i % 2)) for i in range(200)]
+    picked, _, _ = sample_tokens(batch[:200], torch.tensor([s.temperature for s in mixed]),
+                                 torch.ones(200), mixed, [None] * 200)
+    assert picked[::2].eq(0).all() and len(set(picked[1::2].tolist())) > 1
+    seeded = Sampling(max_tokens=4, temperature=1.0, seed=3)
+    draws = [sample_tokens(batch[:8], torch.ones(8), torch.ones(8), [seeded] * 8,
+                           [torch.Generator().manual_seed(3 + i) for i in range(8)])[0]
+             for _ in range(2)]
+    assert torch.equal(*draws) and len(set(draws[0].tolist())) > 1
+
+
 def test_a_request_whose_logits_go_bad_fails_alone(tiny_model_dir: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """NaN logits in one row (bad weights, an overflow) end that request with a clear error;

@@ -3,7 +3,8 @@
 Shared by the engine and the static-batch loop (:mod:`agentgym.rollout.policies.hf`), so
 both sample, and report log-probabilities, the same way: temperature, then top-p; a greedy
 row (temperature 0) takes the argmax and reports the log-softmax of the unscaled logits;
-a row with a seed draws from its own ``torch.Generator``. A row whose logits are
+a sampled row draws its token by inverse CDF (one uniform number a row, from the row's own
+``torch.Generator`` when it has a seed). A row whose logits are
 unusable (a NaN or a +inf among them, or every one -inf: a model whose weights or inputs
 went bad) is said so, and sampled from a stand-in, never passed on: drawing from NaN
 probabilities is a device-side assert on a GPU, which ends the whole process.
@@ -28,7 +29,10 @@ def sample_tokens(logits: Any, temperature: Any, top_p: Any, samplings: list[Sam
     # A row's max is NaN when any logit is, +inf or -inf when those make it unusable: one
     # reduction, where three checks would each read the whole row.
     usable = logits.amax(dim=-1).isfinite()
-    logits = torch.where(usable[:, None], logits, torch.zeros_like(logits))
+    # On a CPU the check is free to read, and a pass over every logit is not (it was a
+    # fifth of this function); on a GPU reading it would wait for the forward pass.
+    if logits.device.type != "cpu" or not bool(usable.all()):
+        logits = torch.where(usable[:, None], logits, torch.zeros_like(logits))
     greedy = temperature == 0
     scaled = logits / torch.where(greedy, torch.ones_like(temperature), temperature)[:, None]
     if any(s.top_p < 1 and s.temperature > 0 for s in samplings):
@@ -40,14 +44,24 @@ def sample_tokens(logits: Any, temperature: Any, top_p: Any, samplings: list[Sam
         drop &= nucleus[:, None]
         scaled = scaled.masked_fill(torch.zeros_like(drop).scatter(-1, order, drop), -torch.inf)
     logp = scaled.log_softmax(dim=-1)
-    picked = logits.argmax(dim=-1)
     sampled = [i for i, s in enumerate(samplings) if s.temperature > 0]
+    # argmax for the greedy rows; a batch that samples every row draws them all below
+    picked = (logits.argmax(dim=-1) if len(sampled) < len(samplings)
+              else torch.zeros(len(samplings), dtype=torch.long, device=logits.device))
     if sampled:
-        probs = logp.exp()
-        shared = [i for i in sampled if generators[i] is None]
+        # Inverse-CDF sampling: one uniform draw a row, where torch.multinomial draws one
+        # per token (on a CPU that was 600 us of a 30-row step's 800). A token of zero
+        # probability (cut by top-p) adds nothing to the running sum, so it is never found.
+        every = len(sampled) == len(samplings)
+        rows = slice(None) if every else torch.tensor(sampled, device=logits.device)
+        cdf = (logp if every else logp[rows]).exp().cumsum(dim=-1)
+        uniform = torch.empty((len(sampled), 1), device=logits.device)
+        shared = [k for k, i in enumerate(sampled) if generators[i] is None]
         if shared:
-            picked[shared] = torch.multinomial(probs[shared], 1).squeeze(-1)
-        for i in sampled:
+            uniform[shared] = torch.rand((len(shared), 1), device=logits.device)
+        for k, i in enumerate(sampled):
             if generators[i] is not None:
-                picked[i] = torch.multinomial(probs[i], 1, generator=generators[i])[0]
+                uniform[k] = torch.rand(1, generator=generators[i], device=logits.device)
+        found = torch.searchsorted(cdf, uniform * cdf[:, -1:], right=True).squeeze(-1)
+        picked[rows] = found.clamp(max=cdf.shape[-1] - 1)
     return picked, logp.gather(-1, picked[:, None]).squeeze(-1), usable
