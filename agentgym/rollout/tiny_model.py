@@ -39,6 +39,7 @@ import json
 import os
 import shutil
 import tempfile
+import types
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,15 @@ _PROSE_MODULES = (
     "logging",
     "unittest",
     "difflib",
+)
+# Their submodules whose docstrings count too, imported first: a package lists a submodule
+# among its attributes only once something has imported it, so the others (json.tool,
+# logging.handlers, unittest.async_case...) are left out, and the corpus, so the
+# vocabulary, is the same whatever the process imported before (`agentgym train` had these).
+_PROSE_SUBMODULES = (
+    "json.decoder", "json.encoder", "json.scanner", "collections.abc", "unittest.case",
+    "unittest.loader", "unittest.main", "unittest.mock", "unittest.result", "unittest.runner",
+    "unittest.signals", "unittest.suite", "unittest.util",
 )
 
 
@@ -297,11 +307,17 @@ def _corpus(template_text: str, envs: tuple[str, ...] = (), episodes: int = 256)
     with contextlib.redirect_stdout(io.StringIO()):  # importing `this` prints the Zen
         zen = importlib.import_module("this")
     texts.append(codecs.decode(zen.s, "rot13"))
+    for name in _PROSE_SUBMODULES:
+        importlib.import_module(name)
     for name in _PROSE_MODULES:
         module = importlib.import_module(name)
         texts.append(module.__doc__ or "")
         for attribute in sorted(dir(module)):
-            doc = getattr(getattr(module, attribute), "__doc__", None)
+            value = getattr(module, attribute)
+            if (isinstance(value, types.ModuleType) and value.__name__.startswith(f"{name}.")
+                    and value.__name__ not in _PROSE_SUBMODULES):
+                continue
+            doc = getattr(value, "__doc__", None)
             if isinstance(doc, str) and not attribute.startswith("_"):
                 texts.append(doc)
     texts += [f"{a} + {b} = {a + b}\n{a} * {b} = {a * b}\n" for a in range(13) for b in range(13)]

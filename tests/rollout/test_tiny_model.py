@@ -229,3 +229,25 @@ def test_model_loads_and_runs(tiny_model_dir: Path, tokenizer) -> None:
         logits = model(ids).logits
     assert logits.shape == (1, ids.shape[1], len(tokenizer))
     assert torch.isfinite(logits).all()
+
+
+def test_the_vocabulary_does_not_depend_on_what_the_process_imported() -> None:
+    """A package lists a submodule as an attribute only once something imported it: the
+    prose corpus reads the same in a bare interpreter and in this one (pytest and the suite
+    imported json.tool, logging.handlers, unittest.async_case...)."""
+    import hashlib
+    import json.tool  # noqa: F401
+    import logging.handlers  # noqa: F401
+    import subprocess
+    import sys
+    import unittest.async_case  # noqa: F401
+
+    from agentgym.rollout.tiny_model import _corpus, chat_template
+
+    script = ("import hashlib; from agentgym.rollout.tiny_model import _corpus, chat_template;"
+              " print(hashlib.sha256('\\0'.join(_corpus(chat_template('qwen2_5')))"
+              ".encode()).hexdigest())")
+    bare = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    here = hashlib.sha256("\0".join(_corpus(chat_template("qwen2_5"))).encode()).hexdigest()
+    assert here == bare
