@@ -311,7 +311,7 @@ def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
             " prompts); SFT on trajectories trains the model's tokens only: remove it"
         )
     config = build_config(SFTConfig, output_dir, args, {"completion_only_loss": True})
-    check_lengths(dataset, config.max_length)
+    check_lengths(dataset, config.max_length, getattr(config, "truncation_mode", "keep_start"))
     if tokenizer is None:
         loaded_from = model if isinstance(model, (str, os.PathLike)) else source_folder(model)
         tokenizer = load_tokenizer(loaded_from)
@@ -328,10 +328,12 @@ def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
     return trainer
 
 
-def check_lengths(dataset: Any, max_length: int | None) -> None:
-    """Say what ``max_length`` (``SFTConfig``'s: TRL cuts each row there, and drops a row
-    left with no model token) does to ``dataset``: an error when it leaves no row to train
-    on, a warning naming how many rows it cuts."""
+def check_lengths(dataset: Any, max_length: int | None, truncation_mode: str = "keep_start"
+                  ) -> None:
+    """Say what ``max_length`` (``SFTConfig``'s: TRL cuts each row there, keeping its start
+    or, with ``truncation_mode="keep_end"``, its end, and drops a row left with no model
+    token) does to ``dataset``: an error when it leaves no row to train on, a warning naming
+    how many rows it cuts."""
     import datasets
     import pyarrow.compute
 
@@ -345,7 +347,8 @@ def check_lengths(dataset: Any, max_length: int | None) -> None:
     long = [row for row, length in enumerate(lengths) if length > max_length]
     if not long:
         return
-    lost = sum(1 not in mask[:max_length] for mask in dataset.select(long)["completion_mask"])
+    kept = slice(-max_length, None) if truncation_mode == "keep_end" else slice(max_length)
+    lost = sum(1 not in mask[kept] for mask in dataset.select(long)["completion_mask"])
     fix = (f"raise the stage's max_length to {max(lengths)} (the longest row; in `agentgym"
            " train` it defaults to rollout.max_total_tokens), or shorten the episodes")
     if lost == len(lengths):

@@ -140,6 +140,7 @@ def test_unknown_config_fields_name_the_closest_one(tiny_model_dir, tokenizer, d
                   args={"completion_only_loss": False})
 
 
+@pytest.mark.filterwarnings("ignore:The .*keep_end.* truncation mode is deprecated:FutureWarning")
 def test_max_length_that_cuts_rows_is_said(tiny_model_dir, tokenizer, demonstrations,
                                            tmp_path):
     """TRL cuts rows at max_length and drops those left with no model token: a cut is a
@@ -156,6 +157,10 @@ def test_max_length_that_cuts_rows_is_said(tiny_model_dir, tokenizer, demonstrat
                                          rf" .* to {longest}"):
         sft_trainer(str(tiny_model_dir), dataset, output_dir=tmp_path,
                     args={**FAST, "max_length": prompt})
+    # cut from the start instead, the rows keep their last (model) tokens: a warning only
+    with pytest.warns(UserWarning, match=r"\(0 of them keep no model token"):
+        sft_trainer(str(tiny_model_dir), dataset, output_dir=tmp_path,
+                    args={**FAST, "max_length": prompt, "truncation_mode": "keep_end"})
 
 
 def test_sft_from_an_oracle_rollout_file(tiny_model_dir, tokenizer, agentgym_cli, tmp_path):
