@@ -31,8 +31,13 @@ each sampled token records the version that sampled it (:attr:`Generation.versio
 a request that spans an update (asynchronous training) says which tokens are older.
 
 Models: any transformers causal LM whose attention layers take a cache object and a
-prepared mask (the Llama, Qwen2, Mistral, Gemma, Phi families...) with the ``sdpa`` or
-``eager`` attention implementation.
+prepared mask, with the ``sdpa`` or ``eager`` attention implementation, of full or
+sliding-window attention layers (Llama, Qwen2/3 and their MoEs, Mistral, Mixtral, Gemma
+1-3, Phi, Phi-3, GPT-2, GPT-NeoX, Falcon, DeepSeek-V3, OLMo, Granite...:
+tests/rollout/test_engine_architectures.py). Building an engine checks that its slot cache
+reproduces the model's own next-token distributions on a short prompt, and refuses a model
+it would get wrong (recurrent or linear-attention layers, ALiBi) with an error that names
+the static-batch loop, which leaves the cache to transformers.
 """
 
 from __future__ import annotations
@@ -174,11 +179,7 @@ class Engine(TokenPolicy):
         self.cuda_graphs = on_cuda if cuda_graphs is None else bool(cuda_graphs)
         self.graphs: StepGraphs | None = None
         self._boolean_mask = implementation == "sdpa"
-        self._layer_kinds = sorted(set(getattr(config, "layer_types", None)
-                                       or ["full_attention"]))
-        self._window_of = {kind: (getattr(config, "sliding_window", None)
-                                  if kind == "sliding_attention" else None)
-                           for kind in self._layer_kinds}
+        self._layer_kinds, self._window_of = _attention_kinds(config)
         forward = inspect.signature(self.local.model.forward).parameters
         # transformers 5.24 renamed past_key_values to cache (the old name goes in 5.40)
         self._cache_arg = "cache" if "cache" in forward else "past_key_values"
@@ -194,6 +195,7 @@ class Engine(TokenPolicy):
         self._updates: deque[_Update] = deque()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._check_model()
 
     def __repr__(self) -> str:
         return (f"Engine({self.local.name!r}, device={str(self.local.device)!r},"
@@ -280,6 +282,55 @@ class Engine(TokenPolicy):
         if thread is None or not thread.is_alive():
             with self._step_lock:
                 self.graphs = self._cache = None
+
+    def _check_model(self) -> None:
+        """Refuse a model whose attention the slot cache cannot drive (a recurrent state it
+        does not keep, a bias it does not know): the logits of a short prompt, prefilled
+        and then decoded token by token through the slots, must be the model's own
+        (one forward pass without a cache). A model the engine got wrong would otherwise
+        sample tokens from the wrong distribution, and nothing would say so."""
+        import torch
+
+        length = min(12, self.max_len - 1)  # the slot's last position is the scratch one
+        if length < 2:
+            return
+        prefilled = max(1, length - 4)
+        ids = torch.tensor([[(7919 * i + 13) % self.local.vocab_size for i in range(length)]],
+                           device=self.local.device)
+        positions = torch.arange(length, device=self.local.device)[None]
+        eval_mode = _EvalMode(self.local.model)
+        eval_mode.refresh()
+        try:
+            with self._step_lock, torch.inference_mode(), eval_mode():
+                expected = self.local.model(input_ids=ids, use_cache=False).logits[
+                    0, prefilled - 1:]
+                got = [self._forward(ids[:, :prefilled], positions[:, :prefilled], [0],
+                                     prefilled)]
+                for t in range(prefilled, length):
+                    got.append(self._forward(ids[:, t:t + 1], positions[:, t:t + 1], [0],
+                                             t + 1))
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as e:
+            raise InvalidArgumentError(
+                f"the engine cannot run {type(self.local.model).__name__} through its slot"
+                f" cache ({type(e).__name__}: {e}): use HFPolicy (the hf-static: policy)"
+                " for this model") from e
+        finally:
+            self._cache = None  # what the check wrote is not a sequence anyone holds
+        # Total variation between the next-token distributions: rounding moves it by 1e-5
+        # in float32 (1e-2 with TF32 matmuls), by 0.05 in bfloat16 (SmolLM2-135M: the same
+        # as transformers' own cache); a mask or a state gone wrong moves it much more.
+        expected = expected.float().softmax(-1)
+        distance = float((torch.cat(got).float().softmax(-1) - expected).abs().sum(-1).max()) / 2
+        tolerance = 0.02 if self._dtype in (torch.float32, torch.float64) else 0.2
+        if not distance <= tolerance:
+            raise InvalidArgumentError(
+                f"the engine's slot cache does not reproduce {type(self.local.model).__name__}"
+                f"'s own next-token distributions ({distance:.3g} apart in total variation,"
+                f" over {tolerance}): its attention does something the engine does not model"
+                " (a recurrent state, a positional bias); use HFPolicy (the hf-static:"
+                " policy) for this model")
 
     # ---- the engine's thread ---------------------------------------------------------------
 
@@ -557,6 +608,26 @@ class Engine(TokenPolicy):
             _settle(r, error)
         with self._wake:
             self._waiting = deque(r for r in self._waiting if not r.future.done())
+
+
+def _attention_kinds(config: Any) -> tuple[list[str], dict[str, int | None]]:
+    """The kinds of attention layer the model has (the keys of the masks it reads), and
+    each kind's sliding window (None: it sees every earlier position)."""
+    window = getattr(config, "sliding_window", None)
+    kinds = getattr(config, "layer_types", None)
+    if not kinds:
+        # No per-layer kinds: every layer slides when the config sets a window (Mistral,
+        # Phi-3, Starcoder2 build their one mask that way), else none does.
+        kind = "sliding_attention" if window else "full_attention"
+        return [kind], {kind: window or None}
+    unknown = sorted(set(kinds) - {"full_attention", "sliding_attention"})
+    if unknown:
+        raise InvalidArgumentError(
+            f"the engine drives full and sliding-window attention layers, and this model also"
+            f" has {unknown} layers (state its slot cache does not keep): use HFPolicy (the"
+            " hf-static: policy), which leaves the cache to transformers, for it")
+    return sorted(set(kinds)), {kind: window if kind == "sliding_attention" else None
+                                for kind in set(kinds)}
 
 
 def hf_engine(argument: str | None) -> Engine:

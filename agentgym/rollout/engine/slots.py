@@ -10,7 +10,10 @@ reuse the moment its request ends.
 
 It is handed to a transformers model as its cache (``cache=`` or ``past_key_values=``);
 the model's attention layers call :meth:`SlotCache.update`. Layout per layer:
-``[slots, kv_heads, max_len, head_dim]``, one tensor for keys and one for values.
+``[slots, heads, max_len, dim]``, one tensor for keys and one for values, each allocated at
+the layer's first write with the heads and dim the model wrote (not what the config says:
+GPT-2 and Falcon count heads their own way, DeepSeek's MLA caches a compressed latent and a
+rotary key of different widths in the two).
 """
 
 from __future__ import annotations
@@ -34,18 +37,15 @@ class SlotCache:
     def __init__(self, config: Any, slots: int, max_len: int, device: Any, dtype: Any):
         import torch
 
-        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-        head_dim = getattr(config, "head_dim", None) or (
-            config.hidden_size // config.num_attention_heads)
-        shape = (slots, heads, max_len, head_dim)
         self.layers = config.num_hidden_layers
         # Per layer, as transformers reads it (mask creation looks for a full-attention
         # layer); the engine prepares every mask itself, sliding windows included.
         self.is_sliding = [False] * self.layers
-        self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(self.layers)]
-        self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(self.layers)]
+        self.keys: list[Any] = [None] * self.layers  # allocated by the layer's first write
+        self.values: list[Any] = [None] * self.layers
         self.slots, self.max_len = slots, max_len
-        self._heads = torch.arange(heads, device=device)[None, :, None]
+        self.device, self.dtype = device, dtype
+        self._head_index: dict[int, Any] = {}
         self._slot_index = torch.arange(slots, device=device)[:, None, None]
         self._window = max_len
         self._read: Any = None
@@ -78,12 +78,29 @@ class SlotCache:
                **kwargs: Any) -> tuple[Any, Any]:
         """Write this layer's new keys and values (``[rows, kv_heads, new, head_dim]``) and
         return the keys and values the rows attend over."""
+        if layer_idx >= len(self.keys) or self.keys[layer_idx] is None:
+            self._allocate(layer_idx, key_states, value_states)
         keys, values = self.keys[layer_idx], self.values[layer_idx]
-        index = (self._rows, self._heads, self._positions)
-        keys.index_put_(index, key_states.to(keys.dtype))
-        values.index_put_(index, value_states.to(values.dtype))
+        keys.index_put_((self._rows, self._head_index[key_states.shape[1]], self._positions),
+                        key_states.to(keys.dtype))
+        values.index_put_((self._rows, self._head_index[value_states.shape[1]],
+                           self._positions), value_states.to(values.dtype))
         window = slice(0, self._window)
         return keys[self._read, :, window], values[self._read, :, window]
+
+    def _allocate(self, layer_idx: int, *states: Any) -> None:
+        import torch
+
+        missing = layer_idx + 1 - len(self.keys)
+        if missing > 0:  # a model with more cache layers than hidden layers
+            self.keys += [None] * missing
+            self.values += [None] * missing
+        keys, values = (torch.zeros((self.slots, s.shape[1], self.max_len, s.shape[-1]),
+                                    device=self.device, dtype=self.dtype) for s in states)
+        self.keys[layer_idx], self.values[layer_idx] = keys, values
+        for s in states:
+            self._head_index.setdefault(
+                s.shape[1], torch.arange(s.shape[1], device=self.device)[None, :, None])
 
     # What model code may ask of a cache besides update (transformers' Cache API).
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -99,4 +116,5 @@ class SlotCache:
         """Copy the first ``length`` positions of slot ``source`` into slot ``target``."""
         for tensors in (self.keys, self.values):
             for layer in tensors:
-                layer[target, :, :length] = layer[source, :, :length]
+                if layer is not None:
+                    layer[target, :, :length] = layer[source, :, :length]
