@@ -300,6 +300,10 @@ class Engine(TokenPolicy):
         positions = torch.arange(length, device=self.local.device)[None]
         eval_mode = _EvalMode(self.local.model)
         eval_mode.refresh()
+        # A cache of one short slot: the check allocates next to nothing (the engine's own
+        # cache is allocated by its first step).
+        self._cache = SlotCache(self.local.model.config, 1, min(self.max_len, WINDOW_STEP),
+                                self.local.device, self._dtype)
         try:
             with self._step_lock, torch.inference_mode(), eval_mode():
                 expected = self.local.model(input_ids=ids, use_cache=False).logits[
@@ -317,7 +321,7 @@ class Engine(TokenPolicy):
                 f" cache ({type(e).__name__}: {e}): use HFPolicy (the hf-static: policy)"
                 " for this model") from e
         finally:
-            self._cache = None  # what the check wrote is not a sequence anyone holds
+            self._cache = None
         # Total variation between the next-token distributions: rounding moves it by 1e-5
         # in float32 (1e-2 with TF32 matmuls), by 0.05 in bfloat16 (SmolLM2-135M: the same
         # as transformers' own cache); a mask or a state gone wrong moves it much more.
