@@ -4,7 +4,8 @@ and without per-layer kinds, heads counted GPT-2's way, multi-query Falcon, Deep
 compressed latent cache, Gemma 2's soft-capped eager attention, mixture of experts) sample
 exactly what ``generate`` samples, greedy, over prompts longer than their windows and over a
 second turn that reuses the first's cache. Models it cannot drive are refused when the
-engine is built, with an error that names the policy to use instead."""
+engine is built, with an error that names the policy to use instead; the static-batch loop
+refuses recurrent ones."""
 
 from __future__ import annotations
 
@@ -127,3 +128,17 @@ def test_a_model_the_engine_would_get_wrong_is_refused(tiny_model_dir: Path,
                         lambda config: (["full_attention"], {"full_attention": 3}))
     with pytest.raises(InvalidArgumentError, match=r"does not reproduce.*hf-static"):
         Engine(str(tiny_model_dir))
+
+
+def test_the_static_loop_refuses_a_recurrent_model(tiny_model_dir: Path) -> None:
+    """Mamba's state would run through the loop's left padding (7 of 12 of its greedy
+    completions equal generate's when it was let through): refused, naming vLLM."""
+    from agentgym.core.errors import AgentGymError
+    from agentgym.rollout.policies.hf import HFPolicy
+
+    model = small_model("mamba")
+    with pytest.raises(InvalidArgumentError, match=r"linear_attention.*vLLM"):
+        Engine(model, tokenizer=str(tiny_model_dir), stop_token_ids=[EOS])
+    loop = HFPolicy(model, tokenizer=str(tiny_model_dir), stop_token_ids=[EOS])
+    with pytest.raises(AgentGymError, match=r"recurrent state.*vLLM"):
+        played(loop, requests()[:2])

@@ -629,7 +629,8 @@ def _attention_kinds(config: Any) -> tuple[list[str], dict[str, int | None]]:
         raise InvalidArgumentError(
             f"the engine drives full and sliding-window attention layers, and this model also"
             f" has {unknown} layers (state its slot cache does not keep): use HFPolicy (the"
-            " hf-static: policy), which leaves the cache to transformers, for it")
+            " hf-static: policy), which leaves the cache to transformers, or vLLM (vllm:,"
+            " openai:)")
     return sorted(set(kinds)), {kind: window if kind == "sliding_attention" else None
                                 for kind in set(kinds)}
 

@@ -171,10 +171,17 @@ def _decode(policy: HFPolicy, requests: list[tuple[list[int], Sampling]]) -> lis
         logits_to_keep=1,
         **cache_arg,
     ).logits[:, -1, :]
-    if cache.get_seq_length() != width:
+    try:
+        filled = cache.get_seq_length()
+    except ValueError as e:  # transformers: a cache of recurrent (linear attention) layers
+        raise AgentGymError(
+            f"{type(model).__name__} keeps a recurrent state ({e}); HFPolicy left-pads the"
+            " prompts of a batch, and padding would run through that state: sample from"
+            " this model with vLLM (the vllm: or openai: policies)") from e
+    if filled != width:
         raise RuntimeError(
             f"{type(model).__name__} did not fill the KV cache HFPolicy passed it"
-            f" ({cache.get_seq_length()} of {width} positions); HFPolicy needs a causal LM"
+            f" ({filled} of {width} positions); HFPolicy needs a causal LM"
             " that accepts a KV cache (past_key_values or cache)"
         )
     while True:
