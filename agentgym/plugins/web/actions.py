@@ -7,7 +7,9 @@ it set off to be answered (:meth:`~agentgym.plugins.web.browser.PageWatch.settle
 ``settle_timeout_s``; the next observation is taken from that settled page, so its bids
 are those of the whole document, however loaded the machine is. Finding and acting on an
 element has its own bound (``action_timeout_s``), so a click on an element that is not
-there fails fast while a slow page load does not fail the click. A bound that runs out
+there fails fast while a slow page load does not fail the click; an element that is there
+but hidden fails at once (a pointer cannot reach it, and waiting could only help a page
+that is still changing), so the bound is what a busy machine needs. A bound that runs out
 says what was still pending (in the error, or as a ``Still loading`` line of the
 observation); a page whose navigation its server has not answered yet has no tree to show
 (:data:`NOT_ANSWERED` stands in for it).
@@ -191,6 +193,17 @@ async def _one(session: BrowserSession, bid: str) -> Any:
     return locator.first
 
 
+async def _reachable(session: BrowserSession, bid: str) -> Any:
+    """The element with ``bid``, which a pointer (or typing) can reach: an element that is
+    hidden (or has no size) is a ToolError at once, where the action would wait out its
+    whole bound for it to show, which only a page that is still changing could do."""
+    element = await _one(session, bid)
+    if not await element.is_visible():
+        raise ToolError(f"the element with bid {str(bid).strip()!r} is hidden (or has no"
+                        " size): a pointer cannot reach it; use a visible element")
+    return element
+
+
 class WebTools(Toolset):
     """Browser actions on one episode's page (module docstring)."""
 
@@ -215,7 +228,7 @@ class WebTools(Toolset):
         async def action(session: BrowserSession) -> None:
             # The navigation a click starts is waited for by settling, not in the click's
             # own bound (which covers finding the element and clicking it).
-            await (await _one(session, bid)).click(button=button, timeout=self._timeout_ms,
+            await (await _reachable(session, bid)).click(button=button, timeout=self._timeout_ms,
                                                    no_wait_after=True)
 
         return await self.episode.act(action)
@@ -228,7 +241,7 @@ class WebTools(Toolset):
             bid: The element's bid.
         """
         async def action(session: BrowserSession) -> None:
-            await (await _one(session, bid)).dblclick(timeout=self._timeout_ms)
+            await (await _reachable(session, bid)).dblclick(timeout=self._timeout_ms)
 
         return await self.episode.act(action)
 
@@ -240,7 +253,7 @@ class WebTools(Toolset):
             bid: The element's bid.
         """
         async def action(session: BrowserSession) -> None:
-            await (await _one(session, bid)).hover(timeout=self._timeout_ms)
+            await (await _reachable(session, bid)).hover(timeout=self._timeout_ms)
 
         return await self.episode.act(action)
 
@@ -253,7 +266,7 @@ class WebTools(Toolset):
             value: The text to put in the field.
         """
         async def action(session: BrowserSession) -> None:
-            await (await _one(session, bid)).fill(value, timeout=self._timeout_ms)
+            await (await _reachable(session, bid)).fill(value, timeout=self._timeout_ms)
 
         return await self.episode.act(action)
 

@@ -44,12 +44,6 @@ SEEDS = 1000
 CLOCK_START_MS = 1_704_110_400_000
 #: ... and each action moves it on by this many ms (``noop(wait_ms)`` by its wait too).
 TICK_MS = 1000.0
-#: How long an action waits for its element to be actionable, by default. Elsewhere the
-#: wait is for a page that is still changing (5 s); a MiniWoB page's clock is paused
-#: while an action waits, so an element that is hidden or covered stays so, and the wait
-#: only covers a busy machine. A policy that clicks such an element (RL's early samples
-#: do, often) then costs its episode 2 s, not 5.
-ACTION_TIMEOUT_S = 2.0
 #: Hidden on every page: MiniWoB's reward display and click visualizer.
 _HIDE_CSS = "#reward-display, #click-canvas, #sync-task-cover { display: none !important; }"
 _START = """([family, seed, css]) => {
@@ -144,8 +138,6 @@ class MiniWoBEnv(WebEnv):
             of opening a new context (browser.py, "Reused pages": about ten times less
             Chromium time an episode, the same problems and grades); False gives every
             episode a new context.
-        action_timeout_s: default :data:`ACTION_TIMEOUT_S` (the pages' clock is paused
-            while an action waits).
         Other arguments: see :class:`~agentgym.plugins.web.env.WebEnv`.
     """
 
@@ -186,7 +178,6 @@ class MiniWoBEnv(WebEnv):
         self.tick_ms = TICK_MS
         self.reuse_tabs = reuse_tabs
         self._utterance = ""
-        kwargs.setdefault("action_timeout_s", ACTION_TIMEOUT_S)
         super().__init__(source, max_turns=max_turns, **kwargs)
 
     def goal(self, task: Task) -> str:

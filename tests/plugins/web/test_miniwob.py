@@ -179,10 +179,10 @@ def test_unknown_bid_is_a_tool_error(env) -> None:
     assert "Goal: " in content and "RootWebArea" in content  # the page, to act on next
 
 
-def test_a_hidden_element_is_refused_after_the_short_bound() -> None:
-    """An element that is there but not actionable (a wrapper the tree does not show: an
-    RL sample clicked it) is an error after MiniWoB's 2 s bound: its paused clock means
-    waiting longer could not change the page."""
+def test_a_hidden_element_is_refused_at_once() -> None:
+    """An element that is there but hidden (a wrapper the tree does not show: an RL sample
+    clicked it) is an error at once, not after the action's bound: waiting could not show
+    it (MiniWoB's clock is paused while an action waits)."""
     env = MiniWoBEnv("click-button", max_turns=2)
     try:
         messages, _ = env.reset(options={"task_id": "click-button/355"})
@@ -191,7 +191,8 @@ def test_a_hidden_element_is_refused_after_the_short_bound() -> None:
     finally:
         env.close()
     assert not (terminated or truncated) and reward == 0.0 and info["tool_errors"] == 1
-    assert new[0]["content"].startswith("Error: click: Locator.click: Timeout 2000ms")
+    # refused before the click: not "Locator.click: Timeout 5000ms exceeded"
+    assert new[0]["content"].startswith("Error: click: the element with bid '16' is hidden")
 
 
 def test_unknown_family_is_a_clear_error() -> None:
