@@ -984,8 +984,10 @@ def open_server(app: Any, name: str, host: str, port: int, allow_remote: bool,
 @click.option("--name", default=None,
               help="The model id /v1/models reports (default: the model folder, or the text"
                    " after POLICY's colon).")
-@click.option("--tool-parser", type=click.Choice(["hermes", "xml"]), default="hermes",
-              show_default=True, help="How chat completions' tool calls are written.")
+@click.option("--tool-parser", default="hermes", show_default=True,
+              help="How the model writes tool calls in chat completions: hermes (Qwen,"
+                   " SmolLM), llama3-json, mistral, xml (Qwen3-Coder), or any parser id of"
+                   " `agentgym list parsers`.")
 def serve_command(policy: str, host: str, port: int, allow_remote: bool, name: str | None,
                   tool_parser: str) -> None:
     """Serve a token-level POLICY (hf:PATH, vllm:MODEL, openai:URL) as an
@@ -993,8 +995,10 @@ def serve_command(policy: str, host: str, port: int, allow_remote: bool, name: s
     /v1/chat/completions (tools, log-probs, and vLLM's return_token_ids). Stop with
     Ctrl-C."""
     from agentgym.core.policies import policy_level
+    from agentgym.core.registry import build
     from agentgym.rollout.serve import openai_app
 
+    parser = build("parsers", tool_parser)  # before the model loads: a typo fails at once
     built = build_policy(policy)
     if policy_level(built) != "token":
         raise InvalidOption("POLICY", f"{policy!r} is a text-level policy; serve samples"
@@ -1002,7 +1006,7 @@ def serve_command(policy: str, host: str, port: int, allow_remote: bool, name: s
     if name is None:
         argument = policy.split(":", 1)[1] if ":" in policy else policy
         name = str(Path(argument).resolve()) if Path(argument).is_dir() else argument
-    server = open_server(openai_app(built, name, tool_parser), "agentgym-serve", host, port,
+    server = open_server(openai_app(built, name, parser), "agentgym-serve", host, port,
                          allow_remote)
     click.echo(f"serving {policy} as {name!r} at {server.url}/v1 (Ctrl-C stops)")
     try:

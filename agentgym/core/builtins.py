@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.hookspecs import hookimpl
-from agentgym.core.parsers import HermesParser, OpenAIParser, XMLParser
+from agentgym.core.parsers import (
+    HermesParser,
+    Llama3JSONParser,
+    MistralParser,
+    OpenAIParser,
+    XMLParser,
+)
 from agentgym.core.policies import NoopPolicy, OraclePolicy, ScriptedPolicy, WrongSolutionPolicy
 from agentgym.core.probes import ExploitProbe
 from agentgym.core.registry import Spec
@@ -31,7 +37,7 @@ def _no_argument(cls: type, name: str):
 def agentgym_tool_call_parsers() -> list[Spec]:
     return [
         Spec(p.name, p, (p.__doc__ or "").strip().splitlines()[0])
-        for p in (HermesParser, XMLParser, OpenAIParser)
+        for p in (HermesParser, XMLParser, Llama3JSONParser, MistralParser, OpenAIParser)
     ]
 
 

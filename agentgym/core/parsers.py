@@ -10,7 +10,14 @@ hook):
 
 * ``hermes``: Hermes/Qwen ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
 * ``xml``: Qwen3-Coder style ``<function=name><parameter=p>value</parameter></function>``
+* ``llama3-json``: Llama 3.1-3.3 ``{"name": ..., "parameters": {...}}`` (after an optional
+  ``<|python_tag|>``; several separated by ``;``)
+* ``mistral``: Mistral ``[TOOL_CALLS][{"name": ..., "arguments": {...}}]``, and the newer
+  ``[TOOL_CALLS]name[ARGS]{...}``
 * ``openai``: an assistant message with OpenAI ``tool_calls`` (as a dict or its JSON text)
+
+The model families' names say whose chat templates write (and whose models emit) each
+format: ``agentgym serve --tool-parser`` takes the one of the model it serves.
 
 An action that is already a message dict is read as OpenAI format whatever the env's
 parser is (:func:`parse_message`).
@@ -370,6 +377,134 @@ class XMLParser(ToolCallParser):
             for c in calls
         ]
         return "\n".join(([content] if content else []) + blocks)
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _json_at(text: str, start: int, where: str) -> tuple[Any, int] | str:
+    """The JSON value that begins at ``text[start]`` and the index just after it, or an
+    error message; bounded as :func:`bounded_json` is (a window of
+    :data:`MAX_CALL_CHARS`, the decoder's recursion and Python's int digits caught)."""
+    window = text[start:start + MAX_CALL_CHARS + 1]
+    try:
+        value, end = _DECODER.raw_decode(window)
+    except json.JSONDecodeError as e:
+        if len(window) > MAX_CALL_CHARS:
+            return (f"{where} is over {MAX_CALL_CHARS} characters long: write large content"
+                    " in several calls")
+        return f"{where} is not valid JSON ({e.msg} at column {e.colno}): {window[:200]!r}"
+    except RecursionError:
+        return f"{where}: JSON nested too deeply (the limit is {MAX_JSON_DEPTH} levels)"
+    except ValueError:  # Python's int conversion: over 4300 digits
+        return f"{where}: a number too long to read: pass it as a string"
+    if value_depth(value) > MAX_JSON_DEPTH:
+        return f"{where}: JSON nested too deeply (the limit is {MAX_JSON_DEPTH} levels)"
+    return value, start + end
+
+
+def _read_call(turn: ParsedTurn, decoded: tuple[Any, int] | str, where: str,
+               example: str) -> None:
+    """Add the call (or the error) ``decoded`` from :func:`_json_at` to ``turn``."""
+    if isinstance(decoded, str):
+        turn.errors.append(f"{decoded}. Write it as {example}")
+        return
+    call = _call_from_json(decoded[0], where, example)
+    (turn.errors if isinstance(call, str) else turn.tool_calls).append(call)
+
+
+class Llama3JSONParser(ToolCallParser):
+    """Llama 3.1-3.3 JSON: {"name": ..., "parameters": {...}}, ;-separated."""
+
+    name = "llama3-json"
+    example = '{"name": "TOOL", "parameters": {"ARG": "VALUE"}}'
+    _tag = "<|python_tag|>"
+    # Where the calls begin: the tag, or an object opening with "name" at a line's start.
+    _start = re.compile(r'<\|python_tag\|>|^[ \t]*(?=\{\s*"name")', re.MULTILINE)
+
+    def parse(self, text: str) -> ParsedTurn:
+        found = self._start.search(text)
+        if found is None:
+            return ParsedTurn(content=text.strip())
+        turn = ParsedTurn(content=text[:found.start()].strip())
+        position, index = found.end(), 0
+        while True:
+            while position < len(text) and (text[position].isspace() or text[position] == ";"):
+                position += 1
+            if position >= len(text) or text[position] != "{":
+                break
+            index += 1
+            if index > MAX_CALLS_PER_TURN:
+                turn.errors.append(_too_many_calls(text.count('"name"')))
+                return turn
+            where = f"tool call {index}"
+            decoded = _json_at(text, position, where)
+            if not isinstance(decoded, str) and not (
+                    isinstance(decoded[0], dict)
+                    and ("parameters" in decoded[0] or "arguments" in decoded[0])):
+                break  # JSON that is no call (a "name" in an answer's data): content
+            _read_call(turn, decoded, where, self.example)
+            if isinstance(decoded, str):
+                return turn  # where a call's JSON ends is unknown: the rest is not read
+            position = decoded[1]
+        rest = text[position:].replace(self._tag, "").strip()
+        turn.content = "\n".join(part for part in (turn.content, rest) if part)
+        return turn
+
+    def render(self, content: str, calls: list[ToolCall]) -> str:
+        rendered = "; ".join(json.dumps({"name": c.name, "parameters": c.arguments})
+                             for c in calls)
+        return "\n".join(part for part in (content, rendered) if part)
+
+
+class MistralParser(ToolCallParser):
+    """Mistral: [TOOL_CALLS][{"name": ..., "arguments": {...}}] or [TOOL_CALLS]name[ARGS]{...}."""
+
+    name = "mistral"
+    example = '[TOOL_CALLS][{"name": "TOOL", "arguments": {"ARG": "VALUE"}}]'
+    _calls, _args, _call_id = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
+
+    def parse(self, text: str) -> ParsedTurn:
+        first = text.find(self._calls)
+        if first == -1:
+            return ParsedTurn(content=text.strip())
+        turn = ParsedTurn(content=text[:first].strip())
+        segments = text[first + len(self._calls):].split(self._calls)
+        for segment in segments:
+            body = segment.strip()
+            if body[:1] in ("[", "{"):  # the JSON list of the v3 tokenizers (or one call)
+                decoded = _json_at(body, 0, "the list of tool calls")
+                if isinstance(decoded, str):
+                    turn.errors.append(f"{decoded}. Write them as {self.example}")
+                    continue
+                entries = decoded[0] if isinstance(decoded[0], list) else [decoded[0]]
+                if rest := body[decoded[1]:].strip():  # text after the calls
+                    turn.content = "\n".join(part for part in (turn.content, rest) if part)
+            else:  # name[ARGS]{...} (with [CALL_ID]id before [ARGS] in some versions)
+                name, has_args, arguments = body.partition(self._args)
+                name = name.split(self._call_id)[0].strip()
+                if not has_args:
+                    turn.errors.append(f"tool call {name[:80]!r} has no {self._args}: write it"
+                                       f" as {self._calls}TOOL{self._args}{{...}} or"
+                                       f" {self.example}")
+                    continue
+                decoded = _json_at(arguments.strip() or "{}", 0, f"the arguments of {name!r}")
+                if isinstance(decoded, str):
+                    turn.errors.append(decoded)
+                    continue
+                entries = [{"name": name, "arguments": decoded[0]}]
+            for entry in entries:
+                count = len(turn.tool_calls) + len(turn.errors) + 1
+                if count > MAX_CALLS_PER_TURN:
+                    turn.errors.append(_too_many_calls(max(count, len(segments))))
+                    return turn
+                _read_call(turn, (entry, 0), f"tool call {count}", self.example)
+        return turn
+
+    def render(self, content: str, calls: list[ToolCall]) -> str:
+        rendered = self._calls + json.dumps([{"name": c.name, "arguments": c.arguments}
+                                             for c in calls]) if calls else ""
+        return "".join(part for part in (content, rendered) if part)
 
 
 class OpenAIParser(ToolCallParser):

@@ -84,7 +84,8 @@ class HarnessRunner:
         policy: the token policy behind the server (an ``Engine``, ``hf:`` policy, a
             scripted one in tests).
         model_name: the model name the server answers to (``AGENTGYM_MODEL`` inside).
-        tool_parser: how tool calls are read from the model's text (``hermes``, ``xml``).
+        tool_parser: how tool calls are read from the model's text: a parser id
+            (``hermes``, ``xml``, ``llama3-json``, ``mistral``; ``agentgym list parsers``).
         sampling: what every call samples with, whatever the program asks (a trainer's
             temperature; its ``max_tokens`` caps the program's); None: as asked.
         log: where progress lines go (installing the harness the first time).

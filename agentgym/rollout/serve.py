@@ -7,9 +7,10 @@ A Starlette app (run by :class:`~agentgym.core.serving.LocalServer`, loopback on
   policy does);
 * ``POST /v1/completions``: a prompt as text or token ids;
 * ``POST /v1/chat/completions``: messages and ``tools``, rendered with the tokenizer's
-  chat template; the completion's tool calls are parsed (``hermes`` ``<tool_call>``
-  blocks by default, the format of the Qwen and SmolLM templates) into the message's
-  ``tool_calls``, with ``finish_reason="tool_calls"``;
+  chat template; the completion's tool calls are parsed into the message's ``tool_calls``,
+  with ``finish_reason="tool_calls"``, by the parser of the model's format: ``hermes``
+  ``<tool_call>`` blocks by default (the Qwen and SmolLM templates), ``llama3-json``,
+  ``mistral``, ``xml``, or any a plugin registers (``agentgym list parsers``);
 * with a :class:`~agentgym.rollout.capture.CaptureStore`, the same three under each open
   episode's own base URL, ``/episodes/KEY/v1``: every call made there is recorded token
   for token into that episode's calls (:mod:`agentgym.rollout.capture`); a key that is
@@ -37,15 +38,14 @@ from collections.abc import Callable
 from typing import Any
 
 from agentgym.core.errors import AgentGymError, InvalidArgumentError
-from agentgym.core.parsers import HermesParser, ToolCallParser, XMLParser
+from agentgym.core.parsers import ToolCallParser
 from agentgym.core.policies import Generation, Sampling, TokenPolicy
+from agentgym.core.registry import build
 from agentgym.rollout.capture import CapturedCall, CaptureStore, UnknownEpisodeKeyError
 from agentgym.rollout.chat import with_decoded_arguments
 
-__all__ = ["PARSERS", "openai_app"]
+__all__ = ["openai_app"]
 
-#: Tool-call formats a chat completion is parsed with (``--tool-parser``).
-PARSERS: dict[str, type[ToolCallParser]] = {"hermes": HermesParser, "xml": XMLParser}
 _PREFIX = "token_id:"
 
 
@@ -62,7 +62,8 @@ class BadRequest(AgentGymError):
 Recorder = Callable[[list[int], Generation, "list[dict[str, Any]] | None", str], None] | None
 
 
-def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes",
+def openai_app(policy: TokenPolicy, model_name: str,
+               tool_parser: str | ToolCallParser = "hermes",
                capture: CaptureStore | None = None, sampling: Sampling | None = None) -> Any:
     """The Starlette app serving ``policy`` as ``model_name``; with ``capture``, also under
     each of its episodes' base URLs (module docstring). ``sampling``: what every call
@@ -74,10 +75,7 @@ def openai_app(policy: TokenPolicy, model_name: str, tool_parser: str = "hermes"
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    if tool_parser not in PARSERS:
-        raise InvalidArgumentError(f"tool_parser={tool_parser!r}: use one of"
-                                   f" {', '.join(PARSERS)}")
-    parser = PARSERS[tool_parser]()
+    parser = build("parsers", tool_parser) if isinstance(tool_parser, str) else tool_parser
     tokenizer = policy.tokenizer
 
     async def models(request: Request) -> JSONResponse:

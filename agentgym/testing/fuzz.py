@@ -57,6 +57,14 @@ HOSTILE_ACTIONS: dict[str, Callable[[], Any]] = {
             "name": "calculator", "arguments": {"expression": "1+" * 2_000_000 + "1"}}}]},
     "10,000 tool calls": lambda: '<tool_call>{"name": "x", "arguments": {}}</tool_call>' * 10_000,
     "10,000 closing tags": lambda: "<tool_call>{" + "</tool_call>" * 10_000,
+    "llama3-json, 10,000-deep JSON": lambda: (
+        '{"name": "x", "parameters": ' + "[" * 10_000 + "]" * 10_000 + "}"),
+    "llama3-json, 100,000-digit integer": lambda: (
+        '<|python_tag|>{"name": "x", "parameters": {"n": ' + "9" * 100_000 + "}}"),
+    "llama3-json, 10,000 calls": lambda: '{"name": "x", "parameters": {}}; ' * 10_000,
+    "mistral, 10,000-deep JSON": lambda: "[TOOL_CALLS]" + "[" * 10_000 + "]" * 10_000,
+    "mistral, 100,000-digit integer": lambda: '[TOOL_CALLS]x[ARGS]{"n": ' + "9" * 100_000 + "}",
+    "mistral, 10,000 calls": lambda: '[TOOL_CALLS]x[ARGS]{}' * 10_000,
     "None": lambda: None,
     "an int": lambda: 42,
     "bytes": lambda: b"<tool_call>{}</tool_call>",

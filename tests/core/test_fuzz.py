@@ -12,7 +12,7 @@ from agentgym.core.tools import ToolError
 from agentgym.plugins.calculator.env import evaluate_expression
 from agentgym.testing.fuzz import HOSTILE_ACTIONS, actions, step_contained
 
-PARSERS = ["hermes", "xml", "openai"]
+PARSERS = ["hermes", "xml", "llama3-json", "mistral", "openai"]
 
 
 @pytest.fixture(scope="module", params=PARSERS)

@@ -4,13 +4,15 @@ import pytest
 
 from agentgym.core.parsers import (
     HermesParser,
+    Llama3JSONParser,
+    MistralParser,
     OpenAIParser,
     ToolCall,
     XMLParser,
     parse_message,
 )
 
-PARSERS = [HermesParser(), XMLParser(), OpenAIParser()]
+PARSERS = [HermesParser(), XMLParser(), Llama3JSONParser(), MistralParser(), OpenAIParser()]
 CALLS = [
     ToolCall("calculator", {"expression": "3 * (4 + 5)"}),
     ToolCall("write", {"path": "a.py", "text": 'print("hé </tool_call> ok")\n\nx = 1'}),
@@ -29,7 +31,8 @@ def test_render_then_parse_gives_back_the_calls(parser, content):
     assert turn.content == content
 
 
-@pytest.mark.parametrize("parser", [HermesParser(), OpenAIParser()], ids=lambda p: p.name)
+@pytest.mark.parametrize("parser", [HermesParser(), Llama3JSONParser(), MistralParser(),
+                                    OpenAIParser()], ids=lambda p: p.name)
 def test_multiple_calls_with_tricky_text(parser):
     # XML carries values as text: the tricky value is covered in its own test.
     turn = parser.parse_action(parser.render("", CALLS))
@@ -106,3 +109,48 @@ def test_openai_message_dicts_and_json_text():
     assert OpenAIParser().parse("plain text").content == "plain text"
     bad = {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{x"}}]}
     assert "not valid JSON" in parse_message(bad).errors[0]
+
+
+LLAMA3, MISTRAL = Llama3JSONParser(), MistralParser()
+
+
+@pytest.mark.parametrize("parser,text,calls,content", [
+    (LLAMA3, '<|python_tag|>{"name": "f", "parameters": {"x": 1}}', [("f", {"x": 1})], ""),
+    (LLAMA3, '{"name": "a", "parameters": {}}; {"name": "b", "arguments": {"y": "}"}}',
+              [("a", {}), ("b", {"y": "}"})], ""),
+    (LLAMA3, 'I will look.\n{"name": "f", "parameters": {"x": 1}}\nThen answer.', [("f", {"x": 1})],
+              "I will look.\nThen answer."),
+    (LLAMA3, '{"name": "f", "parameters": "{\\"x\\": 2}"}', [("f", {"x": 2})], ""),
+    # JSON with a "name" that is no call (no parameters): an answer's data, not a call
+    (LLAMA3, 'Here:\n{"name": "Bob", "age": 3}', [], 'Here:\n{"name": "Bob", "age": 3}'),
+    (LLAMA3, 'no call {"name": "f", "parameters": {}} mid-line', [],
+              'no call {"name": "f", "parameters": {}} mid-line'),
+    (MISTRAL, '[TOOL_CALLS][{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]',
+               [("a", {"x": 1}), ("b", {})], ""),
+    (MISTRAL, 'Sure.[TOOL_CALLS]a[ARGS]{"x": 1}[TOOL_CALLS]b[CALL_ID]c0ffee123[ARGS]{}',
+               [("a", {"x": 1}), ("b", {})], "Sure."),
+    (MISTRAL, '[TOOL_CALLS]{"name": "a", "arguments": {"x": 1}} done', [("a", {"x": 1})], "done"),
+    (MISTRAL, "no calls here", [], "no calls here"),
+], ids=lambda value: value.name if hasattr(value, "parse") else None)
+def test_llama3_and_mistral_read_their_models_calls(parser, text, calls, content):
+    """Llama 3 (after a python tag, ;-separated, after prose) and Mistral (the JSON list,
+    and name[ARGS]{...} with or without a call id)."""
+    turn = parser.parse(text)
+    assert turn.errors == []
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == calls
+    assert turn.content == content
+
+
+@pytest.mark.parametrize("parser,text,message", [
+    (LLAMA3, '{"name": "f", "parameters": {x: 1}}', "not valid JSON"),
+    (LLAMA3, '{"name": 3, "parameters": {}}', 'needs a "name" string'),
+    (LLAMA3, '{"name": "f", "parameters": [1]}', "must be a JSON object"),
+    (MISTRAL, '[TOOL_CALLS][{"name": "f", "arguments": {}}', "not valid JSON"),
+    (MISTRAL, '[TOOL_CALLS]f{"x": 1}', "has no [ARGS]"),
+    (MISTRAL, '[TOOL_CALLS]f[ARGS]{"x": }', "not valid JSON"),
+    (MISTRAL, '[TOOL_CALLS][{"arguments": {}}]', 'needs a "name" string'),
+])
+def test_llama3_and_mistral_malformed_calls_become_errors(parser, text, message):
+    turn = parser.parse(text)
+    assert turn.tool_calls == []
+    assert len(turn.errors) == 1 and message in turn.errors[0]

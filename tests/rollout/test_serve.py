@@ -42,6 +42,15 @@ class Scripted(TokenPolicy):
         return Generation(ids, [-0.5] * len(ids), "stop")
 
 
+def assert_computes(choice) -> None:
+    """``choice`` says "Let me compute." and calls calculate(37 * 4)."""
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content == "Let me compute."
+    (tool_call,) = choice.message.tool_calls
+    assert tool_call.function.name == "calculate"
+    assert json.loads(tool_call.function.arguments) == {"expression": "37 * 4"}
+
+
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir: Path) -> Engine:
     engine = Engine(str(tiny_model_dir), slots=8, max_len=1024)
@@ -60,17 +69,33 @@ def test_the_openai_client_gets_tool_calls_token_ids_and_logprobs(engine: Engine
             tools=[CALCULATE], max_tokens=64, temperature=0, logprobs=True,
             extra_body={"return_token_ids": True})
     choice = answer.choices[0]
-    assert choice.finish_reason == "tool_calls"
-    assert choice.message.content == "Let me compute."
-    (tool_call,) = choice.message.tool_calls
-    assert tool_call.function.name == "calculate"
-    assert json.loads(tool_call.function.arguments) == {"expression": "37 * 4"}
+    assert_computes(choice)
     extra = choice.model_extra
     assert extra["token_ids"][-1] == engine.tokenizer.eos_token_id
     assert extra["prompt_token_ids"] == policy.prompts[0]
     assert "<tools>" in engine.tokenizer.decode(policy.prompts[0])  # the tools were rendered
     assert len(choice.logprobs.content) == len(extra["token_ids"])
     assert answer.usage.completion_tokens == len(extra["token_ids"])
+
+
+@pytest.mark.parametrize("parser,text", [
+    ("llama3-json", 'Let me compute.\n<|python_tag|>{"name": "calculate", "parameters":'
+                    ' {"expression": "37 * 4"}}'),
+    ("mistral", 'Let me compute.[TOOL_CALLS][{"name": "calculate", "arguments":'
+                ' {"expression": "37 * 4"}}]'),
+    ("mistral", 'Let me compute.[TOOL_CALLS]calculate[ARGS]{"expression": "37 * 4"}'),
+])
+def test_other_models_tool_call_formats(engine: Engine, parser: str, text: str) -> None:
+    """A Llama 3 or Mistral model's calls, in its own format, reach the client as
+    tool_calls when the server is told that format (``--tool-parser``)."""
+    with LocalServer(openai_app(Scripted(engine.tokenizer, text), "scripted",
+                                tool_parser=parser)) as server:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused")
+        answer = client.chat.completions.create(
+            model="scripted", messages=[{"role": "user", "content": "What is 37 * 4?"}],
+            tools=[CALCULATE], max_tokens=64)
+    choice = answer.choices[0]
+    assert_computes(choice)
 
 
 def test_streaming_clients_get_the_same_answer_in_chunks(engine: Engine) -> None:
