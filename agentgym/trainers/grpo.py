@@ -301,7 +301,7 @@ def trainer_policy(trainer: Any, rollout: EnvRollout) -> Any:
                 "asynchronous GRPO samples with agentgym's engine for now, not TRL's vLLM:"
                 " drop use_vllm from the GRPO args, or the async options")
         return VLLMTrainerPolicy(trainer)
-    from agentgym.rollout.engine import Engine
+    from agentgym.rollout.engine import Engine, transformers_policy
 
     model = trainer.accelerator.unwrap_model(trainer.model)
     if rollout.options.asynchronous is not None:
@@ -313,9 +313,12 @@ def trainer_policy(trainer: Any, rollout: EnvRollout) -> Any:
         args = trainer.args
         half = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
         model = inference_copy(model, half)  # sampled in the precision training computes in
-    return Engine(model, tokenizer=trainer.processing_class,
-                  slots=(rollout.pipeline_config or PipelineConfig()).concurrency,
-                  max_len=rollout.rollout.max_total_tokens + 1)
+    slots = (rollout.pipeline_config or PipelineConfig()).concurrency
+    max_len = rollout.rollout.max_total_tokens + 1
+    if rollout.options.asynchronous is not None:  # weight versions: the engine's alone
+        return Engine(model, tokenizer=trainer.processing_class, slots=slots, max_len=max_len)
+    return transformers_policy(model, tokenizer=trainer.processing_class, slots=slots,
+                               max_len=max_len)
 
 
 def inference_copy(model: Any, dtype: Any = None) -> Any:

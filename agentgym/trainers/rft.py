@@ -117,13 +117,13 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
     if policy is None:
         import torch
 
-        from agentgym.rollout.engine import Engine
+        from agentgym.rollout.engine import transformers_policy
 
         device = "cuda" if torch.cuda.is_available() else None
         rollout_config = rollout or RolloutConfig()
-        policy = Engine(model, tokenizer=tokenizer, device=device,
-                        slots=(pipeline or PipelineConfig()).concurrency,
-                        max_len=rollout_config.max_total_tokens + 1)
+        policy = transformers_policy(model, tokenizer=tokenizer, device=device,
+                                     slots=(pipeline or PipelineConfig()).concurrency,
+                                     max_len=rollout_config.max_total_tokens + 1)
     out = Path(output_dir) / ATTEMPTS_FILE
     try:
         tried = asyncio.run(collect(env_id, policy, env_kwargs=env_kwargs, tasks=tasks,

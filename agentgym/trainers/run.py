@@ -231,15 +231,15 @@ def _evaluate(config: TrainConfig, model: str, label: str, console: Console) -> 
     episodes are kept in ``<output_dir>/eval/<label>/`` as an eval report (``report.html``,
     ``summary.json``, ``trajectories.jsonl``: what ``agentgym compare`` and ``agentgym
     view`` read)."""
-    from agentgym.rollout.engine import Engine
+    from agentgym.rollout.engine import transformers_policy
     from agentgym.rollout.evaluate import evaluate
     from agentgym.viewer.report import TRAJECTORIES_FILE, write_report
 
     section = config.eval
     assert section is not None
     started = time.perf_counter()
-    policy = Engine(model, slots=config.rollout.pipeline.concurrency,
-                    max_len=config.rollout.episodes.max_total_tokens + 1)
+    policy = transformers_policy(model, slots=config.rollout.pipeline.concurrency,
+                                 max_len=config.rollout.episodes.max_total_tokens + 1)
     kwargs = {**config.env.kwargs, **section.kwargs}
     try:
         with _progress(console, f"eval {label}", section.episodes) as advance:

@@ -20,7 +20,7 @@ transformers = pytest.importorskip("transformers", reason="the engine needs the 
 
 from agentgym.core.errors import InvalidArgumentError  # noqa: E402
 from agentgym.core.policies import Sampling  # noqa: E402
-from agentgym.rollout.engine import Engine  # noqa: E402
+from agentgym.rollout.engine import Engine, transformers_policy  # noqa: E402
 from agentgym.rollout.engine import engine as engine_module  # noqa: E402
 
 VOCAB, PAD, EOS = 1031, 1024, 1026
@@ -142,3 +142,20 @@ def test_the_static_loop_refuses_a_recurrent_model(tiny_model_dir: Path) -> None
     loop = HFPolicy(model, tokenizer=str(tiny_model_dir), stop_token_ids=[EOS])
     with pytest.raises(AgentGymError, match=r"recurrent state.*vLLM"):
         played(loop, requests()[:2])
+
+
+def test_the_trainers_sample_a_model_the_engine_refuses_with_the_static_loop(
+        tiny_model_dir: Path) -> None:
+    """What training and evaluation build (``transformers_policy``, and ``hf:PATH``): the
+    engine, or for a model it cannot drive the static-batch loop, with a warning; Qwen3-Next
+    (linear-attention layers) samples what generate samples."""
+    from agentgym.rollout.policies.hf import HFPolicy
+
+    model = small_model("qwen3_next", **GQA, head_dim=16)
+    with pytest.warns(UserWarning, match="linear_attention.*static-batch loop"):
+        policy = transformers_policy(model, tokenizer=str(tiny_model_dir), slots=4)
+    assert isinstance(policy, HFPolicy)
+    batch = requests()[:4]
+    assert played(policy, batch) == [generated(model, p, s.max_tokens) for p, s in batch]
+    assert isinstance(transformers_policy(small_model("llama", **GQA),
+                                          tokenizer=str(tiny_model_dir)), Engine)

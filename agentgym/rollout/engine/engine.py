@@ -36,8 +36,10 @@ sliding-window attention layers (Llama, Qwen2/3 and their MoEs, Mistral, Mixtral
 1-3, Phi, Phi-3, GPT-2, GPT-NeoX, Falcon, DeepSeek-V3, OLMo, Granite...:
 tests/rollout/test_engine_architectures.py). Building an engine checks that its slot cache
 reproduces the model's own next-token distributions on a short prompt, and refuses a model
-it would get wrong (recurrent or linear-attention layers, ALiBi) with an error that names
-the static-batch loop, which leaves the cache to transformers.
+it would get wrong (recurrent or linear-attention layers, ALiBi) with an
+:class:`UnsupportedModelError` that names the static-batch loop, which leaves the cache to
+transformers; :func:`transformers_policy` (what ``hf:PATH`` and the trainers build) falls
+back to that loop for such a model.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from agentgym.rollout.engine.model import LocalModel
 from agentgym.rollout.engine.sampling import sample_tokens
 from agentgym.rollout.engine.slots import SlotCache
 
-__all__ = ["Engine", "EngineError", "hf_engine"]
+__all__ = ["Engine", "EngineError", "UnsupportedModelError", "hf_engine", "transformers_policy"]
 
 #: Seconds without work after which the engine's thread ends (the next request starts one).
 IDLE_EXIT_S = 30.0
@@ -71,6 +73,11 @@ WINDOW_STEP = 64
 
 class EngineError(AgentGymError, RuntimeError):
     """The engine could not finish a request (out of memory, a model that failed)."""
+
+
+class UnsupportedModelError(InvalidArgumentError):
+    """The engine cannot drive this model's attention (:func:`transformers_policy` then
+    samples with the static-batch loop)."""
 
 
 @dataclass(eq=False)
@@ -156,7 +163,7 @@ class Engine(TokenPolicy):
         config = self.local.model.config
         implementation = getattr(config, "_attn_implementation", None) or "eager"
         if implementation not in ("sdpa", "eager"):
-            raise InvalidArgumentError(
+            raise UnsupportedModelError(
                 f"the engine drives the 'sdpa' and 'eager' attention implementations, not"
                 f" {implementation!r}: load the model with attn_implementation='sdpa', or use"
                 " HFPolicy (agentgym.rollout.policies.hf)")
@@ -316,7 +323,7 @@ class Engine(TokenPolicy):
         except torch.OutOfMemoryError:
             raise
         except Exception as e:
-            raise InvalidArgumentError(
+            raise UnsupportedModelError(
                 f"the engine cannot run {type(self.local.model).__name__} through its slot"
                 f" cache ({type(e).__name__}: {e}): use HFPolicy (the hf-static: policy)"
                 " for this model") from e
@@ -329,7 +336,7 @@ class Engine(TokenPolicy):
         distance = float((torch.cat(got).float().softmax(-1) - expected).abs().sum(-1).max()) / 2
         tolerance = 0.02 if self._dtype in (torch.float32, torch.float64) else 0.2
         if not distance <= tolerance:
-            raise InvalidArgumentError(
+            raise UnsupportedModelError(
                 f"the engine's slot cache does not reproduce {type(self.local.model).__name__}"
                 f"'s own next-token distributions ({distance:.3g} apart in total variation,"
                 f" over {tolerance}): its attention does something the engine does not model"
@@ -626,7 +633,7 @@ def _attention_kinds(config: Any) -> tuple[list[str], dict[str, int | None]]:
         return [kind], {kind: window or None}
     unknown = sorted(set(kinds) - {"full_attention", "sliding_attention"})
     if unknown:
-        raise InvalidArgumentError(
+        raise UnsupportedModelError(
             f"the engine drives full and sliding-window attention layers, and this model also"
             f" has {unknown} layers (state its slot cache does not keep): use HFPolicy (the"
             " hf-static: policy), which leaves the cache to transformers, or vLLM (vllm:,"
@@ -635,13 +642,32 @@ def _attention_kinds(config: Any) -> tuple[list[str], dict[str, int | None]]:
                                 for kind in set(kinds)}
 
 
-def hf_engine(argument: str | None) -> Engine:
-    """``hf:PATH``: the engine over the transformers model saved in folder ``PATH``."""
+def transformers_policy(model_or_path: Any, tokenizer: Any = None, device: Any = None,
+                        slots: int = 32, max_len: int | None = None) -> TokenPolicy:
+    """The engine over a transformers model; for a model whose attention it cannot drive
+    (:class:`UnsupportedModelError`), the static-batch loop
+    (:class:`~agentgym.rollout.policies.hf.HFPolicy`, batches of ``slots``), with a warning
+    that says why."""
+    try:
+        return Engine(model_or_path, tokenizer=tokenizer, device=device, slots=slots,
+                      max_len=max_len)
+    except UnsupportedModelError as e:
+        from agentgym.rollout.policies.hf import HFPolicy
+
+        warnings.warn(f"{e}. Sampling with the static-batch loop instead (slower)",
+                      stacklevel=2)
+        return HFPolicy(model_or_path, tokenizer=tokenizer, device=device,
+                        max_batch_size=slots)
+
+
+def hf_engine(argument: str | None) -> TokenPolicy:
+    """``hf:PATH``: the engine over the transformers model saved in folder ``PATH`` (the
+    static-batch loop for a model the engine cannot drive)."""
     if not argument:
         raise AgentGymError(
             "the hf policy needs a model folder: --policy hf:PATH (a folder saved with"
             " save_pretrained, e.g. one built by agentgym.testing.build_tiny_model)")
-    return Engine(argument)
+    return transformers_policy(argument)
 
 
 def _settle(request: _Request, outcome: Generation | Exception) -> None:
