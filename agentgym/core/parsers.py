@@ -34,6 +34,9 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
+import string
+import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -159,6 +162,12 @@ class ToolCallParser(ABC):
     @abstractmethod
     def render(self, content: str, calls: list[ToolCall]) -> str | Message:
         """Write ``content`` and ``calls`` as one assistant turn in this format."""
+
+    def call_id(self) -> str:
+        """A new id for a call parsed from this format, of the shape its models' chat
+        templates accept when the call comes back in a conversation (what ``agentgym
+        serve`` answers with)."""
+        return f"call_{uuid.uuid4().hex[:12]}"
 
     def parse_action(self, action: Any) -> ParsedTurn:
         """Parse a model turn: text in this format, or an already-parsed message dict.
@@ -482,7 +491,7 @@ class MistralParser(ToolCallParser):
                     turn.content = "\n".join(part for part in (turn.content, rest) if part)
             else:  # name[ARGS]{...} (with [CALL_ID]id before [ARGS] in some versions)
                 name, has_args, arguments = body.partition(self._args)
-                name = name.split(self._call_id)[0].strip()
+                name, _, call_id = (part.strip() for part in name.partition(self._call_id))
                 if not has_args:
                     turn.errors.append(f"tool call {name[:80]!r} has no {self._args}: write it"
                                        f" as {self._calls}TOOL{self._args}{{...}} or"
@@ -492,14 +501,22 @@ class MistralParser(ToolCallParser):
                 if isinstance(decoded, str):
                     turn.errors.append(decoded)
                     continue
-                entries = [{"name": name, "arguments": decoded[0]}]
+                entries = [{"name": name, "arguments": decoded[0], "id": call_id}]
             for entry in entries:
                 count = len(turn.tool_calls) + len(turn.errors) + 1
                 if count > MAX_CALLS_PER_TURN:
                     turn.errors.append(_too_many_calls(max(count, len(segments))))
                     return turn
+                read = len(turn.tool_calls)
                 _read_call(turn, (entry, 0), f"tool call {count}", self.example)
+                call_id = entry.get("id") if isinstance(entry, dict) else None
+                if len(turn.tool_calls) > read and isinstance(call_id, str):
+                    turn.tool_calls[-1].id = call_id  # the model's own, as it will see it
         return turn
+
+    def call_id(self) -> str:
+        """Nine letters and digits: Mistral's chat templates refuse any other call id."""
+        return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(9))
 
     def render(self, content: str, calls: list[ToolCall]) -> str:
         rendered = self._calls + json.dumps([{"name": c.name, "arguments": c.arguments}

@@ -140,7 +140,7 @@ def openai_app(policy: TokenPolicy, model_name: str,
         finish = generation.finish_reason
         if turn is not None and turn.tool_calls:
             message = {"role": "assistant", "content": turn.content.strip() or None,
-                       "tool_calls": [_openai_call(call) for call in turn.tool_calls]}
+                       "tool_calls": [_openai_call(call, parser) for call in turn.tool_calls]}
             finish = "tool_calls"
         if body.get("skip_special_tokens", True) and isinstance(message["content"], str):
             message["content"] = tokenizer.decode(
@@ -306,8 +306,8 @@ def _token_texts(tokenizer: Any, ids: list[int], body: dict[str, Any]) -> list[s
     return [tokenizer.decode([i], skip_special_tokens=False) for i in ids]
 
 
-def _openai_call(call: Any) -> dict[str, Any]:
-    return {"id": call.id or f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+def _openai_call(call: Any, parser: ToolCallParser) -> dict[str, Any]:
+    return {"id": call.id or parser.call_id(), "type": "function",
             "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
 
 

@@ -154,3 +154,10 @@ def test_llama3_and_mistral_malformed_calls_become_errors(parser, text, message)
     turn = parser.parse(text)
     assert turn.tool_calls == []
     assert len(turn.errors) == 1 and message in turn.errors[0]
+
+
+def test_mistral_keeps_the_models_call_ids():
+    turn = MISTRAL.parse('[TOOL_CALLS]a[CALL_ID]c0ffee123[ARGS]{}[TOOL_CALLS]b[ARGS]{}')
+    assert [c.id for c in turn.tool_calls] == ["c0ffee123", ""]
+    turn = MISTRAL.parse('[TOOL_CALLS][{"name": "a", "arguments": {}, "id": "abcDEF123"}]')
+    assert turn.tool_calls[0].id == "abcDEF123"
