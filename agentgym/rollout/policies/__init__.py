@@ -18,7 +18,8 @@ def agentgym_policies() -> list[Spec]:
     return [
         Spec("hf", "agentgym.rollout.engine.engine:hf_engine",
              "hf:PATH samples from a transformers model folder (CPU or GPU) with"
-             " continuous batching."),
+             " continuous batching (in static batches, with a warning, for a model whose"
+             " attention the engine cannot drive)."),
         Spec("hf-static", "agentgym.rollout.policies.hf:hf_policy",
              "hf-static:PATH: the same model in static batches (the loop before the"
              " engine; for models whose attention the engine cannot drive)."),
