@@ -54,6 +54,7 @@ if has tests; then
   say "GPU tests"
   timeout "${TESTS_S:-150}" "$PY" -m pytest -o addopts="-ra --import-mode=importlib" -q -p no:cacheprovider \
     tests/rollout/test_engine_graphs.py tests/rollout/test_engine.py tests/trainers/test_gpu.py \
+    tests/rollout/test_engine_architectures.py::test_cuda_graphs_replay_the_eager_tokens_on_other_architectures \
     2>&1 | tail -n 25 | tee "$RESULTS/tests.log"
 fi
 

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 "$PY" -m pytest -o addopts="-ra --import-mode=importlib" tests/trainers/test_gpu.py tests/rollout/test_hf_policy.py \
-  tests/rollout/test_engine.py tests/rollout/test_engine_graphs.py -q
+  tests/rollout/test_engine.py tests/rollout/test_engine_graphs.py tests/rollout/test_engine_architectures.py -q
 MODEL_DIR=${MODEL_DIR:-}
 if [ -z "$MODEL_DIR" ]; then
   MODEL_DIR=$(mktemp -d)/tiny

@@ -101,6 +101,28 @@ def test_greedy_outputs_equal_generate(family: str, tiny_model_dir: Path) -> Non
         engine.close()
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("family", ["mistral", "gemma3_text", "deepseek_v3", "gpt2"])
+def test_cuda_graphs_replay_the_eager_tokens_on_other_architectures(
+        family: str, tiny_model_dir: Path) -> None:
+    """On a GPU: the cache layers allocated at their first write (inside the warm-up before
+    a capture), sliding windows and MLA's latent cache, replayed from CUDA graphs, sample
+    what the same engine samples without graphs."""
+    model = small_model(family, **ARCHITECTURES[family]).to("cuda")
+    engines = [Engine(model, tokenizer=str(tiny_model_dir), slots=4, max_len=256,
+                      prefill_chunk=48, stop_token_ids=[EOS], cuda_graphs=graphs)
+               for graphs in (False, True)]
+    try:
+        eager, graphed = (played(engine, requests()) for engine in engines)
+        assert engines[1].graphs is not None and engines[1].graphs.error is None
+        assert engines[1].graphs.captures >= 2
+    finally:
+        for engine in engines:
+            engine.close()
+    assert graphed == eager
+
+
 @pytest.mark.parametrize("family,overrides,kind", [
     ("qwen3_next", dict(**GQA, head_dim=16), "linear_attention"),
     ("recurrent_gemma", dict(num_key_value_heads=4), "linear_attention"),
