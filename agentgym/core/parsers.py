@@ -507,11 +507,13 @@ class MistralParser(ToolCallParser):
                 if count > MAX_CALLS_PER_TURN:
                     turn.errors.append(_too_many_calls(max(count, len(segments))))
                     return turn
-                read = len(turn.tool_calls)
-                _read_call(turn, (entry, 0), f"tool call {count}", self.example)
-                call_id = entry.get("id") if isinstance(entry, dict) else None
-                if len(turn.tool_calls) > read and isinstance(call_id, str):
-                    turn.tool_calls[-1].id = call_id  # the model's own, as it will see it
+                call = _call_from_json(entry, f"tool call {count}", self.example)
+                if isinstance(call, str):
+                    turn.errors.append(call)
+                    continue
+                if isinstance(entry.get("id"), str):  # the model's own, as it will see it
+                    call.id = entry["id"]
+                turn.tool_calls.append(call)
         return turn
 
     def call_id(self) -> str:
