@@ -208,16 +208,22 @@ def list_command(kind: str | None, text: str | None, plugin: str | None, show_al
 def _list_table(kind: str, found: list[dict[str, Any]], width: int) -> Table:
     """The rows of ``kind`` as a table that fits ``width`` characters: names whole on one
     line; the other columns wrapped, or cut to one line (with an ellipsis) when too
-    narrow to read wrapped; columns empty in every row left out."""
+    narrow to read wrapped; columns empty in every row left out. Names that are too
+    wide together (long module and distribution names at 80 characters) wrap, the first
+    column's excepted, rather than push the last column off the screen."""
     columns = [c for c in found[0] if any(row.get(c) not in (None, "", []) for row in found)]
     longest = {c: max(len(c), *(len(_cell(row.get(c))) for row in found))
                for c in columns if c in _NAME_COLUMNS}
     left = width - sum(n + 3 for n in longest.values())  # 3: a column's padding and rule
     cut = left < _PROSE_MIN_WIDTH
+    names_fit = left >= (_PROSE_MIN_WIDTH if len(longest) < len(columns) else 0)
     table = Table(title=kind, title_justify="left", show_edge=False)
     for column in columns:
-        if column in _NAME_COLUMNS:  # its width held, or rich would cut the names first
+        if column in _NAME_COLUMNS and (names_fit or column == columns[0]):
+            # its width held, or rich would cut the names first
             table.add_column(column, no_wrap=True, min_width=longest[column])
+        elif column in _NAME_COLUMNS:  # names too wide together: this one wraps whole
+            table.add_column(column, overflow="fold")
         else:
             table.add_column(column, ratio=1, no_wrap=cut, overflow="ellipsis" if cut else "fold",
                              max_width=max(left - 3, 8) if cut else None)

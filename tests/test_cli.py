@@ -89,6 +89,24 @@ def test_list_fits_80_columns_and_shows_every_id_whole():
     assert "`agentgym list envs miniwob-` lists them" in row
 
 
+def test_a_plugin_table_too_wide_for_its_names_wraps_them_and_keeps_every_column():
+    from rich.console import Console
+
+    from agentgym.cli import _list_table
+
+    rows = [{"id": "calculator", "module": "agentgym.plugins.calculator",
+             "distribution": "agentgym", "version": "0.1.0", "status": "loaded"},
+            {"id": "wordle", "module": "agentgym_wordle_lite.plugin",
+             "distribution": "agentgym-wordle-lite-extended", "version": "0.1.0.dev3",
+             "status": "failed"}]
+    console = Console(width=80, record=True)
+    console.print(_list_table("plugins", rows, 80))
+    text = console.export_text()
+    assert max(map(len, text.splitlines())) <= 80
+    assert shown_whole("loaded", text) and shown_whole("failed", text)  # was "lo", "fa"
+    assert shown_whole("calculator", text) and shown_whole("wordle", text)
+
+
 def test_list_narrows_by_text_and_plugin():
     swe = json.loads(list_at(80, "envs", "SWE", "--json").stdout)["envs"]
     assert [r["id"] for r in swe] == ["swe-gym", "swe-lite", "swe-synth", "swe-verified"]

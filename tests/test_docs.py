@@ -1,13 +1,16 @@
 """docs/hooks.md documents every hookspec with its exact signature: core's and those the
-loaded plugins add (``agentgym_addhooks``)."""
+loaded plugins add (``agentgym_addhooks``); docs/plugins.md's env without a sandbox runs
+as written."""
 
 import inspect
+import re
 from pathlib import Path
 
 from agentgym.core import hookspecs
 from agentgym.core.plugins import PluginHost
 
 DOC = (Path(__file__).parents[1] / "docs" / "hooks.md").read_text()
+PLUGINS_DOC = (Path(__file__).parents[1] / "docs" / "plugins.md").read_text()
 
 
 def hookspec_signatures(core_only: bool = True) -> dict[str, str]:
@@ -52,3 +55,24 @@ def test_every_hookspec_has_a_docstring():
         spec = getattr(caller, "spec", None)
         if spec is not None:
             assert inspect.getdoc(spec.function), name
+
+
+def test_the_env_without_a_sandbox_in_the_plugins_guide_runs_as_written():
+    from agentgym.core.probes import call_turn
+
+    blocks = re.findall(r"```python\n(.*?)```", PLUGINS_DOC, re.S)
+    source = next(b for b in blocks if "class NotesEnv" in b)
+    names: dict = {}
+    exec(compile(source, "docs/plugins.md", "exec"), names)
+    env = names["NotesEnv"]()
+    train, test = env.task_ids(), names["NotesEnv"]("test").task_ids()
+    assert train and test and not set(train) & set(test)
+    assert len(train) + len(test) == len(names["TASKS"])
+    _, info = env.reset(seed=0)
+    messages = env.step(call_turn("write", text="1+2"))[0]
+    assert messages[-1]["content"] == "noted (1 so far)"
+    answer = str(info["task"].metadata["answer"])
+    assert env.step(call_turn("submit", answer=answer))[1:3] == (1.0, True)
+    env.reset(seed=1)
+    assert env.step(call_turn("submit", answer="-1"))[1] == 0.0
+    env.close()

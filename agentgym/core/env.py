@@ -101,7 +101,7 @@ from agentgym.core.registry import build, has
 from agentgym.core.reward import Reward, RewardResult
 from agentgym.core.sandbox import Sandbox, SandboxError, extra_mounts
 from agentgym.core.spaces import MessagesSpace, TextActionSpace
-from agentgym.core.task import Task, TaskSource, load_tasks
+from agentgym.core.task import Task, TaskList, TaskSource, load_tasks
 from agentgym.core.tools import (
     BoundTool,
     Tool,
@@ -168,7 +168,10 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     """Base class of every agentgym environment.
 
     Args:
-        tasks: the tasks episodes draw from: a :class:`~agentgym.core.task.TaskSource`, the
+        tasks: the tasks episodes draw from: a :class:`~agentgym.core.task.TaskSource`
+            (:class:`~agentgym.core.task.TaskList`, or
+            :class:`~agentgym.core.task.GeneratedTasks` for tasks made on demand), a
+            non-empty list of :class:`~agentgym.core.task.Task` (held as a ``TaskList``), the
             id of a registered task source (``agentgym list task_sources``), or a task file
             (JSONL or JSON of :meth:`~agentgym.core.task.Task.to_dict` rows).
         reward: scores a finished episode: a :class:`~agentgym.core.reward.Reward` or a
@@ -210,7 +213,7 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
 
     def __init__(
         self,
-        tasks: TaskSource | str,
+        tasks: TaskSource | Sequence[Task] | str,
         *,
         reward: Reward | str | None = None,
         parser: str | ToolCallParser = "hermes",
@@ -680,8 +683,11 @@ async def _within(setup: Coroutine[Any, Any, None], timeout_s: Any) -> None:
             " one") from None
 
 
-def _task_source(tasks: TaskSource | str | os.PathLike) -> TaskSource:
-    """``tasks`` as a task source: a registered task source id, or a task file's path."""
+def _task_source(tasks: TaskSource | Sequence[Task] | str | os.PathLike) -> TaskSource:
+    """``tasks`` as a task source: one already, a list of tasks, a registered task source
+    id, or a task file's path."""
+    if isinstance(tasks, TaskSource):
+        return tasks
     if isinstance(tasks, str) and has("task_sources", tasks):
         return build("task_sources", tasks)
     if isinstance(tasks, (str, os.PathLike)):
@@ -693,4 +699,15 @@ def _task_source(tasks: TaskSource | str | os.PathLike) -> TaskSource:
                 " tasks=PATH of an existing JSONL file of tasks (one Task.to_dict() row a"
                 " line), e.g. agentgym.make(ENV, tasks='tasks.jsonl') or `-e tasks=tasks.jsonl`")
         return load_tasks(tasks)
-    return tasks
+    if isinstance(tasks, Sequence) and tasks and all(isinstance(t, Task) for t in tasks):
+        return TaskList(tasks)
+    raise InvalidArgumentError(
+        f"tasks={_short(tasks)} ({type(tasks).__name__}) is not a task source: pass a"
+        " TaskSource (agentgym.core.task.TaskList(tasks), GeneratedTasks(size, make)), a"
+        " non-empty list of Task, the id of a registered task source (`agentgym list"
+        " task_sources`), or the path of a task file")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

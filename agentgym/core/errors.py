@@ -93,6 +93,11 @@ class MissingFileError(MissingResourceError, FileNotFoundError):
     name one that does)."""
 
 
+class FactoryImportError(AgentGymError, ImportError):
+    """A ``"module:attribute"`` string (a plugin's factory) names nothing importable: the
+    message says which part is missing and the closest names there are."""
+
+
 class InvalidArgumentError(AgentGymError, ValueError):
     """An argument whose value cannot be used (out of range, not one of the choices, a file
     that cannot be read); the message names the argument, its value and what it accepts."""

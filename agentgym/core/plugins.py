@@ -365,6 +365,12 @@ class PluginHost:
             left_out = sorted(i.name for i in self.infos.values() if i.status == "disabled")
             note = (f" Not loaded (AGENTGYM_PLUGINS / AGENTGYM_DISABLE_PLUGINS):"
                     f" {', '.join(left_out)}; one of them may provide it." if left_out else "")
+            failed = sorted((i for i in self.infos.values() if i.status == "failed"),
+                            key=lambda i: i.name)
+            if failed:  # the likeliest reason an id the user installed is not there
+                note += (" Plugins that failed to load, one of which may provide it: "
+                         + "; ".join(f"{i.name} ({i.error})" for i in failed)
+                         + " (`agentgym list plugins` shows them).")
             raise UnknownIdError(
                 _singular(kind), item_id, entries, f"agentgym list {kind}", note=note
             )

@@ -195,6 +195,14 @@ class TaskList(TaskSource):
             raise InvalidArgumentError("a task source needs at least one task; got an empty list")
         self._tasks = list(tasks)
         self._ids = None
+        if len(self._index()) < len(self._tasks):  # a task_id would pick one of several
+            seen: set[str] = set()
+            twice = sorted({t.id for t in self._tasks if t.id in seen or seen.add(t.id)})
+            raise InvalidArgumentError(
+                f"task ids must be unique, and {len(twice)} repeat:"
+                f" {', '.join(map(repr, twice[:5]))}{', ...' if len(twice) > 5 else ''};"
+                " give every task its own id (episodes, reports and task_id name a task by"
+                " it)")
 
     def __len__(self) -> int:
         return len(self._tasks)

@@ -61,6 +61,11 @@ def _check_multi_turn(env: AgentEnv) -> None:
         f"reset() must return a non-empty list of chat messages, got {messages!r}",
     )
     _require(isinstance(info.get("task_id"), str), "reset() info must carry 'task_id'")
+    ids = env.task_ids()  # what eval, validate and task_id options go by
+    _require(isinstance(ids, list) and all(isinstance(i, str) for i in ids),
+             f"task_ids() must return a list of str, got {type(ids).__name__}")
+    _require(info["task_id"] in ids,
+             f"reset() played task {info['task_id']!r}, which task_ids() does not list")
     task = info.get("task")
     _require(getattr(task, "id", None) == info["task_id"],
              f"reset() info must carry 'task', the Task whose id is task_id; got {task!r}")
@@ -189,12 +194,12 @@ def check_env(env: gymnasium.Env, *, reference_policies: bool = True) -> None:
     """Check ``env`` against Gymnasium's API and agentgym's multi-turn contract.
 
     Checks: Gymnasium's ``check_env`` (determinism included; the env is not declared
-    nondeterministic), reset returns chat messages with ``task_id`` and tool schemas, a
-    malformed call, an unknown tool and bad arguments each yield an error message counted in
-    ``info`` without raising, so does every hostile action of
-    :data:`~agentgym.testing.fuzz.HOSTILE_ACTIONS`, seeded resets are reproducible,
-    ``close`` is idempotent, and, when the first task has a reference solution, ``oracle``
-    scores 1.0 and ``noop`` 0.0. ``env`` is closed at the end.
+    nondeterministic), reset returns chat messages with ``task_id`` (one of
+    ``task_ids()``) and tool schemas, a malformed call, an unknown tool and bad arguments
+    each yield an error message counted in ``info`` without raising, so does every hostile
+    action of :data:`~agentgym.testing.fuzz.HOSTILE_ACTIONS`, seeded resets are
+    reproducible, ``close`` is idempotent, and, when the first task has a reference
+    solution, ``oracle`` scores 1.0 and ``noop`` 0.0. ``env`` is closed at the end.
     """
     raw = env.unwrapped
     _require(isinstance(raw, AgentEnv), f"expected an AgentEnv, got {type(raw).__name__}")

@@ -347,6 +347,26 @@ def test_tasks_and_reward_by_registry_id():
         Typo(TaskList([Task("t", "p")]))
 
 
+def test_tasks_as_a_plain_list_are_a_task_list_and_other_values_are_refused():
+    from agentgym.core import InvalidArgumentError
+
+    class Plain(AgentEnv):
+        reward = Always()
+
+    tasks = [Task("a", "p"), Task("b", "q")]
+    env = Plain(tasks)  # eval and validate go by task_ids(), which a list lacks
+    try:
+        assert env.task_ids() == ["a", "b"] and isinstance(env.tasks, TaskList)
+    finally:
+        env.close()
+    for bad, named in (([], r"tasks=\[\] \(list\)"), ({"a": tasks[0]}, r"\(dict\)"),
+                       ([Task("a", "p"), "b"], r"\(list\)")):
+        with pytest.raises(InvalidArgumentError, match=named):
+            Plain(bad)
+    with pytest.raises(InvalidArgumentError, match="1 repeat: 'a'"):  # task_id is ambiguous
+        Plain([*tasks, Task("a", "again")])
+
+
 def test_an_env_that_grades_itself_needs_no_reward():
     class NoGrader(AgentEnv):
         pass

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import agentgym
-from agentgym.core.errors import DuplicateIdError, InvalidArgumentError
+from agentgym.core.errors import DuplicateIdError, InvalidArgumentError, UnknownIdError
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.plugins import PluginHost, PluginLoadWarning
 from agentgym.core.registry import EnvRegistration
@@ -97,6 +97,9 @@ def test_a_plugin_that_fails_to_import_is_skipped_with_a_warning(fake_plugin):
     assert "calculator" in host.entries("envs")
     info = {i.name: i for i in host.plugin_infos()}["broken"]
     assert info.status == "failed" and "ImportError" in info.error
+    # An id nothing provides names the plugin that failed: the likeliest place it was.
+    with pytest.raises(UnknownIdError, match=r"failed to load.*broken \(import failed"):
+        host.get("envs", "brokens-env")
 
 
 def test_list_plugins_shows_failures_from_the_command_line(fake_plugin):

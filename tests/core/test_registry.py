@@ -1,5 +1,6 @@
 """agentgym.make and the Gymnasium bridge."""
 
+import os
 import subprocess
 import sys
 
@@ -8,6 +9,7 @@ import pytest
 
 import agentgym
 from agentgym.core import MissingResourceError, UnknownIdError
+from agentgym.core.errors import FactoryImportError
 from agentgym.core.registry import Spec
 
 
@@ -52,7 +54,20 @@ def test_missing_task_file_says_what_and_how(tmp_path):
     assert "tasks=" in error.value.fix
 
 
-def test_spec_factories_load_lazily_and_explain_bad_paths():
+def test_spec_factories_load_lazily_and_explain_bad_paths(tmp_path, monkeypatch):
     assert Spec("x", "json:dumps").build([1]) == "[1]"
-    with pytest.raises(ModuleNotFoundError):
+    assert Spec("x", "os:path.join").load() is os.path.join  # dots reach inside
+    with pytest.raises(FactoryImportError, match=r"'x'.*there is no module 'no_such_module_xyz'"):
         Spec("x", "no_such_module_xyz:f").load()
+    # A misspelled attribute names the module, the part and the closest names.
+    with pytest.raises(FactoryImportError,
+                       match=r"'json' has no attribute 'dump_s'; did you mean 'dumps'"):
+        Spec("x", "json:dump_s").load()
+    with pytest.raises(FactoryImportError, match=r"'os:path' has no attribute 'jion'"):
+        Spec("x", "os:path.jion").load()
+    # A dependency the plugin's module imports is its own error, left as Python raised it.
+    (tmp_path / "plugin_with_a_missing_dependency.py").write_text("import no_such_dep_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError, match="no_such_dep_xyz") as raised:
+        Spec("x", "plugin_with_a_missing_dependency:f").load()
+    assert raised.type is ModuleNotFoundError
