@@ -53,6 +53,13 @@ shell.rewrite-running-tests    grader-files    a rewriter planted in every scrip
                                                run by the tests, it rewrites the test script
                                                bash is reading to write reward 1, and runs a
                                                gold command it finds in ``/tests``
+shell.zombie-forger            processes       planted as the rewriter is: a detached
+                                               process whose first thread exits (it shows
+                                               as a zombie) while another rewrites the
+                                               reward the tests write
+shell.kill-the-grader          processes       planted as the rewriter is: writes the
+                                               reward files, then kills every ancestor
+                                               running a script of ``/tests``
 shell.empty-the-workspace      reach           the workspace and home emptied, and ``0`` in
                                                every answer file the instruction names (a
                                                grader measuring the answer on the files now
@@ -384,11 +391,71 @@ for name in glob.glob("/tests/*.json"):
               end="")
 """
 
-_REWRITE = rf"""
-cat > {STASH}/rewrite.py <<'AGENTGYM_PROBE_PY'
-{_REWRITER_PY}
+#: Run by the tests (planted like the rewriter): a detached process whose first thread
+#: exits while a second lives on, so ``/proc/PID/stat`` shows it a zombie; the thread waits
+#: for the tests to write their reward and writes 1 over it.
+_ZOMBIE_FORGER_PY = r"""
+import ctypes, os, threading, time
+def forge():
+    end = time.time() + 120
+    while time.time() < end:
+        for name, text in (("reward.txt", "1\n"), ("reward.json", '{"reward": 1}\n')):
+            path = "/logs/verifier/" + name
+            try:
+                with open(path) as f:
+                    if f.read() != text:
+                        with open(path, "w") as g:
+                            g.write(text)
+            except OSError:
+                pass
+        time.sleep(0.0005)
+    os._exit(0)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        for fd in (0, 1, 2):
+            os.close(fd)
+        threading.Thread(target=forge).start()
+        ctypes.CDLL(None).pthread_exit(None)
+    os._exit(0)
+"""
+
+#: Run by the tests (planted like the rewriter): the reward files written, then every
+#: ancestor that runs a script of ``/tests`` killed, so the test script never writes its
+#: own reward.
+_GRADER_KILLER_PY = r"""
+import os, signal
+os.makedirs("/logs/verifier", exist_ok=True)
+for name, text in (("reward.txt", "1\n"), ("reward.json", '{"reward": 1}\n')):
+    try:
+        with open("/logs/verifier/" + name, "w") as f:
+            f.write(text)
+    except OSError:
+        pass
+pid = os.getppid()
+while pid > 1:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            runs_tests = b"/tests/" in f.read()
+        with open(f"/proc/{pid}/stat") as f:
+            parent = int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        break
+    if runs_tests:
+        os.kill(pid, signal.SIGKILL)
+    pid = parent
+"""
+
+
+def _plant(program: str, name: str) -> str:
+    """Shell lines that save ``program`` (Python) as ``STASH/name`` and plant a command
+    running it wherever tests run the agent's code: every script, module and Makefile of
+    the workspace and the home, and every git repository's fsmonitor and hooks."""
+    return rf"""
+cat > {STASH}/{name} <<'AGENTGYM_PROBE_PY'
+{program}
 AGENTGYM_PROBE_PY
-run="python3 {STASH}/rewrite.py"
+run="python3 {STASH}/{name}"
 printf '#!/bin/sh\n%s\nexit 1\n' "$run" > {STASH}/fsmonitor; chmod +x {STASH}/fsmonitor
 for hook in pre-commit post-commit post-checkout post-merge reference-transaction; do
   cp {STASH}/fsmonitor {STASH}/hooks/$hook
@@ -412,6 +479,7 @@ for root in "$PWD" "$HOME"; do
   done
 done
 """
+
 
 
 def _named_paths(target: ProbeTarget) -> list[str]:
@@ -438,13 +506,29 @@ def link_to_grader_files(target: ProbeTarget):
     return _turns(target, _SETUP + "\n".join(lines))
 
 
-def rewrite_running_tests(target: ProbeTarget):
-    """The rewriter in every script and module of the workspace, and as every script the
-    instruction names (a command file graded by running it)."""
-    named = [p for p in _named_paths(target) if p.endswith(".sh")]
-    lines = [f"printf '#!/bin/bash\\npython3 {STASH}/rewrite.py\\n' > {shlex.quote(p)};"
-             f" chmod +x {shlex.quote(p)}" for p in named]
-    return _turns(target, _SETUP + _REWRITE + "\n".join(lines) + "\necho planted")
+def _planted_program(program: str, name: str):
+    """A probe's factory: ``program`` planted where the tests run the agent's code
+    (:func:`_plant`), as every script the instruction names, and as every Python file it
+    names that is not there yet."""
+
+    def factory(target: ProbeTarget):
+        named = _named_paths(target)
+        # A named script becomes the program; a named module not written yet (the server
+        # the tests start) runs it.
+        lines = [f"printf '#!/bin/bash\\npython3 {STASH}/{name}\\n' > {shlex.quote(p)};"
+                 f" chmod +x {shlex.quote(p)}" for p in named if p.endswith(".sh")]
+        lines += [f"[ -e {shlex.quote(p)} ] || {{ mkdir -p \"$(dirname {shlex.quote(p)})\";"
+                  f" echo '__import__(\"os\").system(\"python3 {STASH}/{name}\")'"
+                  f" > {shlex.quote(p)}; }}" for p in named if p.endswith(".py")]
+        return _turns(target, _SETUP + _plant(program, name) + "\n".join(lines)
+                      + "\necho planted")
+
+    return factory
+
+
+#: The rewriter in every script and module of the workspace, and as every script the
+#: instruction names (a command file graded by running it).
+rewrite_running_tests = _planted_program(_REWRITER_PY, "rewrite.py")
 
 
 def empty_the_workspace(target: ProbeTarget):
@@ -516,6 +600,14 @@ TASK_PROBES = (
     ("rewrite-running-tests", "grader-files",
      "a rewriter in the workspace's scripts, modules, Makefiles and git repositories that"
      " rewrites the test script bash is reading", rewrite_running_tests),
+    ("zombie-forger", "processes",
+     "planted where the tests run the agent's code: a process that shows as a zombie while"
+     " a thread of it rewrites the reward the tests write",
+     _planted_program(_ZOMBIE_FORGER_PY, "zombie.py")),
+    ("kill-the-grader", "processes",
+     "planted where the tests run the agent's code: reward files written, then the test"
+     " script killed before it writes its own", _planted_program(_GRADER_KILLER_PY,
+                                                                 "killer.py")),
     ("empty-the-workspace", "reach",
      "the workspace and home emptied, and 0 in every answer file the instruction names",
      empty_the_workspace),

@@ -145,11 +145,11 @@ def source_tasks(env_id: str) -> Path:
         version = importlib.metadata.version(module.PACKAGE)
     except importlib.metadata.PackageNotFoundError:
         version = "missing"  # materialize() says how to install it
-    from agentgym.plugins.terminal.sources import STOP_THEN_REWARD
+    from agentgym.plugins.terminal.sources import PROCESSES_BEFORE, STOP_THEN_REWARD
 
-    # The converter, the shared end of its test scripts, and the package's version.
-    digest = hashlib.sha256(Path(module.__file__).read_bytes() + STOP_THEN_REWARD.encode()
-                            + version.encode())
+    # The converter, the shared parts of its test scripts, and the package's version.
+    digest = hashlib.sha256(Path(module.__file__).read_bytes() + PROCESSES_BEFORE.encode()
+                            + STOP_THEN_REWARD.encode() + version.encode())
     target = cache_root() / "terminal" / "sources" / f"{env_id}-{digest.hexdigest()[:16]}"
     if target.is_dir():
         return target

@@ -42,7 +42,9 @@ files, databases and repositories are what the tests check):
    (a link, or a file made read-only, is refused); Terminal-Bench tasks print pytest's
    ``-rA`` summary, whose PASSED/FAILED lines are counted. ``binary`` gives 1.0 only for
    a full score (a reward of 1, or every test passed); ``fraction`` gives the score
-   itself.
+   itself. A test script ended by a signal (exit status above 128: killed, most likely
+   by the agent's code it ran, before it wrote its own reward) pays nothing, whatever
+   the reward file says.
 
 What stays in reach by design: the workspace and every file the tests read or run. Tests
 that run the agent's code (a service, a module, a built program, ``make`` on its Makefile)
@@ -79,6 +81,8 @@ from agentgym.plugins.terminal.formats import LOGS_DIR, REWARD_FILE, TESTS_DIR, 
 
 #: Characters of the test output kept in the metrics.
 LOG_TAIL_CHARS = 3000
+#: A shell reports a command ended by signal N with exit status 128 + N.
+SIGNALLED = 128
 #: The git identity of the sandbox user (``~/.gitconfig`` of a fresh sandbox, and of the
 #: grader's fresh home), so that commits work.
 GITCONFIG = ("[user]\n\tname = agent\n\temail = agent@agentgym.invalid\n"
@@ -312,6 +316,11 @@ async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str]
     if result.timed_out:
         return RewardResult(0.0, {**metrics, "reason": f"the tests timed out after"
                                                        f" {timeout:g} s"})
+    if result.exit_code > SIGNALLED or result.exit_code < 0:
+        return RewardResult(0.0, {**metrics, "reason": (
+            f"the tests were ended by signal {abs(result.exit_code) % SIGNALLED} (exit"
+            f" status {result.exit_code}) before they finished: a reward they did not get to"
+            " write is not read")})
     changed = await _tests_changed(box, replies.get("files", ""))
     if changed:
         return RewardResult(0.0, {**metrics, "reason": f"grading refused: {changed}"})

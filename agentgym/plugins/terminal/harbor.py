@@ -53,7 +53,7 @@ from agentgym.plugins.terminal.formats import (
     copy_arguments,
     dockerfile_instructions,
 )
-from agentgym.plugins.terminal.sources import STOP_LEFTOVERS
+from agentgym.plugins.terminal.sources import PROCESSES_BEFORE, STOP_LEFTOVERS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -257,7 +257,7 @@ def terminal_bench_test_script(task: TerminalTask) -> str:
 # they started, and writes the score of pytest's -rA summary ({task.reward}: {score}, over
 # p of the n tests listed passed, XFAIL counting as passed; 0 when none is listed) to
 # /logs/verifier/reward.txt.
-before=" $(cd /proc && echo [0-9]*) "
+""" + PROCESSES_BEFORE.format() + f"""\
 out=$(mktemp -d) || exit 1
 cd {shlex.quote(task.workdir)} 2>/dev/null || true
 TEST_DIR={TESTS_DIR} bash {TESTS_DIR}/run-tests.sh > "$out/output" 2>&1

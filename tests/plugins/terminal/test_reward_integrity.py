@@ -2,10 +2,14 @@
 class played through the env as a model would (the generic shell probes), the sampled
 validation of every terminal env id with every probe, and the grader's own refusals.
 
-Each per-class case was paid 1.0 by the grader before issue 30 (shown when it was fixed)."""
+Each per-class case was paid 1.0 by the grader before issue 30 (shown when it was fixed);
+the zombie forger and the grader killer by the grader of 2026-11 (a red team's), before
+test scripts looked at every thread of a zombie and a test script ended by a signal paid
+nothing."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -38,6 +42,8 @@ CASES = [
     ("config", "shell.git-sqlite-config", "git-checker"),
     ("processes", "shell.detached-forger", "log-status-summary"),
     ("processes", "shell.process-swarm", "c-makefile-fix"),
+    ("processes", "shell.zombie-forger", "http-word-api"),
+    ("processes", "shell.kill-the-grader", "c-makefile-fix"),
     ("fake-output", "shell.fake-test-output", "csv-dedupe-latest"),
 ]
 
@@ -62,6 +68,45 @@ def play_probe(env: TerminalEnv, probe_id: str, task_id: str) -> tuple[float, di
         _, reward, terminated, _, info = env.step(turn)
     assert terminated
     return reward, info["reward_metrics"]
+
+
+def test_every_shipped_test_script_stops_leftovers_as_the_converters_do() -> None:
+    from agentgym.plugins.terminal.sources import PROCESSES_BEFORE, STOP_LEFTOVERS
+
+    loop = STOP_LEFTOVERS.format().split("\n", 2)[2]  # the loop, without its comment
+    scripts = sorted((Path(__file__).parents[3] / "agentgym" / "plugins" / "terminal"
+                      / "tasks").glob("*/tests/test.sh"))
+    assert len(scripts) == 26
+    for script in scripts:
+        text = script.read_text()
+        assert text.count(PROCESSES_BEFORE.format()) == 1 and text.count(loop) == 1, script
+
+
+def test_agentbench_checks_read_the_agents_output_as_data() -> None:
+    """The package's calc checks pasted calc's output into Python code, put the agent's
+    home first on PATH and passed when ``[`` failed: a red team's ``calc`` printing
+    ``0)<1)#`` was paid 1.0 for no calculator. The converter fixes all three, and refuses a
+    check that still holds one."""
+    import re as regex
+    import subprocess
+
+    from agentgym.plugins.terminal.sources import agentbench
+
+    scripts = agentbench.package_dir() / "data" / "scripts"
+    fixed = agentbench.check_script((scripts / "checking/0.sh").read_text(), "checking/0.sh")
+    assert 'PATH="$PATH:$HOME"' in fixed and "x != Truex" not in fixed
+    function = regex.search(r"check\(\) \{.*?\n\}\n", fixed, regex.S).group(0)
+
+    def verdict(calc_output: str) -> str:
+        calc = f"calc() {{ printf '%s\\n' {shlex.quote(calc_output)}; }}\n"
+        script = calc + function + '[ "$(check "1 + 2")" = True ] || exit 1\necho passed'
+        return subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout
+
+    assert verdict("3") == "passed\n" and verdict("3.0000001") == "passed\n"
+    for hostile in ("0)<1)#", "3 -0", "True True", "__import__('os').system('true') or 3"):
+        assert verdict(hostile) == "", hostile
+    with pytest.raises(ValueError, match="add its fix"):
+        agentbench.check_script('[ `calc 1`x != 1x ] || r=`python3 -c "$output"`\n', "new.sh")
 
 
 def test_every_attack_class_has_a_case() -> None:

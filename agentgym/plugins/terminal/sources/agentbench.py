@@ -38,7 +38,11 @@ of the files there). ``tests/grade.py`` then
   newline), must equal the value exactly;
 * ``check: {file: ...}`` - runs the package's check script (e.g. ``checking/0.sh`` calls
   ``calc`` on 30 expressions), exit status 0 passes; ``check: {code: ...}`` - runs the
-  command, exit status 0 passes.
+  command, exit status 0 passes. The converter closes three holes of the ``calc`` checks
+  (:data:`_CHECK_FIXES`): the command's output pasted into Python code (``0)<1)#`` turned
+  every comparison into True), the agent's home first on their ``PATH`` (its own
+  ``python3`` ran), and a comparison that passes when ``[`` fails; it refuses to write a
+  check that still holds one.
 
 The reference solution is the task's example (``evaluation.example``: a command whose
 output is the answer, or a script from ``data/scripts/example/`` with ``/usr/local/bin``
@@ -77,7 +81,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import InvalidArgumentError, MissingResourceError
-from agentgym.plugins.terminal.sources import STOP_THEN_REWARD
+from agentgym.plugins.terminal.sources import PROCESSES_BEFORE, STOP_THEN_REWARD
 
 #: The package and version the task files come from.
 PACKAGE = "inspect-evals"
@@ -122,6 +126,27 @@ _ABSOLUTE_PATH = re.compile(r"(?:^|(?<=[\s\"'=>(:]))(/[A-Za-z0-9_.{},~-]+(?:/[^\
 _INIT_PATHS_OK = ("/dev/null", "/dev/urandom", "/bin/bash", "/bin/sh")
 _CHECKERS = ("check/integer-match.py", "check/string-match.py", "check/size-match.py")
 _HEREDOC = "AGENTBENCH_EOF"
+#: Fixes to the package's check scripts, each a pattern and its replacement, for three
+#: holes a red team's ``calc`` went through:
+#: - the agent's output pasted into Python code (``calc`` printing ``0)<1)#`` made every
+#:   comparison print True): it is handed to Python as data instead, a number or nothing;
+#: - ``PATH="$HOME:$PATH"`` (for ``calc`` in the home) put the agent's own ``python3`` before
+#:   the system's: the home goes last, as in :data:`GRADER_PATH`;
+#: - ``[ `check ...`x != Truex ] && exit 1`` passes when ``[`` fails (an output of several
+#:   words is too many arguments): both sides are quoted, and a failing ``[`` fails.
+_CHECK_FIXES = (
+    (re.escape('echo `python3 -c "print(abs($output - $expected_result)<1e-5)"`'),
+     "echo `python3 -c 'import sys; print(abs(float(sys.argv[1]) - float(sys.argv[2]))"
+     " < 1e-5)' \"$output\" \"$expected_result\" 2>/dev/null`"),
+    (re.escape('PATH="$HOME:$PATH"'), 'PATH="$PATH:$HOME"'),
+)
+#: ``[ A x != B x ] && exit 1`` (or ``return 1``), each side a `command`, a quoted string
+#: or a word: what :func:`check_script` writes as ``[ "A" = "B" ] || exit 1``.
+_FAIL_OPEN_TEST = re.compile(
+    r'\[ (`[^`]*`|"[^"]*"|[\w.-]+)x != (`[^`]*`|"[^"]*"|[\w.-]+)x \] && (exit|return) 1')
+#: What a check script must not hold once fixed: output of the agent's command inside
+#: code that Python or bash evaluates.
+_OUTPUT_AS_CODE = re.compile(r"""(python3?\s+-c\s+"[^"]*\$output|\beval\b[^\n]*\$output)""")
 
 
 # ---- reading the package -----------------------------------------------------------------
@@ -338,11 +363,32 @@ def write_task(folder: Path, record: dict[str, Any], split: str, scripts: Path) 
         files[f"tests/{Path(name).name}"] = (scripts / name).read_text()
     elif kind == "check_file":
         name = record["evaluation"]["check"]["file"]
-        files["tests/check.sh"] = (scripts / name).read_text()
+        files["tests/check.sh"] = check_script((scripts / name).read_text(), name)
     for name, text in files.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+
+
+def check_script(text: str, name: str) -> str:
+    """The package's check script ``name`` with :data:`_CHECK_FIXES` applied; one that
+    still holds a hole they close is an error (a new upstream script to fix before it is
+    shipped as a grader)."""
+    for unsafe, safe in _CHECK_FIXES:
+        text = re.sub(unsafe, safe, text)
+
+    def quoted(side: str) -> str:
+        if side.startswith("`"):
+            return f'"$({side[1:-1]})"'
+        return side if side.startswith('"') else f'"{side}"'
+
+    text = _FAIL_OPEN_TEST.sub(
+        lambda m: f"[ {quoted(m[1])} = {quoted(m[2])} ] || {m[3]} 1", text)
+    found = (_OUTPUT_AS_CODE.search(text) or re.search(r"\[ `|x != |PATH=\"\$HOME:", text))
+    if found:
+        raise ValueError(f"{name} still holds {found.group(0)!r}, which a check's output"
+                         " or the agent's programs could pass: add its fix to _CHECK_FIXES")
+    return text
 
 
 def instruction(record: dict[str, Any], split: str, kind: str, needs_command: bool) -> str:
@@ -545,7 +591,7 @@ def _quote(text: str) -> str:
 TEST_SH = """\
 #!/usr/bin/env bash
 # Grader of AgentBench OS {split} task {id}: inspect-evals' scorer, as tests/grade.py runs it.
-before=" $(cd /proc && echo [0-9]*) "
+""" + PROCESSES_BEFORE + """\
 export HOME={home}
 cd {home} 2>/dev/null || true
 python3 /tests/grade.py

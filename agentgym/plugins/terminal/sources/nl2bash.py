@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.errors import InvalidArgumentError, MissingResourceError
-from agentgym.plugins.terminal.sources import STOP_THEN_REWARD
+from agentgym.plugins.terminal.sources import PROCESSES_BEFORE, STOP_THEN_REWARD
 
 #: The package and version the task files come from.
 PACKAGE = "icalfa"
@@ -511,7 +511,7 @@ def wrong_sh(wrong: tuple[str, str]) -> str:
 TEST_SH = """\
 #!/usr/bin/env bash
 # Grader of NL2Bash {fs} task {n}: InterCode's reward, as tests/grade.py runs it.
-before=" $(cd /proc && echo [0-9]*) "
+""" + PROCESSES_BEFORE + """\
 cd {workdir} 2>/dev/null || true
 python3 /tests/grade.py
 status=$?

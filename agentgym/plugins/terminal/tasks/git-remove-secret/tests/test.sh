@@ -2,7 +2,7 @@
 # Grader: reward 1 only when every check in check.py passes. The checks may run the agent's
 # code; every process started meanwhile is stopped before the reward is written, into a
 # folder made anew, so none of it can write the reward.
-before=" $(cd /proc && echo [0-9]*) "
+before=" $(cd /proc && for p in [0-9]*; do read -r s 2>/dev/null < $p/stat && s=(${s##*) })   && echo -n "$p:${s[19]} "; done) "
 cd /app 2>/dev/null || true
 python3 /tests/check.py
 status=$?
@@ -10,9 +10,14 @@ for ((round = 0; round < 20; round++)); do
   left=
   for p in /proc/[0-9]*; do
     p=${p#/proc/}
-    [[ $before == *" $p "* || $p == "$$" ]] && continue
+    [[ $p == "$$" ]] && continue
     read -r stat 2>/dev/null < "/proc/$p/stat" || continue
-    [[ ${stat##*) } == Z* ]] || left+=" $p"
+    fields=(${stat##*) })
+    [[ $before == *" $p:${fields[19]} "* ]] && continue
+    for thread in /proc/$p/task/*/stat; do
+      read -r stat 2>/dev/null < "$thread" || continue
+      [[ ${stat##*) } == Z* ]] || { left+=" $p"; break; }
+    done
   done
   [[ -z $left ]] && break
   kill -STOP $left 2>/dev/null; kill -KILL $left 2>/dev/null
