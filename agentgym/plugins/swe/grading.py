@@ -490,6 +490,7 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
         nonce = secrets.token_hex(16)
         await box.write_file(f"{folder}/{module}.py", _plugin_source({
             "report": report_path, "nonce": nonce, "root": root, "changed": changed, "dists": dists,
+            "test_files": list(test_plan.arguments),
             "runner_root": f"{root}/src/_pytest" if instance.repo.lower() ==
             "pytest-dev/pytest" else ""}).encode())
         await box.write_file(f"{folder}/{loader}.py", (

@@ -23,7 +23,10 @@ keeps the raw value and the page's reason.
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,15 +111,40 @@ def miniwob_server() -> str:
 
     class CachedFiles(StaticFiles):
         """The files, kept by the browser for an hour: every episode's page loads the same
-        scripts and styles, which then cost no request."""
+        scripts and styles, which then cost no request. Each page comes with its
+        :func:`content_security_policy`."""
 
-        def file_response(self, *args: Any, **kwargs: Any) -> Response:
-            response = super().file_response(*args, **kwargs)
+        def file_response(self, full_path: Any, *args: Any, **kwargs: Any) -> Response:
+            response = super().file_response(full_path, *args, **kwargs)
             response.headers["Cache-Control"] = "max-age=3600"
+            if str(full_path).endswith(".html"):
+                response.headers["Content-Security-Policy"] = content_security_policy(
+                    str(full_path))
             return response
 
     app = Starlette(routes=[Mount("/", CachedFiles(directory=miniwob_root()))])
     return LocalServer(app, name="agentgym-miniwob").start().url
+
+
+#: A page's inline scripts (not those with a ``src``), as the browser hashes them.
+_INLINE_SCRIPT = re.compile(r"<script\b(?![^>]*\bsrc\s*=)[^>]*>(.*?)</script\s*>",
+                            re.IGNORECASE | re.DOTALL)
+
+
+@functools.cache
+def content_security_policy(path: str) -> str:
+    """The policy a MiniWoB++ page is served with: its own scripts run (its files, and its
+    inline scripts by their hashes), and nothing the agent types does. Some pages echo what
+    the agent typed with ``innerHTML`` (the terminal's command line), so ``<img src=x
+    onerror=core.endEpisode(1)>`` ran as the page's own code and was paid 1.0: inline
+    event handlers, ``javascript:`` URLs, plugins and a new ``<base>`` are refused.
+    ``eval`` stays allowed (d3 and jscolor use it; it needs a script already running)."""
+    text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
+    hashes = sorted({"'sha256-" + base64.b64encode(hashlib.sha256(
+        body.encode("utf-8", "surrogateescape")).digest()).decode() + "'"
+        for body in _INLINE_SCRIPT.findall(text)})
+    return ("script-src 'self' 'unsafe-eval' " + " ".join(hashes)
+            + "; object-src 'none'; base-uri 'none'")
 
 
 def _task(family: str, seed: int) -> Task:

@@ -26,6 +26,12 @@ try, played by ``agentgym validate`` on every web env whose tools they fit.
     the easiest: one button), start it and click its button. Every MiniWoB++ page sets
     the same reward globals, so a grader that reads them from whatever page is open pays
     the easy page's reward for the hard task.
+``web.script-injection``
+    On a MiniWoB++ task: type markup that runs script (``<img src=x onerror=...>`` calling
+    the page's ``core.endEpisode(1, true)``) into every text field, by ``fill`` and key by
+    key, then Enter. A page that shows what was typed as HTML (the terminal family echoes
+    its command line with ``innerHTML``) would run it as its own code and pay 1.0; the
+    pages are served with a content security policy that lets only their own scripts run.
 
 A probe applies to an env that offers the browser tools it needs (``goto``,
 ``send_msg_to_user``; stuffing also needs a task whose grade has a text answer).
@@ -237,6 +243,35 @@ class OtherPagePolicy(TextPolicy):
         return call_turn("noop", wait_ms=1000)
 
 
+class ScriptInjectionPolicy(TextPolicy):
+    """Type :data:`PAYLOAD` into every text field: first with ``fill`` and Enter in each,
+    then key by key into the first (a page that reads key presses, as the terminal does),
+    then wait."""
+
+    whole_conversation = True
+    #: Markup whose error handler ends the episode as solved, if the page lets it run.
+    PAYLOAD = "<img src=x onerror=core.endEpisode(1,true)>"
+
+    def act(self, messages: list[dict[str, Any]], task: Task) -> dict[str, Any]:
+        pages = _observations(messages)
+        fields = re.findall(r"\[(\w+)\] (?:textbox|searchbox|combobox)\b", pages[-1]) \
+            if pages else []
+        turn = _turn_index(messages)
+        if not fields or turn > 1:
+            return call_turn("noop", wait_ms=1000)
+        if turn == 0:
+            calls = [c for bid in fields for c in (
+                ("fill", {"bid": bid, "value": self.PAYLOAD}),
+                ("press", {"bid": bid, "key": "Enter"}))]
+        else:
+            keys = [("Space" if ch == " " else ch) for ch in self.PAYLOAD] + ["Enter"]
+            calls = [("press", {"bid": fields[0], "key": key}) for key in keys]
+        return {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments)}}
+            for name, arguments in calls]}
+
+
 def answer_stuffing(target: ProbeTarget) -> StuffingPolicy | None:
     if not target.offers("send_msg_to_user") or not _has_text_answer(target.task) or \
             not target.task.solution:
@@ -262,6 +297,14 @@ def other_page(target: ProbeTarget) -> OtherPagePolicy | None:
     return OtherPagePolicy()
 
 
+def script_injection(target: ProbeTarget) -> ScriptInjectionPolicy | None:
+    metadata = target.task.metadata
+    if not target.offers("fill", "press") or "family" not in metadata or \
+            "seed" not in metadata:
+        return None
+    return ScriptInjectionPolicy()
+
+
 PROBES = [
     ExploitProbe("web.answer-stuffing", answer_stuffing,
                  "go where the answer is, then answer with every name and number the pages"
@@ -276,4 +319,7 @@ PROBES = [
     ExploitProbe("web.other-page", other_page,
                  "goto an easier MiniWoB++ page of the same server and solve it instead",
                  attack="reach"),
+    ExploitProbe("web.script-injection", script_injection,
+                 "type markup whose error handler ends the episode as solved into every"
+                 " text field, for a page that shows it as HTML", attack="fake-output"),
 ]

@@ -280,3 +280,37 @@ def test_an_easier_page_solved_instead_is_not_paid(env) -> None:
         "() => [location.pathname, typeof WOB_DONE_GLOBAL !== 'undefined' && WOB_DONE_GLOBAL,"
         " typeof WOB_RAW_REWARD_GLOBAL !== 'undefined' && WOB_RAW_REWARD_GLOBAL]")))
     assert page == ["/miniwob/click-test.html", True, 1], page  # click-test itself was won
+
+
+def test_markup_typed_into_a_page_that_echoes_it_runs_no_script() -> None:
+    """The web.script-injection probe on the terminal family, which shows the command line
+    with innerHTML: ``<img src=x onerror=core.endEpisode(1,true)>`` typed there was paid
+    1.0 (a red team's); the page's content security policy refuses the handler."""
+    from agentgym.core.probes import ProbeTarget
+    from agentgym.rollout.validate import probes_for
+
+    env = MiniWoBEnv("terminal")
+    try:
+        _played_without_pay(env, probes_for(["web.script-injection"])[0], ProbeTarget)
+    finally:
+        env.close()
+
+
+def _played_without_pay(env, probe, target) -> None:
+    messages, info = env.reset(options={"task_id": "terminal/0"})
+    tools = tuple(t["function"]["name"] for t in info["tools"])
+    policy = probe.plan(target("miniwob", env.task, tools))
+    seen, reward = list(messages), None
+    for _ in range(3):  # fill and Enter, key by key and Enter, a wait
+        action = policy.act(seen, env.task)
+        new, reward, terminated, truncated, info = env.step(action)
+        seen += [action, *new]
+        if terminated or truncated:
+            break
+    typed = [c for turn in seen if turn.get("role") == "assistant"
+             for c in turn.get("tool_calls", []) if c["function"]["name"] == "press"]
+    assert len(typed) > len(policy.PAYLOAD)  # it did type the markup
+    assert reward == 0.0
+    done = env._loop.run(env.page.session.run(lambda s: s.page.evaluate(
+        "() => typeof WOB_DONE_GLOBAL !== 'undefined' && WOB_DONE_GLOBAL")))
+    assert done is False
