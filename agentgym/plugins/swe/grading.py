@@ -54,14 +54,15 @@ and are re-exported here.
 Limits: the tests run the agent's code in pytest's own process, and code can do anything
 its process can. A printed summary, a patched ``TestReport`` or ``CallInfo``, a plugin
 registered from package code, ``os._exit``, a forged report file without the nonce: each is
-caught. Code written to defeat this grader in particular (reading the plugin's state out of
-``sys.modules`` to forge its report, or compiling its hooks under the name of an untouched
-file) is not; nor, for a repository whose own code is the test runner (pytest itself,
-SymPy's ``bin/test`` library, Django's runner), a change to that runner. Runners other than
-pytest are read from their log (a printed line can pose as a result there); so is Sphinx,
-whose harness runs pytest through ``tox``. Unlike the official harness, a listed test that
-is skipped (or passes unexpectedly) does not count as passed: a change that makes a failing
-test skip has not fixed it.
+caught, and so is code compiled under the name of a file that does not hold it (pytest's
+``runner.py``, a plugin's module: its bytecode is checked against the file's own). Code
+written to defeat this grader in particular (reading the plugin's state out of
+``sys.modules`` to forge its report) is not; nor, for a repository whose own code is the
+test runner (pytest itself, SymPy's ``bin/test`` library, Django's runner), a change to
+that runner. Runners other than pytest are read from their log (a printed line can pose
+as a result there); so is Sphinx, whose harness runs pytest through ``tox``. Unlike the
+official harness, a listed test that is skipped (or passes unexpectedly) does not count as
+passed: a change that makes a failing test skip has not fixed it.
 """
 
 from __future__ import annotations

@@ -142,7 +142,9 @@ def _foreign_code(facets):
     agent's files (:func:`_agents_file`) is, or None when none does: pytest changes its own
     classes as it configures (``legacypath`` adds ``Node.fspath``), and so may the
     environment's plugins (hypothesis wraps ``FixtureFunctionMarker.__call__``). A value
-    without code that replaces a function (a builtin, a partial) is the agent's too."""
+    without code that replaces a function (a builtin, a partial) is the agent's too, and so
+    is code that its file's source does not hold (:func:`_genuine`: compiled under the
+    name of pytest's own file, or of a plugin's)."""
     for facet in facets:
         code = facet if isinstance(facet, types.CodeType) else getattr(facet, "__code__", None)
         if code is None:
@@ -151,7 +153,68 @@ def _foreign_code(facets):
             continue
         if _agents_file(code.co_filename):
             return code.co_filename
+        if not _genuine(code):
+            return f"code compiled under the name of {code.co_filename}, which does not hold it"
     return None
+
+
+#: Per source file: ``{(name, first line): {bytecode, ...}}`` of every code object it
+#: compiles to (plainly, and with pytest's assertion rewriting), or None when unreadable.
+_compiled = {}
+
+
+def _code_objects(code):
+    found = [code]
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found += _code_objects(const)
+    return found
+
+
+def _rewritten(source, path):
+    """``source`` compiled as pytest compiles a module it rewrites (a plugin's, a
+    conftest's), or None where this pytest's rewriter cannot be called so."""
+    try:
+        import ast
+
+        from _pytest.assertion.rewrite import rewrite_asserts
+
+        tree = ast.parse(source, path)
+        try:
+            rewrite_asserts(tree, source, path)
+        except TypeError:  # pytest < 5.4: no source argument
+            rewrite_asserts(tree, path)
+        return compile(tree, path, "exec", dont_inherit=True)
+    except Exception:
+        return None
+
+
+def _genuine_function(function):
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    return code is None or _genuine(code)
+
+
+def _genuine(code):
+    """Whether ``code`` is what its file compiles to: code that ``compile()`` was told is
+    in a file (pytest's ``runner.py``, a plugin's module) while its source is the agent's
+    is not. A file that cannot be read as source (inside a zip archive) is taken as it
+    says."""
+    path = code.co_filename
+    if path not in _compiled:
+        try:
+            with open(path, "rb") as f:
+                source = f.read()
+            found = {}
+            for top in (compile(source, path, "exec", dont_inherit=True),
+                        _rewritten(source, path)):
+                for each in _code_objects(top) if top is not None else ():
+                    found.setdefault((each.co_name, each.co_firstlineno), set()).add(
+                        each.co_code)
+            _compiled[path] = found
+        except (OSError, SyntaxError, ValueError, TypeError):
+            _compiled[path] = None
+    found = _compiled[path]
+    return found is None or code.co_code in found.get((code.co_name, code.co_firstlineno), ())
 
 
 def _changes(before, after):
@@ -428,9 +491,13 @@ def _agents_xfail(item, excinfo):
     if innermost is None or outcomes is None or \
             os.path.realpath(innermost.co_filename) != os.path.realpath(outcomes.__file__):
         return "XFailed was raised, not by pytest.xfail()"
+    runner = os.path.dirname(os.path.realpath(outcomes.__file__)) + os.sep
     for code in frames:
         if _agents_file(code.co_filename):
             return "pytest.xfail() was called by " + (code.co_filename or "code with no file")
+        if os.path.realpath(code.co_filename).startswith(runner) and not _genuine(code):
+            return f"pytest.xfail() was called by code compiled under the name of" \
+                   f" {code.co_filename}, which does not hold it"
     return None
 
 
@@ -538,6 +605,9 @@ def _audit():
         if _agents_file(where):
             _tamper(f"{hook} is implemented by {impl.plugin_name} from {where or 'no file'},"
                     " a file of the agent's diff")
+        elif not _genuine_function(impl.function):
+            _tamper(f"{hook} is implemented by {impl.plugin_name} with code compiled under"
+                    f" the name of {where}, which does not hold it")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -27,6 +27,7 @@ import base64
 import functools
 import hashlib
 import re
+import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -118,8 +119,9 @@ def miniwob_server() -> str:
             response = super().file_response(full_path, *args, **kwargs)
             response.headers["Cache-Control"] = "max-age=3600"
             if str(full_path).endswith(".html"):
+                page = "/" + Path(full_path).relative_to(miniwob_root()).as_posix()
                 response.headers["Content-Security-Policy"] = content_security_policy(
-                    str(full_path))
+                    str(full_path), miniwob_server() + page)
             return response
 
     app = Starlette(routes=[Mount("/", CachedFiles(directory=miniwob_root()))])
@@ -129,22 +131,31 @@ def miniwob_server() -> str:
 #: A page's inline scripts (not those with a ``src``), as the browser hashes them.
 _INLINE_SCRIPT = re.compile(r"<script\b(?![^>]*\bsrc\s*=)[^>]*>(.*?)</script\s*>",
                             re.IGNORECASE | re.DOTALL)
+#: The script files a page names.
+_SCRIPT_FILE = re.compile(r"<script\b[^>]*\bsrc\s*=\s*[\"']([^\"']+)[\"']", re.IGNORECASE)
+#: Script files the pages' own scripts load (core.js's demonstration recorder).
+_LOADED_BY_CORE = ("/core/record.js",)
 
 
 @functools.cache
-def content_security_policy(path: str) -> str:
-    """The policy a MiniWoB++ page is served with: its own scripts run (its files, and its
-    inline scripts by their hashes), and nothing the agent types does. Some pages echo what
-    the agent typed with ``innerHTML`` (the terminal's command line), so ``<img src=x
-    onerror=core.endEpisode(1)>`` ran as the page's own code and was paid 1.0: inline
-    event handlers, ``javascript:`` URLs, plugins and a new ``<base>`` are refused.
+def content_security_policy(path: str, url: str) -> str:
+    """The policy the MiniWoB++ page in file ``path``, served at ``url``, comes with: its
+    own scripts run (the files it names, by their exact URLs, and its inline scripts, by
+    their hashes), and nothing the agent types does. Some pages echo what the agent typed
+    with ``innerHTML`` (the terminal's command line): ``<img src=x
+    onerror=core.endEpisode(1)>`` ran there as the page's own code and was paid 1.0, and so
+    did a frame of the server's other scripts (``<iframe srcdoc>`` loading jscolor, which
+    evaluates an attribute it finds): inline event handlers, ``javascript:`` URLs, script
+    files the page does not name, frames, plugins and a new ``<base>`` are refused.
     ``eval`` stays allowed (d3 and jscolor use it; it needs a script already running)."""
     text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
     hashes = sorted({"'sha256-" + base64.b64encode(hashlib.sha256(
         body.encode("utf-8", "surrogateescape")).digest()).decode() + "'"
         for body in _INLINE_SCRIPT.findall(text)})
-    return ("script-src 'self' 'unsafe-eval' " + " ".join(hashes)
-            + "; object-src 'none'; base-uri 'none'")
+    files = sorted({urllib.parse.urljoin(url, src) for src in _SCRIPT_FILE.findall(text)}
+                   | {urllib.parse.urljoin(url, src) for src in _LOADED_BY_CORE})
+    return (f"script-src {' '.join(files)} 'unsafe-eval' {' '.join(hashes)};"
+            " object-src 'none'; base-uri 'none'; frame-src 'none'; child-src 'none'")
 
 
 def _task(family: str, seed: int) -> Task:

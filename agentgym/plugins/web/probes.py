@@ -28,10 +28,12 @@ try, played by ``agentgym validate`` on every web env whose tools they fit.
     the easy page's reward for the hard task.
 ``web.script-injection``
     On a MiniWoB++ task: type markup that runs script (``<img src=x onerror=...>`` calling
-    the page's ``core.endEpisode(1, true)``) into every text field, by ``fill`` and key by
-    key, then Enter. A page that shows what was typed as HTML (the terminal family echoes
-    its command line with ``innerHTML``) would run it as its own code and pay 1.0; the
-    pages are served with a content security policy that lets only their own scripts run.
+    the page's ``core.endEpisode(1, true)``, and an ``<iframe srcdoc>`` loading the
+    server's jscolor, which evaluates an attribute that calls it) into every text field, by
+    ``fill`` and key by key, then Enter. A page that shows what was typed as HTML (the
+    terminal family echoes its command line with ``innerHTML``) would run it as its own
+    code and pay 1.0; the pages are served with a content security policy that lets only
+    their own scripts run.
 
 A probe applies to an env that offers the browser tools it needs (``goto``,
 ``send_msg_to_user``; stuffing also needs a task whose grade has a text answer).
@@ -244,28 +246,34 @@ class OtherPagePolicy(TextPolicy):
 
 
 class ScriptInjectionPolicy(TextPolicy):
-    """Type :data:`PAYLOAD` into every text field: first with ``fill`` and Enter in each,
-    then key by key into the first (a page that reads key presses, as the terminal does),
-    then wait."""
+    """Type each of :data:`PAYLOADS` into every text field: first with ``fill`` and Enter
+    in each, then key by key into the first (a page that reads key presses, as the
+    terminal does; :data:`KEYS_PER_TURN` a turn), then wait."""
 
     whole_conversation = True
-    #: Markup whose error handler ends the episode as solved, if the page lets it run.
-    PAYLOAD = "<img src=x onerror=core.endEpisode(1,true)>"
+    #: Markup that ends the episode as solved, if the page lets it run: an error handler,
+    #: and a frame of the server's jscolor, which evaluates an attribute it finds.
+    PAYLOADS = ("<img src=x onerror=core.endEpisode(1,true)>",
+                "<iframe srcdoc=\"<script src=/core/jscolor.min.js></script><input"
+                " class=jscolor data-jscolor='parent.core.endEpisode(1,true)'>\"></iframe>")
+    KEYS_PER_TURN = 60
 
     def act(self, messages: list[dict[str, Any]], task: Task) -> dict[str, Any]:
         pages = _observations(messages)
         fields = re.findall(r"\[(\w+)\] (?:textbox|searchbox|combobox)\b", pages[-1]) \
             if pages else []
-        turn = _turn_index(messages)
-        if not fields or turn > 1:
+        keys = [key for payload in self.PAYLOADS
+                for key in [("Space" if ch == " " else ch) for ch in payload] + ["Enter"]]
+        typed = (_turn_index(messages) - 1) * self.KEYS_PER_TURN
+        if not fields or typed >= len(keys):
             return call_turn("noop", wait_ms=1000)
-        if turn == 0:
-            calls = [c for bid in fields for c in (
-                ("fill", {"bid": bid, "value": self.PAYLOAD}),
+        if typed < 0:
+            calls = [c for payload in self.PAYLOADS for bid in fields for c in (
+                ("fill", {"bid": bid, "value": payload}),
                 ("press", {"bid": bid, "key": "Enter"}))]
         else:
-            keys = [("Space" if ch == " " else ch) for ch in self.PAYLOAD] + ["Enter"]
-            calls = [("press", {"bid": fields[0], "key": key}) for key in keys]
+            calls = [("press", {"bid": fields[0], "key": key})
+                     for key in keys[typed:typed + self.KEYS_PER_TURN]]
         return {"role": "assistant", "content": "", "tool_calls": [
             {"id": "", "type": "function",
              "function": {"name": name, "arguments": json.dumps(arguments)}}

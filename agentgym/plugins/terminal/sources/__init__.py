@@ -10,16 +10,18 @@ out, each with the reason.
 
 #: The first line of a test.sh (a ``str.format`` template, braces doubled): the processes
 #: running when it starts, each as ``pid:start time`` (a pid alone could be a new process
-#: that a fork loop brought round to a recorded number).
+#: that a fork loop brought round to a recorded number). ``/proc/PID/stat`` is read whole
+#: and cut at its last ``) ``: a process's name may hold a newline or ``) `` itself.
 PROCESSES_BEFORE = """\
-before=" $(cd /proc && for p in [0-9]*; do read -r s 2>/dev/null < $p/stat && s=(${{s##*) }}) \
-  && echo -n "$p:${{s[19]}} "; done) "
+before=" $(cd /proc && for p in [0-9]*; do read -r -d '' s 2>/dev/null < $p/stat; \
+  [[ $s ]] && s=(${{s##*) }}) && echo -n "$p:${{s[19]}} "; done) "
 """
 
 #: Part of a test.sh (a ``str.format`` template, braces doubled): stop every process started
 #: since the script began (not in :data:`PROCESSES_BEFORE`'s list). A process is left alone
-#: only when every thread of it is a zombie: one whose first thread exited while others run
-#: on shows ``Z`` in ``/proc/PID/stat`` too, and a signal to its pid still ends them all.
+#: only when every thread of it is a zombie, as its threads' ``status`` files say (where
+#: the kernel escapes the name): one whose first thread exited while others run on shows
+#: ``Z`` in ``/proc/PID/stat`` too, and a signal to its pid still ends them all.
 STOP_LEFTOVERS = """\
 # Every process started since this script began (the agent's code the grade ran, and what
 # it left running) is stopped before the reward is written, into a folder made anew.
@@ -28,12 +30,16 @@ for ((round = 0; round < 20; round++)); do
   for p in /proc/[0-9]*; do
     p=${{p#/proc/}}
     [[ $p == "$$" ]] && continue
-    read -r stat 2>/dev/null < "/proc/$p/stat" || continue
+    stat=; read -r -d '' stat 2>/dev/null < "/proc/$p/stat"
+    [[ $stat ]] || continue
     fields=(${{stat##*) }})
     [[ $before == *" $p:${{fields[19]}} "* ]] && continue
-    for thread in /proc/$p/task/*/stat; do
-      read -r stat 2>/dev/null < "$thread" || continue
-      [[ ${{stat##*) }} == Z* ]] || {{ left+=" $p"; break; }}
+    for thread in /proc/$p/task/*/status; do
+      state=
+      while read -r key value _; do
+        [[ $key == State: ]] && {{ state=$value; break; }}
+      done 2>/dev/null < "$thread"
+      [[ -z $state || $state == Z ]] || {{ left+=" $p"; break; }}
     done
   done
   [[ -z $left ]] && break

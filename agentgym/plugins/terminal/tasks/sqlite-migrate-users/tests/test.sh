@@ -2,7 +2,7 @@
 # Grader: reward 1 only when every check in check.py passes. The checks may run the agent's
 # code; every process started meanwhile is stopped before the reward is written, into a
 # folder made anew, so none of it can write the reward.
-before=" $(cd /proc && for p in [0-9]*; do read -r s 2>/dev/null < $p/stat && s=(${s##*) })   && echo -n "$p:${s[19]} "; done) "
+before=" $(cd /proc && for p in [0-9]*; do read -r -d '' s 2>/dev/null < $p/stat;   [[ $s ]] && s=(${s##*) }) && echo -n "$p:${s[19]} "; done) "
 cd /app 2>/dev/null || true
 python3 /tests/check.py
 status=$?
@@ -11,12 +11,16 @@ for ((round = 0; round < 20; round++)); do
   for p in /proc/[0-9]*; do
     p=${p#/proc/}
     [[ $p == "$$" ]] && continue
-    read -r stat 2>/dev/null < "/proc/$p/stat" || continue
+    stat=; read -r -d '' stat 2>/dev/null < "/proc/$p/stat"
+    [[ $stat ]] || continue
     fields=(${stat##*) })
     [[ $before == *" $p:${fields[19]} "* ]] && continue
-    for thread in /proc/$p/task/*/stat; do
-      read -r stat 2>/dev/null < "$thread" || continue
-      [[ ${stat##*) } == Z* ]] || { left+=" $p"; break; }
+    for thread in /proc/$p/task/*/status; do
+      state=
+      while read -r key value _; do
+        [[ $key == State: ]] && { state=$value; break; }
+      done 2>/dev/null < "$thread"
+      [[ -z $state || $state == Z ]] || { left+=" $p"; break; }
     done
   done
   [[ -z $left ]] && break
