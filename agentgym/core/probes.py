@@ -125,7 +125,7 @@ class ExploitProbe(Spec):
     :mod:`agentgym.core.probes`).
 
     Args:
-        id: unique among probes, ``FAMILY.NAME`` by convention (``shell.reward-symlink``).
+        id: unique among probes, ``FAMILY.NAME`` by convention (``shell.verifier-symlink``).
         factory: ``factory(target: ProbeTarget) -> turns | policy | None``, or a
             ``"module:attribute"`` string naming it.
         description: one line: what the probe tries.

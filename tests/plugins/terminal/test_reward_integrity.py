@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from agentgym.core.errors import AgentGymError
 from agentgym.core.probes import ATTACKS, ProbeTarget
 from agentgym.plugins.terminal.env import TerminalEnv
 from agentgym.rollout.validate import probes_for
@@ -105,7 +106,7 @@ def test_agentbench_checks_read_the_agents_output_as_data() -> None:
     assert verdict("3") == "passed\n" and verdict("3.0000001") == "passed\n"
     for hostile in ("0)<1)#", "3 -0", "True True", "__import__('os').system('true') or 3"):
         assert verdict(hostile) == "", hostile
-    with pytest.raises(ValueError, match="add its fix"):
+    with pytest.raises(AgentGymError, match="add its fix"):
         agentbench.check_script('[ `calc 1`x != 1x ] || r=`python3 -c "$output"`\n', "new.sh")
 
 
@@ -130,7 +131,8 @@ def test_an_attack_left_behind_is_not_paid(backend, tmp_path, attack, probe, tas
     finally:
         env.close()
     assert reward == 0.0, (attack, probe, metrics)
-    assert "says 0" in metrics["reason"] or "refused" in metrics["reason"], metrics
+    assert any(why in metrics["reason"] for why in ("says 0", "refused", "ended by signal")), \
+        metrics
 
 
 # Holes a red team found in the task sources, each paid 1.0 before its fix: (env id, task,

@@ -80,7 +80,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from agentgym.core.errors import InvalidArgumentError, MissingResourceError
+from agentgym.core.errors import AgentGymError, InvalidArgumentError, MissingResourceError
 from agentgym.plugins.terminal.sources import PROCESSES_BEFORE, STOP_THEN_REWARD
 
 #: The package and version the task files come from.
@@ -386,7 +386,7 @@ def check_script(text: str, name: str) -> str:
         lambda m: f"[ {quoted(m[1])} = {quoted(m[2])} ] || {m[3]} 1", text)
     found = (_OUTPUT_AS_CODE.search(text) or re.search(r"\[ `|x != |PATH=\"\$HOME:", text))
     if found:
-        raise ValueError(f"{name} still holds {found.group(0)!r}, which a check's output"
+        raise AgentGymError(f"{name} still holds {found.group(0)!r}, which a check's output"
                          " or the agent's programs could pass: add its fix to _CHECK_FIXES")
     return text
 
