@@ -1,10 +1,12 @@
 """docs/hooks.md documents every hookspec with its exact signature: core's and those the
-loaded plugins add (``agentgym_addhooks``); docs/plugins.md's env without a sandbox runs
-as written."""
+loaded plugins add (``agentgym_addhooks``); docs/plugins.md's example envs run as written,
+and docs/terminal.md's test script stops leftovers as the shipped tasks' do."""
 
 import inspect
 import re
 from pathlib import Path
+
+import pytest
 
 from agentgym.core import hookspecs
 from agentgym.core.plugins import PluginHost
@@ -60,10 +62,7 @@ def test_every_hookspec_has_a_docstring():
 def test_the_env_without_a_sandbox_in_the_plugins_guide_runs_as_written():
     from agentgym.core.probes import call_turn
 
-    blocks = re.findall(r"```python\n(.*?)```", PLUGINS_DOC, re.S)
-    source = next(b for b in blocks if "class NotesEnv" in b)
-    names: dict = {}
-    exec(compile(source, "docs/plugins.md", "exec"), names)
+    names = _guide_example("NotesEnv")
     env = names["NotesEnv"]()
     train, test = env.task_ids(), names["NotesEnv"]("test").task_ids()
     assert train and test and not set(train) & set(test)
@@ -76,3 +75,50 @@ def test_the_env_without_a_sandbox_in_the_plugins_guide_runs_as_written():
     env.reset(seed=1)
     assert env.step(call_turn("submit", answer="-1"))[1] == 0.0
     env.close()
+
+
+def _guide_example(class_name: str) -> dict:
+    """The names the plugins guide's code block defining ``class_name`` makes."""
+    blocks = re.findall(r"```python\n(.*?)```", PLUGINS_DOC, re.S)
+    source = next(b for b in blocks if f"class {class_name}" in b)
+    names: dict = {}
+    exec(compile(source, "docs/plugins.md", "exec"), names)
+    return names
+
+
+def test_the_guides_envs_pass_check_env():
+    from agentgym.testing import check_env
+
+    check_env(_guide_example("NotesEnv")["NotesEnv"](render_mode="ansi"),
+              reference_policies=False)
+
+
+def test_the_guides_sandboxed_env_is_graded_where_the_agents_shell_cannot_answer():
+    """docs/plugins.md's ScriptEnv: hello.py that prints the word is paid; a python3 of
+    the agent's (a shell function, a script first on PATH) answering instead is not."""
+    from agentgym.core.probes import call_turn
+    from tests.conftest import backend_missing
+
+    missing = backend_missing("local")
+    if missing:
+        pytest.skip(f"local sandbox unavailable: {missing}")
+    env = _guide_example("ScriptEnv")["ScriptEnv"]()
+    try:
+        env.reset(seed=0, options={"task_id": "say/hola"})
+        env.step(call_turn("bash", command="echo 'print(\"hola\")' > hello.py"))
+        assert env.step(call_turn("submit"))[1] == 1.0
+        env.reset(seed=0, options={"task_id": "say/hola"})
+        env.step(call_turn("bash", command=(
+            "python3() { echo hola; }; mkdir -p ~/bin; printf '#!/bin/sh\\necho hola\\n'"
+            " > ~/bin/python3; chmod +x ~/bin/python3; export PATH=~/bin:$PATH;"
+            " echo 'print(1)' > hello.py")))
+        assert env.step(call_turn("submit"))[1] == 0.0
+    finally:
+        env.close()
+
+
+def test_the_terminal_guides_test_script_stops_leftovers_as_the_shipped_tasks_do():
+    from agentgym.plugins.terminal.sources import PROCESSES_BEFORE, STOP_LEFTOVERS
+
+    guide = (Path(__file__).parents[1] / "docs" / "terminal.md").read_text()
+    assert PROCESSES_BEFORE.format() in guide and STOP_LEFTOVERS.format() in guide

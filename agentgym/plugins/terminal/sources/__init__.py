@@ -13,7 +13,7 @@ out, each with the reason.
 #: that a fork loop brought round to a recorded number). ``/proc/PID/stat`` is read whole
 #: and cut at its last ``) ``: a process's name may hold a newline or ``) `` itself.
 PROCESSES_BEFORE = """\
-before=" $(cd /proc && for p in [0-9]*; do read -r -d '' s 2>/dev/null < $p/stat; \
+before=" $(cd /proc && for p in [0-9]*; do read -r -d '' s 2>/dev/null < $p/stat; \\
   [[ $s ]] && s=(${{s##*) }}) && echo -n "$p:${{s[19]}} "; done) "
 """
 

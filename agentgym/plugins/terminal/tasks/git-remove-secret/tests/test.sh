@@ -2,7 +2,8 @@
 # Grader: reward 1 only when every check in check.py passes. The checks may run the agent's
 # code; every process started meanwhile is stopped before the reward is written, into a
 # folder made anew, so none of it can write the reward.
-before=" $(cd /proc && for p in [0-9]*; do read -r -d '' s 2>/dev/null < $p/stat;   [[ $s ]] && s=(${s##*) }) && echo -n "$p:${s[19]} "; done) "
+before=" $(cd /proc && for p in [0-9]*; do read -r -d '' s 2>/dev/null < $p/stat; \
+  [[ $s ]] && s=(${s##*) }) && echo -n "$p:${s[19]} "; done) "
 cd /app 2>/dev/null || true
 python3 /tests/check.py
 status=$?
