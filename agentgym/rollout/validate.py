@@ -409,10 +409,19 @@ def _tool_errors_reason(trajectory: Trajectory) -> str:
         else f"{_count(trajectory.tool_errors, 'tool error')}; "
 
 
+#: Characters of the end of a grader's log (``metrics["log_tail"]``) shown after its reason:
+#: "reward.txt says 0" alone does not say which check failed.
+LOG_CHARS = 160
+
+
 def _metrics_reason(metrics: dict[str, Any]) -> str:
-    """The grader's own reason when its metrics hold one, else the metrics in brief."""
+    """The grader's own reason when its metrics hold one (with the end of its log, when
+    they hold that), else the metrics in brief."""
     if isinstance(metrics.get("reason"), str) and metrics["reason"]:
-        return metrics["reason"]
+        log = " ".join(str(metrics.get("log_tail") or "").split())
+        if not log:
+            return metrics["reason"]
+        return f"{metrics['reason']}; log: ...{log[-LOG_CHARS:]}"
     if not metrics:
         return "no metrics"
     parts = []

@@ -210,3 +210,14 @@ def test_probes_are_selected_by_id_and_an_unknown_id_is_named():
     assert [r.check for r in report.results if r.probe] == ["probe answer.stuff"]
     with pytest.raises(UnknownIdError, match=r"shell\.nope"):
         validate("calculator", n=1, probes=["shell.nope"])
+
+
+def test_a_failures_reason_ends_with_the_end_of_the_graders_log():
+    from agentgym.rollout.validate import LOG_CHARS, _metrics_reason
+
+    log = "line one\n" + "x" * 500 + "\nFAIL the server did not answer on port 9090\n"
+    reason = _metrics_reason({"reason": "/logs/verifier/reward.txt says 0", "log_tail": log})
+    assert reason.startswith("/logs/verifier/reward.txt says 0; log: ...")
+    assert reason.endswith("FAIL the server did not answer on port 9090")
+    assert len(reason) <= len("/logs/verifier/reward.txt says 0; log: ...") + LOG_CHARS
+    assert _metrics_reason({"reason": "no log here"}) == "no log here"
