@@ -197,22 +197,27 @@ def _genuine_function(function):
 def _genuine(code):
     """Whether ``code`` is what its file compiles to: code that ``compile()`` was told is
     in a file (pytest's ``runner.py``, a plugin's module) while its source is the agent's
-    is not. A file that cannot be read as source (inside a zip archive) is taken as it
-    says."""
+    is not, nor is code that names a file which is not Python (a binary, a text file). A
+    file that cannot be opened (a module inside a zip archive) is taken as it says."""
     path = code.co_filename
     if path not in _compiled:
         try:
             with open(path, "rb") as f:
                 source = f.read()
+        except OSError:
+            _compiled[path] = None
+        else:
             found = {}
-            for top in (compile(source, path, "exec", dont_inherit=True),
-                        _rewritten(source, path)):
+            try:
+                tops = [compile(source, path, "exec", dont_inherit=True),
+                        _rewritten(source, path)]
+            except (SyntaxError, ValueError, TypeError):
+                tops = []  # not Python: no code comes from it
+            for top in tops:
                 for each in _code_objects(top) if top is not None else ():
                     found.setdefault((each.co_name, each.co_firstlineno), set()).add(
                         each.co_code)
             _compiled[path] = found
-        except (OSError, SyntaxError, ValueError, TypeError):
-            _compiled[path] = None
     found = _compiled[path]
     return found is None or code.co_code in found.get((code.co_name, code.co_firstlineno), ())
 

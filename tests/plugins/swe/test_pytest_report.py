@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agentgym.plugins.swe.grading import _plugin_source
 from agentgym.plugins.swe.probes import PATCH_UNDER_RUNNER_NAME
 
@@ -124,10 +126,14 @@ def test_an_expected_failure_counts_only_where_the_source_declares_it(tmp_path: 
 # pytest's CallInfo.from_call replaced by code compiled under the name of pytest's own
 # runner.py (the swe.patch-under-runner-name probe's package code): a grader asking only
 # which file code comes from took it for pytest's (a red team's, paid 1.0).
-def test_code_compiled_under_the_name_of_pytests_own_file_is_tampering(tmp_path: Path):
+@pytest.mark.parametrize("named", ["_agp_runner.__file__", "_agp_sys.executable"],
+                         ids=["pytests-runner", "a-file-that-is-not-python"])
+def test_code_compiled_under_the_name_of_another_file_is_tampering(tmp_path: Path, named):
     tests = "import code_under_test  # noqa: F401\n\n\ndef test_fails():\n    assert 0\n"
-    result, output = run_with_plugin(tmp_path, tests, PATCH_UNDER_RUNNER_NAME)
+    code = PATCH_UNDER_RUNNER_NAME.replace("_agp_runner.__file__", named)
+    assert named in code
+    result, output = run_with_plugin(tmp_path, tests, code)
     assert "1 passed" in output  # pytest itself was fooled
     tampered = " ".join(result["tampered"])
     assert "CallInfo.from_call was replaced while the tests ran (by code compiled under the" \
-           " name of" in tampered and "runner.py, which does not hold it)" in tampered
+           " name of" in tampered and ", which does not hold it)" in tampered

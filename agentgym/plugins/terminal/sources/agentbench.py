@@ -387,7 +387,8 @@ def check_script(text: str, name: str) -> str:
     found = (_OUTPUT_AS_CODE.search(text) or re.search(r"\[ `|x != |PATH=\"\$HOME:", text))
     if found:
         raise AgentGymError(f"{name} still holds {found.group(0)!r}, which a check's output"
-                         " or the agent's programs could pass: add its fix to _CHECK_FIXES")
+                            " or the agent's programs could pass: add its fix to"
+                            " _CHECK_FIXES")
     return text
 
 
