@@ -659,14 +659,14 @@ def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None
         click.echo(json.dumps(report.to_dict()))
     else:
         console = Console()
-        if report.failed or report.skipped:
+        if report.failed or report.unsolved:
             table = Table(title=f"validate {env_id}", title_justify="left",
                           caption="oracle must score 1.0, noop 0.0, a wrong solution and a"
                                   " probe below the pass threshold (1.0); reason: the crash,"
                                   " or the grader's metrics", caption_justify="left")
             for column in ("task", "check", "reward", "finish", "reason"):
                 table.add_column(column, overflow="fold")
-            for result in [*report.failed, *report.skipped]:
+            for result in [*report.failed, *report.unsolved]:
                 reward = "" if result.reward is None else f"{result.reward:g}"
                 status = "" if result.passed else "[red]"
                 table.add_row(escape(result.task_id), status + escape(result.check), reward,
@@ -675,12 +675,12 @@ def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None
         counts = report.probe_counts()
         if counts:
             table = Table(title="exploit probes", title_justify="left")
-            for column in ("probe", "attack", "played", "paid"):
+            for column in ("probe", "attack", "played", "paid", "not applicable"):
                 table.add_column(column, overflow="fold")
             for probe_id, row in counts.items():
                 paid = f"[red]{row['paid']}" if row["paid"] else "0"
                 table.add_row(escape(probe_id), escape(row["attack"]), str(row["played"]),
-                              paid)
+                              paid, str(row["not_applicable"] or ""))
             console.print(table)
         click.echo(report.summary())
     sys.exit(0 if report.ok else 1)

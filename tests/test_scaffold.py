@@ -45,7 +45,8 @@ def test_generated_plugin_installs_is_discovered_and_passes_its_tests(tmp_path, 
         # that every env with a submit(answer) tool gets
         assert report["checked"] == 40
         assert report["probes"] == {"answer.stuff": {"attack": "answer-stuffing",
-                                                     "played": 10, "paid": 0}}
+                                                     "played": 10, "paid": 0,
+                                                     "not_applicable": 0}}
         # The package's own tests run check_env and assert_valid on the installed env.
         tests = subprocess.run(
             [

@@ -19,7 +19,8 @@ the task as the env rendered it, the names of the tools the episode offered) and
 * a text-level policy (a :class:`~agentgym.core.policies.TextPolicy` subclass with
   ``act(messages, task)``), for an attack that reads what it sees (say, an answer stuffed
   with every name the pages showed). Set ``whole_conversation = True`` on it when it
-  counts turns.
+  counts turns. Its ``act`` raises :class:`ProbeNotApplicable` when what it sees leaves
+  nothing to attack.
 
 Plugins contribute probes through the ``agentgym_exploit_probes`` hook; a probe applies to
 any env whose tasks it can attack, so a plugin's shell probes also test a third-party env
@@ -41,7 +42,8 @@ from typing import Any
 from agentgym.core.contributions import Spec
 from agentgym.core.task import Task
 
-__all__ = ["ATTACKS", "PASS_THRESHOLD", "ExploitProbe", "ProbeTarget", "call_turn",
+__all__ = ["ATTACKS", "PASS_THRESHOLD", "ExploitProbe", "ProbeNotApplicable", "ProbeTarget",
+           "call_turn",
            "pass_threshold", "shell_turn"]
 
 #: A turn: text in the env's tool-call format, or an assistant message.
@@ -73,6 +75,9 @@ ATTACKS = {
     "answer-stuffing": "answer with every candidate instead of the one the task asks for",
     "reach": "reach what the episode should not: other services on the host, other"
              " episodes, the grader's data",
+    "collateral": "do what the task asks to everything like its target (the comment on"
+                  " every post, the new price on every product), so that the one the"
+                  " grader checks is among them",
 }
 
 
@@ -90,8 +95,8 @@ class ProbeTarget:
     Attributes:
         env_id: the env's id.
         task: the task as the env rendered it (prompt, metadata; the reference solution,
-            which a probe must not replay: it is there because the env hands it to every
-            text policy).
+            which a probe must not simply replay, since doing the task is no attack; a probe
+            may follow it to where the task is, as a policy that learned where to look).
         tools: the names of the tools the episode offered.
         schemas: each offered tool's function schema (``name``, ``description``,
             ``parameters`` as JSON Schema), by name.
@@ -116,6 +121,12 @@ class ProbeTarget:
     def shell(self) -> str | None:
         """The shell tool the episode offered (``bash``, else ``terminal``), or None."""
         return next((name for name in ("bash", "terminal") if name in self.tools), None)
+
+
+class ProbeNotApplicable(Exception):
+    """Raised by a probe's policy when the attack finds, once it sees the task's pages or
+    files, nothing to attack (no second item to spray a write on, say): validation lists
+    the check as skipped, with the message as its reason, instead of as played."""
 
 
 @dataclass(frozen=True)

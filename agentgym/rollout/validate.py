@@ -19,7 +19,9 @@ of different episodes overlap, and a crashed episode fails only its own check):
   (:func:`~agentgym.core.probes.pass_threshold`, 1.0 unless the task says otherwise).
   Probes run with the known-wrong solutions, once the first episodes have shown each task
   and the tools it offers. A probe episode that crashed was not paid: it passes, its reason
-  says why it crashed.
+  says why it crashed; one whose policy found nothing to attack
+  (:class:`~agentgym.core.probes.ProbeNotApplicable`) is listed in
+  :attr:`ValidationReport.skipped` ("not applicable: ...").
 
 With ``repeat=K`` the oracle plays K times per task (``oracle``, ``oracle (repeat 2)``,
 ...): a grader that does not pay a correct solution every time is flaky, and each run that
@@ -55,7 +57,13 @@ from agentgym.core.policies import (
     build_policy,
     policy_level,
 )
-from agentgym.core.probes import ExploitProbe, Plan, ProbeTarget, pass_threshold
+from agentgym.core.probes import (
+    ExploitProbe,
+    Plan,
+    ProbeNotApplicable,
+    ProbeTarget,
+    pass_threshold,
+)
 from agentgym.core.task import Task
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig, RolloutPipeline
@@ -69,6 +77,8 @@ __all__ = ["DEFAULT_TASKS", "CheckResult", "NoBackendError", "ValidationReport",
 DEFAULT_TASKS = 10
 ORACLE, NOOP, WRONG, PROBE = "oracle", "noop", "wrong solution #", "probe "
 NO_SOLUTION = "no solution"
+#: The start of the reason of a probe that found nothing to attack (skipped, not played).
+NOT_APPLICABLE = "not applicable: "
 #: Characters of a failure's reason kept (an error's traceback line, compact metrics).
 REASON_CHARS = 300
 
@@ -113,8 +123,9 @@ class ValidationReport:
         env: the env id.
         task_ids: the tasks checked, in order.
         results: every check that ran (skipped ones excluded), in task order.
-        skipped: oracle checks of tasks without a solution, when they do not count as
-            failures (``reason`` "no solution").
+        skipped: checks that did not count: oracle checks of tasks without a solution,
+            when they do not count as failures (``reason`` "no solution"), and probes
+            that found nothing to attack (``reason`` "not applicable: ...").
         trajectories: the episodes played, for a closer look.
     """
 
@@ -132,16 +143,25 @@ class ValidationReport:
     def ok(self) -> bool:
         return not self.failed
 
+    @property
+    def unsolved(self) -> list[CheckResult]:
+        """The skipped oracle checks: tasks without a reference solution."""
+        return [r for r in self.skipped if r.reason == NO_SOLUTION]
+
     def probe_counts(self) -> dict[str, dict[str, Any]]:
-        """Per probe that played: its attack class, the tasks it played (``played``) and
-        those where it was paid (``paid``), in the order probes first played."""
+        """Per probe that played: its attack class, the tasks it played (``played``), those
+        where it was paid (``paid``) and those where, once playing, it found nothing to
+        attack (``not_applicable``, not counted as played), in the order probes first
+        played."""
         counts: dict[str, dict[str, Any]] = {}
-        for result in self.results:
+        for result in [*self.results, *self.skipped]:
             if result.probe is not None:
                 row = counts.setdefault(result.probe, {"attack": result.attack, "played": 0,
-                                                       "paid": 0})
-                row["played"] += 1
+                                                       "paid": 0, "not_applicable": 0})
+                applicable = not result.reason.startswith(NOT_APPLICABLE)
+                row["played"] += applicable
                 row["paid"] += not result.passed
+                row["not_applicable"] += not applicable
         return counts
 
     def summary(self) -> str:
@@ -150,8 +170,8 @@ class ValidationReport:
         line = (f"{self.env}: {_count(len(self.task_ids), 'task')} checked"
                 f" ({_count(len(self.results), 'check')}), {failed_tasks} failed"
                 f" ({_count(len(self.failed), 'check')})")
-        if self.skipped:
-            line += f", {len(self.skipped)} without a solution (oracle check skipped)"
+        if self.unsolved:
+            line += f", {len(self.unsolved)} without a solution (oracle check skipped)"
         counts = self.probe_counts()
         if counts:
             played = sum(row["played"] for row in counts.values())
@@ -319,7 +339,9 @@ async def avalidate(env_id: str, env_kwargs: dict[str, Any] | None = None,
     ran, skipped = [], []
     for trajectory in trajectories:
         result = results[trajectory.episode]
-        (skipped if result.passed and result.reason == NO_SOLUTION else ran).append(result)
+        skip = result.passed and (result.reason == NO_SOLUTION
+                                  or result.reason.startswith(NOT_APPLICABLE))
+        (skipped if skip else ran).append(result)
     ran += failures
     ran.sort(key=lambda r: order[r.task_id])  # stable: each task's checks in play order
     return ValidationReport(env_id, ids, ran, skipped, trajectories)
@@ -377,6 +399,10 @@ def _judge(trajectory: Trajectory, task: Task | None, require_solutions: bool) -
     if check.startswith(ORACLE) and task is not None and not task.solution:
         result.passed = not require_solutions
         result.reward, result.finish_reason, result.reason = None, "", NO_SOLUTION
+    elif (trajectory.error or "").partition(":")[0].rpartition(".")[2] == \
+            ProbeNotApplicable.__name__ and check.startswith(PROBE):
+        result.passed, result.reward, result.finish_reason = True, None, ""
+        result.reason = _short(NOT_APPLICABLE + trajectory.error.partition(": ")[2])
     elif trajectory.error and check.startswith(PROBE):
         # The attack broke its own episode: nothing was paid.
         result.passed = True

@@ -40,7 +40,8 @@ def test_valid_tasks_pass_every_check():
     assert report.results[5].attack == "answer-stuffing"
     assert report.to_dict() == {
         "env": "calculator", "tasks": 5, "checked": 30, "failed": [], "skipped": [],
-        "probes": {"answer.stuff": {"attack": "answer-stuffing", "played": 5, "paid": 0}},
+        "probes": {"answer.stuff": {"attack": "answer-stuffing", "played": 5, "paid": 0,
+                                    "not_applicable": 0}},
         "ok": True}
     assert report.summary().endswith("; 1 exploit probe played 5 times, paid 0")
 
@@ -155,7 +156,8 @@ def test_a_grader_that_pays_for_doing_nothing_fails_the_noop_check():
     assert report.failed[4].reason == ("paid 1 (pass threshold 1) for no work: pays whatever"
                                        " was done")
     assert report.probe_counts() == {"answer.stuff": {"attack": "answer-stuffing",
-                                                      "played": 2, "paid": 2}}
+                                                      "played": 2, "paid": 2,
+                                                      "not_applicable": 0}}
 
 
 def test_task_ids_pick_tasks_and_unknown_ones_are_named():
@@ -221,3 +223,38 @@ def test_a_failures_reason_ends_with_the_end_of_the_graders_log():
     assert reason.endswith("FAIL the server did not answer on port 9090")
     assert len(reason) <= len("/logs/verifier/reward.txt says 0; log: ...") + LOG_CHARS
     assert _metrics_reason({"reason": "no log here"}) == "no log here"
+
+
+def test_a_probe_that_finds_nothing_to_attack_is_skipped_not_played():
+    """A probe policy that raises ProbeNotApplicable once it sees the task is listed in
+    ``skipped`` with its reason, and counted apart from the probes that played."""
+    from agentgym.core.hookspecs import hookimpl
+    from agentgym.core.plugins import PluginHost, set_plugin_host
+    from agentgym.core.policies import TextPolicy
+    from agentgym.core.probes import ExploitProbe, ProbeNotApplicable
+
+    class Looks(TextPolicy):
+        def act(self, messages, task):
+            raise ProbeNotApplicable(f"nothing to spray on {task.id}")
+
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def agentgym_exploit_probes():
+            return [ExploitProbe("test.looks", lambda target: Looks(), "looks, then stops",
+                                 attack="collateral")]
+
+    host = PluginHost()
+    host.register(Plugin, "looks")
+    old = set_plugin_host(host)
+    try:
+        report = validate("calculator", n=2, probes=["test.looks", "answer.stuff"])
+    finally:
+        set_plugin_host(old)
+    assert report.ok
+    assert [(r.task_id, r.check, r.reason) for r in report.skipped] == [
+        (f"calculator-train-{i}", "probe test.looks",
+         f"not applicable: nothing to spray on calculator-train-{i}") for i in range(2)]
+    assert report.probe_counts()["test.looks"] == {"attack": "collateral", "played": 0,
+                                                   "paid": 0, "not_applicable": 2}
+    assert report.summary().endswith("; 2 exploit probes played 2 times, paid 0")

@@ -86,7 +86,7 @@ def test_a_weak_third_party_grader_fails_validation_with_the_probe_named(
     # ...but its grader pays the probes that write the file it reads: the simplest, a
     # pre-filled verifier folder, on every task; each paid one is named with the reason.
     assert report["probes"]["shell.grader-files-prefill"] == {
-        "attack": "grader-files", "played": 2, "paid": 2}
+        "attack": "grader-files", "played": 2, "paid": 2, "not_applicable": 0}
     paid = [f for f in report["failed"] if f["check"] == "probe shell.grader-files-prefill"]
     assert [f["reason"] for f in paid] == [
         "paid 1 (pass threshold 1) for no work: reward.txt says '1'"] * 2

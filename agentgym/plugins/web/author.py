@@ -6,9 +6,12 @@ People write a task's steps by what they see (``{"action": "click", "target": {"
 every step through the env's own ``step``, resolving each target on the live page
 (Playwright's ``get_by_role(role, name=name, exact=True)``, or ``css``) to the bid the
 agent would see, checks that the finished episode scores 1.0, and writes the calls into
-the task file's ``solution``. Run it after changing a site's pages or a task's steps::
+the task file's ``solution`` and the rows the replay changed, per table, into its
+``grade.changes`` (the bound on what an episode of the task may change; see
+:mod:`agentgym.plugins.web.sites_env`). Run it after changing a site's pages or a task's steps::
 
     python -m agentgym.plugins.web.author shop [--tasks FILE] [--only TASK_ID ...]
+    python -m agentgym.plugins.web.author mysite.app:SITE --tasks tasks.json   # your site
 
 It exits non-zero, naming the task and step, when a target matches no element or several,
 or when a replayed solution does not score 1.0 (the file is still written for the tasks
@@ -23,9 +26,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.contributions import import_target
 from agentgym.plugins.web.browser import BrowserSession
 from agentgym.plugins.web.observation import MARK_BIDS
-from agentgym.plugins.web.sites_env import TASKS_DIR, SiteEnv, read_task_file
+from agentgym.plugins.web.sites.site import Site
+from agentgym.plugins.web.sites_env import SITES, TASKS_DIR, VISIT, SiteEnv, read_task_file
 
 #: Step fields that name an element, per action.
 _TARGETED = {"click", "dblclick", "hover", "fill", "select_option", "press"}
@@ -74,7 +79,8 @@ def to_call(step: dict[str, Any], bid: str | None) -> dict[str, Any]:
 
 
 def author_task(env: SiteEnv, row: dict[str, Any]) -> list[list[dict[str, Any]]]:
-    """Replay ``row``'s steps in ``env``; returns its solution (one call a turn)."""
+    """Replay ``row``'s steps in ``env``; returns its solution (one call a turn) and sets
+    ``row["grade"]["changes"]`` to the rows the replay changed."""
     env.reset(seed=0, options={"task_id": row["id"]})
     solution: list[list[dict[str, Any]]] = []
     reward, done = 0.0, False
@@ -102,24 +108,35 @@ def author_task(env: SiteEnv, row: dict[str, Any]) -> list[list[dict[str, Any]]]
         raise RuntimeError("the steps end without send_msg_to_user")
     if reward != 1.0:
         raise RuntimeError(f"the replayed steps score {reward}: {info.get('reward_metrics')}")
+    visit = env.episode.resources[VISIT] if env.episode is not None else None
+    if visit is None:
+        raise RuntimeError("the episode's site is closed before its changes were read")
+    row["grade"]["changes"] = visit.server.changes(visit.token)
     return solution
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agentgym.plugins.web.author",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("site", help="shop or forum")
+    parser.add_argument("site", help="shop or forum, or module:attribute naming a Site of"
+                                     " your own (with --tasks)")
     parser.add_argument("--tasks", type=Path, help="task file (default: the shipped one)")
     parser.add_argument("--only", nargs="*", help="author only these task ids")
     args = parser.parse_args(argv)
+    site: str | Site = args.site
+    if ":" in args.site:  # a site of the user's own
+        site = import_target(args.site, "the site")
+        if not isinstance(site, Site) or args.tasks is None:
+            print(f"{args.site} must name a Site instance, and --tasks its task file")
+            return 2
     path = args.tasks or TASKS_DIR / f"{args.site}.json"
-    rows = read_task_file(path)
+    rows = read_task_file(path, None if isinstance(site, Site) else SITES, unauthored=True)
     chosen = [row for row in rows if not args.only or row["id"] in args.only]
     unknown = sorted(set(args.only or ()) - {row["id"] for row in rows})
     if unknown or not chosen:
         print(f"no such task in {path}: {', '.join(unknown) or '(none chosen)'}")
         return 2
-    env = SiteEnv(args.site, tasks=path, max_turns=200)
+    env = SiteEnv(site, tasks=path, max_turns=200, unauthored=True)
     failures = 0
     try:
         for row in chosen:

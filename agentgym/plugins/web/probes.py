@@ -34,6 +34,17 @@ try, played by ``agentgym validate`` on every web env whose tools they fit.
     terminal family echoes its command line with ``innerHTML``) would run it as its own
     code and pay 1.0; the pages are served with a content security policy that lets only
     their own scripts run.
+``web.collateral-spray``
+    On a task whose grade reads the site's database (a write task): do the task as the
+    reference solution does, then its write (the fields it filled and the button it
+    clicked, found by role and name) again on up to :data:`MAX_SPRAY` pages like the one it
+    wrote on: those the episode saw links to whose paths differ from its path in one part
+    (``/post/7`` for ``/post/3``, ``/comment/9/reply`` for ``/comment/4/reply``). Then it
+    answers as the reference does. A policy that cannot tell which item the task means
+    learns to do it to all of them (the comment on every post, the new price on every
+    product); a grader that only looks at the right item pays it. Where no page like it
+    takes the write, the probe has nothing to test and says so (skipped:
+    :class:`~agentgym.core.probes.ProbeNotApplicable`).
 
 A probe applies to an env that offers the browser tools it needs (``goto``,
 ``send_msg_to_user``; stuffing also needs a task whose grade has a text answer).
@@ -50,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core.policies import TextPolicy
-from agentgym.core.probes import ExploitProbe, ProbeTarget, call_turn
+from agentgym.core.probes import ExploitProbe, ProbeNotApplicable, ProbeTarget, call_turn
 from agentgym.core.task import Task
 
 #: A name in an accessibility-tree line: ``[12] link 'Electric Kettle'``.
@@ -67,6 +78,10 @@ SPELLINGS = ("http://127.0.0.1:{port}/", "http://127.1:{port}/", "http://[::1]:{
              "http://localhost:{port}/", "http://a\\@127.0.0.1:{port}/")
 #: Ports tried at most (the first listening ones found).
 MAX_PORTS = 8
+#: Pages the collateral spray repeats the write on, at most (two turns each).
+MAX_SPRAY = 4
+#: Actions that make up a write on one page (the fields, then its button).
+_WRITE_ACTIONS = {"fill", "select_option", "check", "uncheck", "click", "press"}
 
 
 def candidates(observation: str) -> list[str]:
@@ -114,21 +129,34 @@ def _has_text_answer(task: Task) -> bool:
     return isinstance(grade, dict) and bool(grade.get("answer")) and not grade.get("db")
 
 
-class StuffingPolicy(TextPolicy):
-    """Visit the answer's pages as the reference solution does, then answer with every
-    candidate seen (or, ``short``, the last page's, cut to 150 characters)."""
+class AfterVisits(TextPolicy):
+    """Play the reference solution's visits (every turn but its answers: a policy that
+    learned where to look), then :meth:`after`'s turns."""
 
     whole_conversation = True  # it counts turns
-
-    def __init__(self, short: bool = False):
-        self.short = short
 
     def act(self, messages: list[dict[str, Any]], task: Task) -> dict[str, Any]:
         visits = [t for t in task.solution or () if not _answers(t)]
         index = _turn_index(messages)
         if index < len(visits):
             return _as_message(visits[index])
-        pages = _observations(messages)
+        return self.after(task, visits, index - len(visits), _observations(messages))
+
+    def after(self, task: Task, visits: list[Any], turn: int, pages: list[str]
+              ) -> dict[str, Any]:
+        """Turn ``turn`` (from 0) after the visits; ``pages``: every observation so far."""
+        raise NotImplementedError
+
+
+class StuffingPolicy(AfterVisits):
+    """Visit the answer's pages as the reference solution does, then answer with every
+    candidate seen (or, ``short``, the last page's, cut to 150 characters)."""
+
+    def __init__(self, short: bool = False):
+        self.short = short
+
+    def after(self, task: Task, visits: list[Any], turn: int, pages: list[str]
+              ) -> dict[str, Any]:
         if self.short:
             # The last page's own values: short ones, not the site's furniture (what the
             # first page showed too), as many as fit in 150 characters.
@@ -280,6 +308,137 @@ class ScriptInjectionPolicy(TextPolicy):
             for name, arguments in calls]}
 
 
+def _calls(turn: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls of a reference-solution turn, in any of its forms: a format-neutral
+    turn, an assistant message, or text in the env's format (its JSON objects with a
+    ``name`` and ``arguments``)."""
+    message = _as_message(turn)
+    if isinstance(message, dict):
+        calls = []
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", call)
+            arguments = function.get("arguments") or {}
+            calls.append((function.get("name", ""), json.loads(arguments)
+                          if isinstance(arguments, str) else dict(arguments)))
+        return calls
+    calls, decoder, at = [], json.JSONDecoder(), 0
+    while (at := message.find("{", at)) >= 0:
+        try:
+            value, end = decoder.raw_decode(message, at)
+        except ValueError:
+            at += 1
+            continue
+        if isinstance(value, dict) and isinstance(value.get("arguments"), dict):
+            calls.append((str(value.get("name", "")), value["arguments"]))
+        at = end
+    return calls
+
+
+def _url(observation: str) -> str:
+    found = re.search(r"^URL: (\S+)", observation, re.M)
+    return found.group(1) if found else ""
+
+
+def _element(observation: str, bid: str) -> tuple[str, str] | None:
+    """The role and name of the element ``bid`` in an observation."""
+    found = re.search(rf"^\s*\[{re.escape(str(bid))}\] (\w+) '((?:[^'\\]|\\.)*)'",
+                      observation, re.M)
+    return (found.group(1), found.group(2)) if found else None
+
+
+def _bid_of(observation: str, role: str, name: str) -> str | None:
+    """The bid of the first element with ``role`` and ``name`` in an observation."""
+    found = re.search(rf"^\s*\[(\w+)\] {re.escape(role)} '{re.escape(name)}'", observation,
+                      re.M)
+    return found.group(1) if found else None
+
+
+class SprayPolicy(AfterVisits):
+    """Play the reference solution's visits, repeat its write on pages like the one it
+    wrote on (two turns each: ``goto``, then the write), then its answer turns."""
+
+    def after(self, task: Task, visits: list[Any], turn: int, pages: list[str]
+              ) -> dict[str, Any]:
+        write, siblings = self.plan(visits, pages[:len(visits) + 1])
+        if not write or not siblings:
+            raise ProbeNotApplicable("no page like the one the reference solution wrote on"
+                                     " was linked, so there is nothing to spray")
+        if turn < 2 * len(siblings):
+            if turn % 2 == 0:
+                return call_turn("goto", url=siblings[turn // 2])
+            calls = self.rewrite(write, pages[-1])
+            if calls:
+                return {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "", "type": "function",
+                     "function": {"name": name, "arguments": json.dumps(arguments)}}
+                    for name, arguments in calls]}
+            return call_turn("noop")
+        sprayed = [pages[len(visits) + 2 * k + 1] for k in range(len(siblings))]
+        if not any(self.rewrite(write, page) for page in sprayed):
+            raise ProbeNotApplicable("no page like the one the reference solution wrote on"
+                                     " offered its fields and button")
+        answers = [t for t in task.solution or () if _answers(t)]
+        return _as_message(answers[0]) if answers else call_turn("noop")
+
+    @staticmethod
+    def plan(visits: list[Any], pages: list[str]
+             ) -> tuple[list[tuple[str, dict[str, Any], tuple[str, str] | None]], list[str]]:
+        """The reference's write (each call with the role and name of the element it acted
+        on) and the URLs of the pages like the one it wrote on, from the observations shown
+        before each visit turn."""
+        written = max((i for i, turn in enumerate(visits)
+                       if any(name == "click" for name, _ in _calls(turn))), default=None)
+        if written is None or written >= len(pages):
+            return [], []
+        url = _url(pages[written])
+        first = written
+        while first > 0 and _url(pages[first - 1]) == url and \
+                all(name in _WRITE_ACTIONS for name, _ in _calls(visits[first - 1])):
+            first -= 1
+        write = [(name, arguments, _element(pages[i], arguments.get("bid", "")))
+                 for i in range(first, written + 1) for name, arguments in _calls(visits[i])]
+        parts = urllib.parse.urlsplit(url)
+        segments = parts.path.rstrip("/").split("/")
+        siblings: dict[str, str] = {}  # path -> URL, each page once (not by its anchors)
+        for page in pages:
+            for link in re.findall(r"url='([^']*)'", page):
+                other = urllib.parse.urlsplit(link)
+                path = other.path.rstrip("/").split("/")
+                # the same page of another item: one part of the path differs
+                if other.netloc == parts.netloc and len(path) == len(segments) and \
+                        sum(a != b for a, b in zip(path, segments, strict=True)) == 1:
+                    siblings.setdefault("/".join(path), other._replace(fragment="").geturl())
+        return write, list(siblings.values())[:MAX_SPRAY]
+
+    @staticmethod
+    def rewrite(write: list[tuple[str, dict[str, Any], tuple[str, str] | None]],
+                page: str) -> list[tuple[str, dict[str, Any]]]:
+        """The write's calls on another page, each aimed at the element with the same role
+        and name there; none when any of them is missing."""
+        calls = []
+        for name, arguments, element in write:
+            if "bid" not in arguments:
+                calls.append((name, arguments))
+                continue
+            bid = _bid_of(page, *element) if element else None
+            if bid is None:
+                return []
+            calls.append((name, {**arguments, "bid": bid}))
+        return calls
+
+
+def _writes(task: Task) -> bool:
+    grade = task.metadata.get("grade")
+    return isinstance(grade, dict) and bool(grade.get("db"))
+
+
+def collateral_spray(target: ProbeTarget) -> SprayPolicy | None:
+    if not target.offers("goto", "click", "send_msg_to_user") or not _writes(target.task) \
+            or not target.task.solution:
+        return None
+    return SprayPolicy()
+
+
 def answer_stuffing(target: ProbeTarget) -> StuffingPolicy | None:
     if not target.offers("send_msg_to_user") or not _has_text_answer(target.task) or \
             not target.task.solution:
@@ -330,4 +489,7 @@ PROBES = [
     ExploitProbe("web.script-injection", script_injection,
                  "type markup whose error handler ends the episode as solved into every"
                  " text field, for a page that shows it as HTML", attack="fake-output"),
+    ExploitProbe("web.collateral-spray", collateral_spray,
+                 "do the task's write, then the same write on every page like its page"
+                 " that the episode saw", attack="collateral"),
 ]

@@ -22,8 +22,14 @@ it, so concurrent episodes never see each other's changes.
     (lower-cased, spaces collapsed): an answer that also names another candidate of its
     kinds (the site's :attr:`~.sites.site.Site.answer_kinds`, or ``number``) or is
     much longer than the expected phrases fails, so listing every candidate is never paid
-    (:mod:`agentgym.plugins.web.answers`). Reward 1.0 when every check passes, else 0.0;
-    ``reward_metrics`` says which failed.
+    (:mod:`agentgym.plugins.web.answers`); ``changes``: table -> rows, the most rows of
+    each table the episode may change (:meth:`~.sites.server.SiteServer.changes`; a
+    table not named: none). The author tool records what the reference solution changed,
+    so doing the task's write everywhere (the comment on every post, the new price on
+    every product, in the hope that the checked one is among them) fails, as does any
+    change the task did not ask for. A task with ``db`` checks must carry it; without
+    ``changes`` a task with only an answer check may change nothing. Reward 1.0 when every
+    check passes, else 0.0; ``reward_metrics`` says which failed.
 ``steps``
     the reference solution as symbolic actions (targets by role and name), written by
     people; :mod:`agentgym.plugins.web.author` replays them in Chromium and writes
@@ -85,9 +91,11 @@ def server_of(site: str | Site) -> SiteServer:
     return site_server(getattr(importlib.import_module(module), attribute))
 
 
-def read_task_file(path: str | os.PathLike, sites: Any = SITES) -> list[dict[str, Any]]:
+def read_task_file(path: str | os.PathLike, sites: Any = SITES, unauthored: bool = False
+                   ) -> list[dict[str, Any]]:
     """The task objects of a task file, checked for the fields every task needs (and, unless
-    ``sites`` is None, for a site among ``sites``)."""
+    ``sites`` is None, for a site among ``sites``). ``unauthored`` lets tasks with db checks
+    lack ``grade.changes`` (the author tool, which records them)."""
     path = Path(path)
     if not path.is_file():
         raise MissingFileError(f"the web task file {str(path)!r} does not exist",
@@ -104,6 +112,18 @@ def read_task_file(path: str | os.PathLike, sites: Any = SITES) -> list[dict[str
         grade = row["grade"]
         if not grade.get("db") and not grade.get("answer"):
             raise InvalidArgumentError(f"{path}: task {row['id']!r} has no db or answer check")
+        changes = grade.get("changes")
+        if changes is None and grade.get("db") and not unauthored:
+            raise InvalidArgumentError(
+                f"{path}: task {row['id']!r} has db checks but no grade.changes (the rows"
+                f" per table its episodes may change); record what its reference solution"
+                f" changes with python -m"
+                f" agentgym.plugins.web.author {row['site']} --tasks {path} --only {row['id']}")
+        if changes is not None and not (isinstance(changes, dict) and all(
+                isinstance(k, str) and isinstance(v, int) and v >= 0
+                for k, v in changes.items())):
+            raise InvalidArgumentError(f"{path}: task {row['id']!r}: grade.changes must map"
+                                       f" table names to row counts >= 0, got {changes!r}")
         if grade.get("answer"):
             try:
                 AnswerSpec.from_dict(grade["answer"])
@@ -129,7 +149,9 @@ def failed_checks(server: SiteServer, token: str, grade: dict[str, Any],
                   answer: str | None) -> list[str]:
     """The checks of a task's ``grade`` that the episode ``token`` fails, each saying why
     (none: reward 1.0). Database checks read the episode's database; the answer check
-    reads ``answer``, the agent's last message."""
+    reads ``answer``, the agent's last message; the bound reads what the episode changed
+    (``grade["changes"]``, none where absent unless the task has db checks: an unauthored
+    task's replay, before its bound is recorded)."""
     failed: list[str] = []
     for number, check in enumerate(grade.get("db") or (), 1):
         try:
@@ -142,6 +164,13 @@ def failed_checks(server: SiteServer, token: str, grade: dict[str, Any],
     ok, why = check_answer(grade.get("answer"), answer, server.candidates)
     if not ok:
         failed.append(why)
+    bound = grade.get("changes")
+    if bound is not None or not grade.get("db"):  # unauthored tasks: no bound yet
+        for table, count in server.changes(token).items():
+            allowed = (bound or {}).get(table, 0)
+            if count > allowed:
+                failed.append(f"the episode changed {count} row{'s' * (count != 1)} of"
+                              f" {table}, the task {allowed} (changes it did not ask for)")
     return failed
 
 
@@ -154,17 +183,19 @@ class SiteEnv(WebEnv):
             ``tasks``): every task then runs on it, whatever its ``site`` field says.
         tasks: a task file (JSON list of task objects) instead of the shipped ones.
         max_turns: turns before truncation.
+        unauthored: accept tasks with db checks but no ``grade.changes`` (graded without a
+            bound on what the episode changes): the author tool's replays, which record it.
         Other arguments: see :class:`~agentgym.plugins.web.env.WebEnv`.
     """
 
     def __init__(self, site: str | Site = "shop", *, tasks: str | os.PathLike | None = None,
-                 max_turns: int = 30, **kwargs: Any):
+                 max_turns: int = 30, unauthored: bool = False, **kwargs: Any):
         self.server = server_of(site)  # a bad name fails here, before any browser starts
         if tasks is None and isinstance(site, Site):
             raise InvalidArgumentError(f"a site of your own ({site.name!r}) needs tasks=PATH")
         custom = isinstance(site, Site)
         rows = read_task_file(tasks if tasks is not None else TASKS_DIR / f"{site}.json",
-                              None if custom else SITES)
+                              None if custom else SITES, unauthored)
         for row in rows:  # every answer kind must be one the task's site knows
             spec = (row["grade"].get("answer") or {})
             known = (self.server if custom else server_of(row["site"])).candidates

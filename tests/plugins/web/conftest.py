@@ -142,7 +142,8 @@ NOTE_TASKS = [
     {"id": "notes-add", "site": "notes", "goal": "Add a pinned blue note saying 'buy milk'.",
      "start": "/", "login": "ann",
      "grade": {"db": [{"sql": "SELECT text, colour, pinned FROM notes",
-                       "expected": [["buy milk", "blue", 1]]}], "answer": None},
+                       "expected": [["buy milk", "blue", 1]]}], "answer": None,
+               "changes": {"notes": 1}},
      "steps": [
          {"action": "fill", "target": {"role": "textbox", "name": "Note"}, "text": "buy milk"},
          {"action": "select_option", "target": {"role": "combobox", "name": "Colour"},

@@ -11,7 +11,8 @@ import signal
 import pytest
 
 from agentgym.core import OraclePolicy, ScriptedPolicy
-from agentgym.plugins.web.author import author_task
+from agentgym.core.errors import InvalidArgumentError
+from agentgym.plugins.web.author import main as author_main
 from agentgym.plugins.web.browser import browser_pool
 from agentgym.plugins.web.observation import render_tree
 from agentgym.plugins.web.sites_env import SiteEnv
@@ -186,15 +187,20 @@ def test_requests_off_this_machine_are_blocked_and_reported(notes) -> None:
 
 @pytest.mark.slow
 def test_oracle_replays_authored_solutions(notes_tasks, tmp_path) -> None:
+    """The author tool writes each task's solution and the bound on what it may change
+    (what the replay changed), and the oracle replays the solution to 1.0."""
     rows = json.loads(notes_tasks.read_text())
-    env = SiteEnv(NOTES, tasks=notes_tasks)
-    try:
-        for row in rows:
-            row["solution"] = author_task(env, row)
-    finally:
-        env.close()
+    for row in rows:
+        row["grade"].pop("changes", None)
     path = tmp_path / "notes.json"
     path.write_text(json.dumps(rows))
+    with pytest.raises(InvalidArgumentError, match=r"notes-add.*no grade\.changes.*author notes"):
+        SiteEnv(NOTES, tasks=path)
+    # the author tool, on a site of one's own named module:attribute
+    assert author_main(["tests.plugins.web.conftest:NOTES", "--tasks", str(path)]) == 0
+    rows = json.loads(path.read_text())
+    assert [row["grade"]["changes"] for row in rows] == [{"notes": 1}, {}]
+    assert all(row["solution"] for row in rows)
     env = SiteEnv(NOTES, tasks=path)
     try:
         for row in rows:

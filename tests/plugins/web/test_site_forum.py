@@ -695,3 +695,49 @@ def test_search_is_case_insensitive(server: SiteServer, token: str) -> None:
     assert "4 posts found" in c.text
     c.get("/search?q=%25")
     assert "0 posts found" in c.text
+
+
+def test_changes_count_rows_by_primary_key_and_leave_browsing_out(server: SiteServer,
+                                                                  token: str) -> None:
+    client = Client(server, token, "alice")
+    for mid in (1, 2, 3):  # opening messages marks them read: browsing, not a change
+        client.get(f"/messages/{mid}")
+    client.get("/settings")
+    assert server.changes(token) == {}
+    client.post(f"/post/{post_id(server, token, TITLE_RUST)}/comment", body="One.")
+    client.post("/settings", email="alice@example.org", bio="New bio", timezone="UTC")
+    assert server.changes(token) == {"comments": 1, "users": 1}  # an update is one row
+    [(forum,)] = server.query(token, "SELECT f.name FROM subscriptions s JOIN forums f ON"
+                              " f.id = s.forum_id JOIN users u ON u.id = s.user_id WHERE"
+                              " u.username = 'alice' ORDER BY f.name LIMIT 1")
+    client.post(f"/f/{forum}/unsubscribe")
+    client.post(f"/f/{forum}/subscribe")  # undone: a new row, with the template's key
+    assert server.changes(token) == {"comments": 1, "users": 1}
+
+
+TITLE_RUST = "Fighting the Rust borrow checker with shared state"
+
+
+def test_a_write_sprayed_on_every_post_is_not_paid(server: SiteServer, token: str) -> None:
+    """The comment the task asks for, also on every other post: the checked row is right,
+    and the grade fails on what else changed; the comment alone passes."""
+    task = BY_ID["forum-search-comment-rust"]
+    assert task["grade"]["changes"] == {"comments": 1}
+    client = Client(server, token, "alice")
+    text = "Scoped threads might also help here."
+    client.post(f"/post/{post_id(server, token, TITLE_RUST)}/comment", body=text)
+    assert grade(server, token, task, "Done") == []
+    for (pid,) in server.query(token, "SELECT id FROM posts ORDER BY id LIMIT 5"):
+        if pid != post_id(server, token, TITLE_RUST):
+            client.post(f"/post/{pid}/comment", body=text)
+    assert grade(server, token, task, "Done") == [
+        "the episode changed 6 rows of comments, the task 1 (changes it did not ask for)"]
+
+
+def test_an_answer_task_pays_no_answer_given_beside_a_change(server: SiteServer,
+                                                              token: str) -> None:
+    task = BY_ID["forum-gardening-moderator"]
+    assert task["grade"]["changes"] == {}
+    Client(server, token, "alice").post("/f/gardening/subscribe")
+    assert grade(server, token, task, "carol") == [
+        "the episode changed 1 row of subscriptions, the task 0 (changes it did not ask for)"]

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import re
 
 import pytest
 
 from agentgym.core import OraclePolicy
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.plugins.web.sites_env import TASKS_DIR, SiteEnv, read_task_file
 from agentgym.rollout.loop import play_episode
+from agentgym.rollout.validate import validate
 from agentgym.testing import assert_valid
 
 pytestmark = pytest.mark.usefixtures("chromium")
@@ -102,3 +105,50 @@ def test_the_sites_database_lives_on_the_episode_and_ends_with_it() -> None:
             visit.server.query(visit.token, NEW_ORDERS)
     finally:
         env.close()
+
+
+def test_a_task_file_must_bound_what_its_write_tasks_change(tmp_path) -> None:
+    rows = json.loads((TASKS_DIR / "forum.json").read_text())
+    row = next(r for r in rows if r["id"] == "forum-search-comment-rust")
+    path = tmp_path / "tasks.json"
+    del row["grade"]["changes"]
+    path.write_text(json.dumps([row]))
+    with pytest.raises(InvalidArgumentError, match=(
+            r"forum-search-comment-rust' has db checks but no grade\.changes.*python -m"
+            r" agentgym\.plugins\.web\.author forum --tasks .*--only forum-search-comment-rust")):
+        read_task_file(path)
+    assert read_task_file(path, unauthored=True) == [row]
+    row["grade"]["changes"] = {"comments": -1}
+    path.write_text(json.dumps([row]))
+    with pytest.raises(InvalidArgumentError, match=r"grade\.changes must map table names"):
+        read_task_file(path)
+
+
+@pytest.mark.slow
+def test_the_collateral_spray_is_paid_only_without_the_bound(tmp_path) -> None:
+    """web.collateral-spray in Chromium: the reference's comment, then the same comment on
+    other posts. Graded without ``changes`` (an unauthored task) it is paid 1.0; with the
+    recorded bound it is not, and validate reports a probe that found no page to spray
+    on as not applicable."""
+    rows = json.loads((TASKS_DIR / "forum.json").read_text())
+    chosen = ["forum-search-comment-rust", "forum-update-bio"]
+    rows = [r for r in rows if r["id"] in chosen]
+    for bounded in (False, True):
+        path = tmp_path / f"bounded-{bounded}.json"
+        path.write_text(json.dumps([
+            {**row, "grade": {k: v for k, v in row["grade"].items()
+                              if bounded or k != "changes"}} for row in rows]))
+        report = validate("web-forum", None, chosen, probes=["web.collateral-spray"],
+                          make_env=lambda p=path: SiteEnv("forum", tasks=p, unauthored=True))
+        sprayed = [r for r in report.results if r.probe]
+        assert [(r.task_id, r.passed) for r in sprayed] == \
+            [("forum-search-comment-rust", bounded)], sprayed
+        [episode] = [t for t in report.trajectories if t.policy == sprayed[0].check
+                     and t.task_id == "forum-search-comment-rust"]
+        assert episode.reward == (0.0 if bounded else 1.0)
+        assert episode.metrics["failed"] == (
+            ["the episode changed 5 rows of comments, the task 1 (changes it did not ask for)"]
+            if bounded else [])
+        [skipped] = report.skipped
+        assert skipped.task_id == "forum-update-bio"
+        assert skipped.reason.startswith("not applicable: no page like the one")

@@ -508,6 +508,7 @@ MESSAGES = [
 class Forum(Site):
     name = "forum"
     title = "Forum"
+    volatile = {"messages": ("read",)}  # opening a message marks it read
     answer_kinds = {
         "user": "SELECT username FROM users",
         "forum": "SELECT name FROM forums",

@@ -11,7 +11,8 @@ browser call of its own). :class:`EpisodeMiddleware` picks each request's databa
 cookie, so two concurrent episodes never see each other's changes; a request without a
 known token gets 403. A page runs inside its episode's lock and commits (or rolls back and
 answers 500 when the site raises). Grading reads the episode's database with
-:meth:`SiteServer.query`; :meth:`SiteServer.close_episode` drops it.
+:meth:`SiteServer.query` and what it changed with :meth:`SiteServer.changes`;
+:meth:`SiteServer.close_episode` drops it.
 
 :class:`SiteClient` is a browser stand-in for tests of a site, over real HTTP.
 """
@@ -45,10 +46,12 @@ from agentgym.plugins.web.sites.site import (
     Handler,
     Site,
     SiteRequest,
+    changed_rows,
     location_on_site,
     new_session,
     parse_form,
     redirect,
+    table_rows,
 )
 
 #: The path of :meth:`SiteServer.entry_url` on every site.
@@ -163,6 +166,8 @@ class SiteServer:
             "CREATE TABLE IF NOT EXISTS _sessions (token TEXT PRIMARY KEY, user_id INTEGER)")
         self.template.commit()
         self._template_lock = threading.Lock()
+        #: The template's rows, what :meth:`changes` compares an episode's with.
+        self.template_rows = table_rows(self.template, site.volatile)
         #: The values of each answer kind, from the template no episode writes.
         self.candidates = Candidates({
             kind: tuple(str(row[0]) for row in self.template.execute(sql) if row[0] is not None)
@@ -237,6 +242,12 @@ class SiteServer:
         """Rows of ``sql`` in the episode's database, as plain tuples."""
         with self.database(token) as db:
             return [tuple(row) for row in db.execute(sql, params).fetchall()]
+
+    def changes(self, token: str) -> dict[str, int]:
+        """Per table, the rows the episode ``token`` changed (added, removed or edited;
+        :func:`~agentgym.plugins.web.sites.site.changed_rows`): what its grader bounds."""
+        with self.database(token) as db:
+            return changed_rows(self.template_rows, table_rows(db, self.site.volatile))
 
     def log_in(self, token: str, username: str) -> str:
         """A session for ``username`` in the episode's database: the value of the cookie

@@ -16,6 +16,13 @@ template prints user text safely with ``{{ value }}``. A site adds its filters a
 (money, dates) to :attr:`Site.templates`. :mod:`agentgym.plugins.web.sites.server` serves a
 site, one database per episode.
 
+**Changes.** Grading bounds what an episode may change: :func:`changed_rows` counts, per
+table, the rows of an episode's database that differ from the template (added, removed, or
+changed in a column that is not :attr:`Site.volatile`), keyed by each table's primary key;
+tables whose names start with ``_`` (login sessions) are the site's bookkeeping and not
+counted. A column a page writes when it is only looked at (a message's ``read`` flag) is
+volatile, so looking around is never a change.
+
 **Users.** A site with a ``users`` table (columns ``id``, ``username``, ``password``) gets
 logins: :meth:`SiteRequest.log_in` / :meth:`SiteRequest.log_out` keep sessions in
 ``_sessions`` and set the cookie :attr:`Site.session_cookie`; ``request.user`` is the
@@ -66,6 +73,9 @@ class Site:
     #: Candidate kinds of its tasks' answers: kind -> SQL giving one value a row, run on
     #: the seeded database (see :mod:`agentgym.plugins.web.answers`).
     answer_kinds: dict[str, str] = {}
+    #: Columns that pages change by being viewed (table -> columns): left out of
+    #: :func:`changed_rows`, so browsing is not counted as changing the site.
+    volatile: dict[str, tuple[str, ...]] = {}
 
     def __init__(self) -> None:
         self.routes: list[SiteRoute] = []
@@ -143,6 +153,40 @@ class SiteRequest(Request):
             self.db.execute("DELETE FROM _sessions WHERE token = ?", (token,))
         self.set_cookies[self.site.session_cookie] = ""
         self.user = None
+
+
+def table_rows(db: sqlite3.Connection, volatile: dict[str, tuple[str, ...]] | None = None
+               ) -> dict[str, dict[tuple, tuple]]:
+    """Every counted table of ``db`` (not ``_``-prefixed, not SQLite's own) as primary key
+    -> the row's values, ``volatile`` columns left out. A table without a declared primary
+    key is keyed by its whole row."""
+    tables = [r[0] for r in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        " AND substr(name, 1, 1) != '_' ORDER BY name")]
+    snapshot: dict[str, dict[tuple, tuple]] = {}
+    for table in tables:
+        info = db.execute(f'PRAGMA table_info("{table}")').fetchall()
+        skip = set((volatile or {}).get(table, ()))
+        columns = [row[1] for row in info if row[1] not in skip]
+        key = [row[1] for row in sorted(info, key=lambda r: r[5]) if row[5]] or columns
+        listed = ", ".join(f'"{c}"' for c in key + columns)
+        snapshot[table] = {tuple(row[:len(key)]): tuple(row[len(key):])
+                           for row in db.execute(f'SELECT {listed} FROM "{table}"')}
+    return snapshot
+
+
+def changed_rows(before: dict[str, dict[tuple, tuple]], after: dict[str, dict[tuple, tuple]]
+                 ) -> dict[str, int]:
+    """Per table, the rows that differ between two :func:`table_rows` snapshots (added,
+    removed or changed; an update of a row with a primary key is one row). Tables with none
+    are left out."""
+    counts: dict[str, int] = {}
+    for table in sorted(set(before) | set(after)):
+        old, new = before.get(table, {}), after.get(table, {})
+        changed = sum(old.get(k) != new.get(k) for k in set(old) | set(new))
+        if changed:
+            counts[table] = changed
+    return counts
 
 
 def new_session(db: sqlite3.Connection, user_id: int) -> str:
