@@ -122,3 +122,22 @@ def test_the_terminal_guides_test_script_stops_leftovers_as_the_shipped_tasks_do
 
     guide = (Path(__file__).parents[1] / "docs" / "terminal.md").read_text()
     assert PROCESSES_BEFORE.format() in guide and STOP_LEFTOVERS.format() in guide
+
+
+def test_the_terminal_guides_task_toml_is_read_as_it_says(tmp_path):
+    import re
+
+    from agentgym.plugins.terminal.formats import load_task
+
+    guide = (Path(__file__).parents[1] / "docs" / "terminal.md").read_text()
+    [toml] = re.findall(r"```toml\n(.*?)```", guide, re.S)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    (tmp_path / "instruction.md").write_text("Do it.\n")
+    (tmp_path / "task.toml").write_text(toml)
+    task = load_task(tmp_path)
+    assert task.metadata == {"difficulty": "medium", "category": "text-processing",
+                             "tags": ["csv", "python"]}
+    assert (task.agent_timeout_s, task.test_timeout_s, task.reward) == (300.0, 60.0, "binary")
+    assert task.snapshot == "ls -la /app" and task.verifier_env == (("LC_ALL", "C"),)
+    assert (task.image, task.cpus, task.memory_mb) == ("python:3.12-slim", 1.0, 1024)
