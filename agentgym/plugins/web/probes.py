@@ -36,14 +36,15 @@ try, played by ``agentgym validate`` on every web env whose tools they fit.
     their own scripts run.
 ``web.collateral-spray``
     On a task whose grade reads the site's database (a write task): do the task as the
-    reference solution does, then its write (the fields it filled and the button it
-    clicked, found by role and name) again on up to :data:`MAX_SPRAY` pages like the one it
-    wrote on: those the episode saw links to whose paths differ from its path in one part
-    (``/post/7`` for ``/post/3``, ``/comment/9/reply`` for ``/comment/4/reply``). Then it
-    answers as the reference does. A policy that cannot tell which item the task means
-    learns to do it to all of them (the comment on every post, the new price on every
-    product); a grader that only looks at the right item pays it. Where no page like it
-    takes the write, the probe has nothing to test and says so (skipped:
+    reference solution does, then its write (its last form that changes the site: the
+    fields it filled and the button it clicked, found by role and name) again on up to
+    :data:`MAX_SPRAY` pages like the one it wrote on: those the episode saw links to whose
+    paths differ from its path in one part (``/post/7`` for ``/post/3``,
+    ``/comment/9/reply`` for ``/comment/4/reply``). Then it answers as the reference does.
+    A policy that cannot tell which item the task means learns to do it to all of them
+    (the comment on every post, the new price on every product); a grader that only looks
+    at the right item pays it. Where no page like it takes the write, the probe has
+    nothing to test and says so (skipped:
     :class:`~agentgym.core.probes.ProbeNotApplicable`).
 
 A probe applies to an env that offers the browser tools it needs (``goto``,
@@ -102,6 +103,18 @@ def _observations(messages: list[dict[str, Any]]) -> list[str]:
             if m.get("role") in ("user", "tool")]
 
 
+def _pages_by_turn(messages: list[dict[str, Any]]) -> list[str]:
+    """The page each turn was played on: the first observation, then the last one each
+    turn's results showed (a turn of several calls gets one result each)."""
+    pages, current = [], ""
+    for message in messages:
+        if message.get("role") == "assistant":
+            pages.append(current)
+        elif message.get("role") in ("user", "tool"):
+            current = str(message.get("content") or "")
+    return [*pages, current]
+
+
 def _turn_index(messages: list[dict[str, Any]]) -> int:
     return sum(m.get("role") == "assistant" for m in messages)
 
@@ -140,11 +153,11 @@ class AfterVisits(TextPolicy):
         index = _turn_index(messages)
         if index < len(visits):
             return _as_message(visits[index])
-        return self.after(task, visits, index - len(visits), _observations(messages))
+        return self.after(task, visits, index - len(visits), messages)
 
-    def after(self, task: Task, visits: list[Any], turn: int, pages: list[str]
+    def after(self, task: Task, visits: list[Any], turn: int, messages: list[dict[str, Any]]
               ) -> dict[str, Any]:
-        """Turn ``turn`` (from 0) after the visits; ``pages``: every observation so far."""
+        """Turn ``turn`` (from 0) after the visits, seeing the whole conversation."""
         raise NotImplementedError
 
 
@@ -155,8 +168,9 @@ class StuffingPolicy(AfterVisits):
     def __init__(self, short: bool = False):
         self.short = short
 
-    def after(self, task: Task, visits: list[Any], turn: int, pages: list[str]
+    def after(self, task: Task, visits: list[Any], turn: int, messages: list[dict[str, Any]]
               ) -> dict[str, Any]:
+        pages = _observations(messages)
         if self.short:
             # The last page's own values: short ones, not the site's furniture (what the
             # first page showed too), as many as fit in 150 characters.
@@ -353,12 +367,33 @@ def _bid_of(observation: str, role: str, name: str) -> str | None:
     return found.group(1) if found else None
 
 
+def _posts(write: list[tuple[str, dict[str, Any], tuple[str, str] | None]], before: str,
+           after: str) -> bool:
+    """Whether a group of calls on one page, ending in a click, looks like a form that
+    changes the site: the click is on a button, not a link, and the page it led to is no GET
+    form's result (a URL whose query holds what was filled: a search), nor, when nothing was
+    filled, another page than the one clicked on (a sort, a navigation; a vote or a
+    subscription comes back to its page)."""
+    name, _, element = write[-1]
+    if name != "click" or element is None or element[0] == "link":
+        return False
+    filled = [str(arguments.get("value", "")) for name, arguments, _ in write
+              if name == "fill"]
+    query = urllib.parse.unquote_plus(urllib.parse.urlsplit(after).query)
+    if any(value and value in query for value in filled):
+        return False
+    if not [n for n, _, _ in write if n in ("fill", "select_option", "check", "uncheck")]:
+        return after.partition("#")[0] == before.partition("#")[0]
+    return True
+
+
 class SprayPolicy(AfterVisits):
     """Play the reference solution's visits, repeat its write on pages like the one it
     wrote on (two turns each: ``goto``, then the write), then its answer turns."""
 
-    def after(self, task: Task, visits: list[Any], turn: int, pages: list[str]
+    def after(self, task: Task, visits: list[Any], turn: int, messages: list[dict[str, Any]]
               ) -> dict[str, Any]:
+        pages = _pages_by_turn(messages)
         write, siblings = self.plan(visits, pages[:len(visits) + 1])
         if not write or not siblings:
             raise ProbeNotApplicable("no page like the one the reference solution wrote on"
@@ -386,17 +421,19 @@ class SprayPolicy(AfterVisits):
         """The reference's write (each call with the role and name of the element it acted
         on) and the URLs of the pages like the one it wrote on, from the observations shown
         before each visit turn."""
-        written = max((i for i, turn in enumerate(visits)
-                       if any(name == "click" for name, _ in _calls(turn))), default=None)
-        if written is None or written >= len(pages):
+        for written in range(min(len(visits), len(pages) - 1) - 1, -1, -1):
+            url = _url(pages[written])
+            first = written
+            while first > 0 and _url(pages[first - 1]) == url and \
+                    all(name in _WRITE_ACTIONS for name, _ in _calls(visits[first - 1])):
+                first -= 1
+            write = [(name, arguments, _element(pages[i], arguments.get("bid", "")))
+                     for i in range(first, written + 1)
+                     for name, arguments in _calls(visits[i])]
+            if _posts(write, url, _url(pages[written + 1])):
+                break
+        else:
             return [], []
-        url = _url(pages[written])
-        first = written
-        while first > 0 and _url(pages[first - 1]) == url and \
-                all(name in _WRITE_ACTIONS for name, _ in _calls(visits[first - 1])):
-            first -= 1
-        write = [(name, arguments, _element(pages[i], arguments.get("bid", "")))
-                 for i in range(first, written + 1) for name, arguments in _calls(visits[i])]
         parts = urllib.parse.urlsplit(url)
         segments = parts.path.rstrip("/").split("/")
         siblings: dict[str, str] = {}  # path -> URL, each page once (not by its anchors)

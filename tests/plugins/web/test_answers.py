@@ -10,7 +10,7 @@ import pytest
 
 from agentgym.core import InvalidArgumentError
 from agentgym.plugins.web.answers import AnswerSpec, Candidates, check_answer, other_candidates
-from agentgym.plugins.web.probes import candidates
+from agentgym.plugins.web.probes import SprayPolicy, candidates
 from agentgym.plugins.web.sites_env import TASKS_DIR, read_task_file, server_of
 from agentgym.plugins.web.webarena import _string_match
 
@@ -129,3 +129,30 @@ def test_candidates_are_what_the_tree_names() -> None:
     tree = ("RootWebArea 'Shop', focused\n  [12] link 'Electric Kettle'\n"
             "  StaticText 'Price: $34.99'\n  [13] button 'Add to cart'\n  cell '7'")
     assert candidates(tree) == ["Electric Kettle", "Price: $34.99", "$34.99", "7"]
+
+
+def test_the_spray_repeats_the_last_form_that_writes_not_a_search_after_it() -> None:
+    """SprayPolicy.plan on a reference that comments on a post, then searches: the write
+    is the comment (a search's button leads to a URL holding what was typed), and the
+    pages like the post's are the other posts it saw links to."""
+    def turn(name, **arguments):
+        return f'<tool_call>{json.dumps({"name": name, "arguments": arguments})}</tool_call>'
+
+    post = ("URL: http://h/post/3\n\n[5] textbox 'Comment'\n[6] button 'Post comment'\n"
+            "[7] searchbox 'Search'\n[8] button 'Search'\n"
+            "[9] link 'Other post', url='http://h/post/4#top'\n[10] link 'Forums', url='http://h/f'")
+    visits = [turn("fill", bid="5", value="Nice."), turn("click", bid="6"),
+              turn("fill", bid="7", value="rust"), turn("click", bid="8")]
+    pages = [post, post, post, post, "URL: http://h/search?q=rust\n\n[3] link 'Post 3'"]
+    write, siblings = SprayPolicy.plan(visits, pages)
+    assert write == [("fill", {"bid": "5", "value": "Nice."}, ("textbox", "Comment")),
+                     ("click", {"bid": "6"}, ("button", "Post comment"))]
+    assert siblings == ["http://h/post/4"]
+    other = "URL: http://h/post/4\n\n[15] textbox 'Comment'\n[16] button 'Post comment'"
+    assert SprayPolicy.rewrite(write, other) == [("fill", {"bid": "15", "value": "Nice."}),
+                                                 ("click", {"bid": "16"})]
+    assert SprayPolicy.rewrite(write, "URL: http://h/f\n\n[2] link 'books'") == []
+    # a reference whose only button navigates (a sort: another URL, nothing filled) has no
+    # write to spray
+    assert SprayPolicy.plan([turn("click", bid="8")],
+                            [post, "URL: http://h/post/3?sort=new"]) == ([], [])

@@ -4,13 +4,20 @@ clear the session cookie, and a form field's first value is the one a page reads
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 
 import pytest
 
 from agentgym.plugins.web.sites.server import SiteClient, SiteServer, site_server
-from agentgym.plugins.web.sites.site import Site, SiteRequest, redirect
+from agentgym.plugins.web.sites.site import (
+    Site,
+    SiteRequest,
+    changed_rows,
+    redirect,
+    table_rows,
+)
 
 
 class Tally(Site):
@@ -107,3 +114,18 @@ def test_logging_in_and_out_sets_and_clears_the_session(server: SiteServer) -> N
         assert server.query(token, "SELECT COUNT(*) FROM _sessions") == [(0,)]
     finally:
         server.close_episode(token)
+
+
+def test_changed_rows_key_by_primary_key_and_count_copies_in_tables_without_one() -> None:
+    db = sqlite3.connect(":memory:")
+    db.executescript("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, seen INTEGER);"
+                     "CREATE TABLE tags (name TEXT); CREATE TABLE _log (line TEXT);"
+                     "INSERT INTO items VALUES (1, 'a', 0), (2, 'b', 0);"
+                     "INSERT INTO tags VALUES ('x'), ('x');")
+    volatile = {"items": ("seen",)}
+    before = table_rows(db, volatile)
+    db.executescript("UPDATE items SET seen = 1; INSERT INTO _log VALUES ('hi');")
+    assert changed_rows(before, table_rows(db, volatile)) == {}  # volatile, bookkeeping
+    db.executescript("UPDATE items SET name = 'c' WHERE id = 1; DELETE FROM items WHERE id = 2;"
+                     "INSERT INTO tags VALUES ('x');")
+    assert changed_rows(before, table_rows(db, volatile)) == {"items": 2, "tags": 1}

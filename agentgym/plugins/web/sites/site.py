@@ -34,6 +34,7 @@ from __future__ import annotations
 import secrets
 import sqlite3
 import urllib.parse
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,7 +160,8 @@ def table_rows(db: sqlite3.Connection, volatile: dict[str, tuple[str, ...]] | No
                ) -> dict[str, dict[tuple, tuple]]:
     """Every counted table of ``db`` (not ``_``-prefixed, not SQLite's own) as primary key
     -> the row's values, ``volatile`` columns left out. A table without a declared primary
-    key is keyed by its whole row."""
+    key is keyed by its whole row and how many equal rows came before it (a second copy of
+    a row is a row added)."""
     tables = [r[0] for r in db.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
         " AND substr(name, 1, 1) != '_' ORDER BY name")]
@@ -168,10 +170,17 @@ def table_rows(db: sqlite3.Connection, volatile: dict[str, tuple[str, ...]] | No
         info = db.execute(f'PRAGMA table_info("{table}")').fetchall()
         skip = set((volatile or {}).get(table, ()))
         columns = [row[1] for row in info if row[1] not in skip]
-        key = [row[1] for row in sorted(info, key=lambda r: r[5]) if row[5]] or columns
+        key = [row[1] for row in sorted(info, key=lambda r: r[5]) if row[5]]
         listed = ", ".join(f'"{c}"' for c in key + columns)
-        snapshot[table] = {tuple(row[:len(key)]): tuple(row[len(key):])
-                           for row in db.execute(f'SELECT {listed} FROM "{table}"')}
+        rows = db.execute(f'SELECT {listed} FROM "{table}"').fetchall()
+        if key:
+            snapshot[table] = {tuple(row[:len(key)]): tuple(row[len(key):]) for row in rows}
+        else:
+            seen: Counter[tuple] = Counter()
+            snapshot[table] = {}
+            for row in map(tuple, rows):
+                snapshot[table][(*row, seen[row])] = row
+                seen[row] += 1
     return snapshot
 
 
