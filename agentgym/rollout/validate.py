@@ -178,6 +178,9 @@ class ValidationReport:
             paid = sum(row["paid"] for row in counts.values())
             line += (f"; {_count(len(counts), 'exploit probe')} played {played} times,"
                      f" paid {paid}")
+            idle = sum(row["not_applicable"] for row in counts.values())
+            if idle:
+                line += f" ({idle} found nothing to attack)"
         return line
 
     def to_dict(self) -> dict[str, Any]:

@@ -257,4 +257,5 @@ def test_a_probe_that_finds_nothing_to_attack_is_skipped_not_played():
          f"not applicable: nothing to spray on calculator-train-{i}") for i in range(2)]
     assert report.probe_counts()["test.looks"] == {"attack": "collateral", "played": 0,
                                                    "paid": 0, "not_applicable": 2}
-    assert report.summary().endswith("; 2 exploit probes played 2 times, paid 0")
+    assert report.summary().endswith(
+        "; 2 exploit probes played 2 times, paid 0 (2 found nothing to attack)")
