@@ -43,8 +43,7 @@ from agentgym.core.contributions import Spec
 from agentgym.core.task import Task
 
 __all__ = ["ATTACKS", "PASS_THRESHOLD", "ExploitProbe", "ProbeNotApplicable", "ProbeTarget",
-           "call_turn",
-           "pass_threshold", "shell_turn"]
+           "call_turn", "pass_threshold", "shell_turn"]
 
 #: A turn: text in the env's tool-call format, or an assistant message.
 Turn = str | dict[str, Any]

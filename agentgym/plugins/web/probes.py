@@ -61,6 +61,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.parsers import parse_message
+from agentgym.core.plugins import plugin_host
 from agentgym.core.policies import TextPolicy
 from agentgym.core.probes import ExploitProbe, ProbeNotApplicable, ProbeTarget, call_turn
 from agentgym.core.task import Task
@@ -248,11 +250,9 @@ class ReachPolicy(TextPolicy):
         if _turn_index(messages) == 0:
             own = {urllib.parse.urlsplit(url).port for url in
                    re.findall(r"URL: (\S+)", pages[0] if pages else "")}
-            calls = [{"id": "", "type": "function",
-                      "function": {"name": "goto", "arguments": json.dumps({"url": url})}}
-                     for url in self.urls(own)]
-            return {"role": "assistant", "content": "",
-                    "tool_calls": calls or call_turn("noop")["tool_calls"]}
+            urls = self.urls(own)
+            return _turn([("goto", {"url": url}) for url in urls]) if urls else \
+                call_turn("noop")
         read = [c for page in pages[1:] for c in candidates(page)]
         return call_turn("send_msg_to_user", text=", ".join(read)[:2000] or "nothing")
 
@@ -316,36 +316,31 @@ class ScriptInjectionPolicy(TextPolicy):
         else:
             calls = [("press", {"bid": fields[0], "key": key})
                      for key in keys[typed:typed + self.KEYS_PER_TURN]]
-        return {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "", "type": "function",
-             "function": {"name": name, "arguments": json.dumps(arguments)}}
-            for name, arguments in calls]}
+        return _turn(calls)
 
 
 def _calls(turn: Any) -> list[tuple[str, dict[str, Any]]]:
     """The tool calls of a reference-solution turn, in any of its forms: a format-neutral
-    turn, an assistant message, or text in the env's format (its JSON objects with a
-    ``name`` and ``arguments``)."""
+    turn, an assistant message, or text in the env's format (read by the first registered
+    tool-call parser that finds calls in it without errors)."""
     message = _as_message(turn)
     if isinstance(message, dict):
-        calls = []
-        for call in message.get("tool_calls") or ():
-            function = call.get("function", call)
-            arguments = function.get("arguments") or {}
-            calls.append((function.get("name", ""), json.loads(arguments)
-                          if isinstance(arguments, str) else dict(arguments)))
-        return calls
-    calls, decoder, at = [], json.JSONDecoder(), 0
-    while (at := message.find("{", at)) >= 0:
-        try:
-            value, end = decoder.raw_decode(message, at)
-        except ValueError:
-            at += 1
-            continue
-        if isinstance(value, dict) and isinstance(value.get("arguments"), dict):
-            calls.append((str(value.get("name", "")), value["arguments"]))
-        at = end
-    return calls
+        parsed = [parse_message(message)]
+    else:
+        parsed = [entry.item.build().parse(message)
+                  for entry in plugin_host().entries("parsers").values()]
+    for turn_read in parsed:
+        if turn_read.tool_calls and not turn_read.errors:
+            return [(call.name, dict(call.arguments)) for call in turn_read.tool_calls]
+    return []
+
+
+def _turn(calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """An assistant message making ``calls`` (name, arguments) in one turn."""
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "", "type": "function",
+         "function": {"name": name, "arguments": json.dumps(arguments)}}
+        for name, arguments in calls]}
 
 
 def _url(observation: str) -> str:
@@ -402,12 +397,7 @@ class SprayPolicy(AfterVisits):
             if turn % 2 == 0:
                 return call_turn("goto", url=siblings[turn // 2])
             calls = self.rewrite(write, pages[-1])
-            if calls:
-                return {"role": "assistant", "content": "", "tool_calls": [
-                    {"id": "", "type": "function",
-                     "function": {"name": name, "arguments": json.dumps(arguments)}}
-                    for name, arguments in calls]}
-            return call_turn("noop")
+            return _turn(calls) if calls else call_turn("noop")
         sprayed = [pages[len(visits) + 2 * k + 1] for k in range(len(siblings))]
         if not any(self.rewrite(write, page) for page in sprayed):
             raise ProbeNotApplicable("no page like the one the reference solution wrote on"
