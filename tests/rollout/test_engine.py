@@ -1,6 +1,8 @@
 """The continuous-batching engine on the real tiny model: the same tokens as HFPolicy,
 slots that are reused, prefixes kept across turns, weights that land between steps, and
-bad requests refused alone."""
+bad requests refused alone. Tests marked with ``overlap`` run both ways: each decode step
+read back before the next (a CPU's default) and the next sent first (a GPU's), which on a
+CPU runs the same bookkeeping in the same order as on a GPU."""
 
 from __future__ import annotations
 
@@ -29,9 +31,13 @@ def run(*calls):
     return asyncio.run(main())
 
 
-@pytest.fixture(scope="module")
-def engine(tiny_model_dir: Path) -> Engine:
-    engine = Engine(str(tiny_model_dir), slots=8, max_len=512, prefill_chunk=64)
+OVERLAP = pytest.mark.parametrize("overlap", [False, True], ids=["read-each-step", "overlap"])
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["read-each-step", "overlap"])
+def engine(tiny_model_dir: Path, request: pytest.FixtureRequest) -> Engine:
+    engine = Engine(str(tiny_model_dir), slots=8, max_len=512, prefill_chunk=64,
+                    overlap=request.param)
     yield engine
     engine.close()
 
@@ -56,10 +62,12 @@ def test_it_keeps_the_token_policy_contract(engine: Engine) -> None:
     assert all(lp <= 0 for lp in generation.logprobs)
 
 
+@OVERLAP
 def test_greedy_outputs_equal_hfpolicy_for_64_concurrent_mixed_requests(
-        tiny_model_dir: Path) -> None:
+        tiny_model_dir: Path, overlap: bool) -> None:
     """64 requests on 16 slots, so that requests join as others leave."""
-    engine = Engine(str(tiny_model_dir), slots=16, max_len=256, prefill_chunk=100)
+    engine = Engine(str(tiny_model_dir), slots=16, max_len=256, prefill_chunk=100,
+                    overlap=overlap)
     reference = HFPolicy(str(tiny_model_dir), max_batch_size=64)
     try:
         requests = mixed_requests(engine.local.vocab_size, 64)
@@ -81,16 +89,18 @@ def test_greedy_outputs_equal_hfpolicy_for_64_concurrent_mixed_requests(
     assert engine.busy_s > 0
 
 
-def test_slots_are_reused_for_more_requests_than_slots(tiny_model_dir: Path) -> None:
-    engine = Engine(str(tiny_model_dir), slots=2, max_len=128)
+@OVERLAP
+def test_slots_are_reused_for_more_requests_than_slots(tiny_model_dir: Path,
+                                                       overlap: bool) -> None:
+    engine = Engine(str(tiny_model_dir), slots=2, max_len=128, overlap=overlap)
     seen = []
-    original = engine._decode
+    original = engine._launch
 
-    def counting(requests):
+    def counting(requests, ahead):
         seen.append(len(requests))
-        return original(requests)
+        return original(requests, ahead)
 
-    engine._decode = counting
+    engine._launch = counting
     try:
         requests = mixed_requests(engine.local.vocab_size, 9, seed=1)
         results = run(*(engine.generate(p[:60], s) for p, s in requests))
@@ -118,8 +128,9 @@ def test_the_next_turn_reuses_the_previous_turns_cache(engine: Engine,
     assert again.metrics["reused_tokens"] == 0
 
 
-def test_a_weight_update_changes_the_next_tokens(tiny_model_dir: Path) -> None:
-    engine = Engine(str(tiny_model_dir), slots=4, max_len=256)
+@OVERLAP
+def test_a_weight_update_changes_the_next_tokens(tiny_model_dir: Path, overlap: bool) -> None:
+    engine = Engine(str(tiny_model_dir), slots=4, max_len=256, overlap=overlap)
     try:
         prompt = list(range(10, 60))
         (before,) = run(engine.generate(prompt, GREEDY))
@@ -190,8 +201,9 @@ def test_the_same_seed_draws_the_same_tokens(engine: Engine) -> None:
     assert all(g.token_ids == alone.token_ids for g in crowded[:3])
 
 
-def test_a_cancelled_request_frees_its_slot(tiny_model_dir: Path) -> None:
-    engine = Engine(str(tiny_model_dir), slots=1, max_len=256)
+@OVERLAP
+def test_a_cancelled_request_frees_its_slot(tiny_model_dir: Path, overlap: bool) -> None:
+    engine = Engine(str(tiny_model_dir), slots=1, max_len=256, overlap=overlap)
 
     async def main():
         long = asyncio.ensure_future(engine.generate([1, 2, 3], Sampling(max_tokens=200,
@@ -302,11 +314,13 @@ def test_sampling_draws_from_the_distribution_it_reports() -> None:
     assert torch.equal(*draws) and len(set(draws[0].tolist())) > 1
 
 
+@OVERLAP
 def test_a_request_whose_logits_go_bad_fails_alone(tiny_model_dir: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   overlap: bool) -> None:
     """NaN logits in one row (bad weights, an overflow) end that request with a clear error;
     the others decode on."""
-    engine = Engine(str(tiny_model_dir), slots=4, max_len=128)
+    engine = Engine(str(tiny_model_dir), slots=4, max_len=128, overlap=overlap)
     poison = 7
     run_pass = engine._run
 

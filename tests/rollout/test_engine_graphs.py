@@ -70,12 +70,16 @@ def test_a_llama_model_decodes_the_same_tokens_as_hfpolicy(llama_dir: Path) -> N
         engine.close()
 
 
-def test_bucketed_steps_give_the_eager_steps_tokens(tiny_model_dir: Path) -> None:
+@pytest.mark.parametrize("overlap", [False, True], ids=["read-each-step", "overlap"])
+def test_bucketed_steps_give_the_eager_steps_tokens(tiny_model_dir: Path,
+                                                    overlap: bool) -> None:
     """Rows rounded up to a bucket ride along at the scratch position, prefill chunks
     left-padded to a power of two too, and the window rounded up to a power of two is
-    masked: none of it changes a token. Prefills of more than MAX_GRAPH_TOKENS padded
-    tokens run eagerly."""
-    engine = Engine(str(tiny_model_dir), slots=12, max_len=300, prefill_chunk=200)
+    masked: none of it changes a token (with overlap, the inputs of the requests whose
+    last tokens are not read back yet come from the device). Prefills of more than
+    MAX_GRAPH_TOKENS padded tokens run eagerly."""
+    engine = Engine(str(tiny_model_dir), slots=12, max_len=300, prefill_chunk=200,
+                    overlap=overlap)
     graphs = bucketed(engine)
     try:
         same_tokens(engine, HFPolicy(str(tiny_model_dir), max_batch_size=64), 48, seed=3)

@@ -14,6 +14,14 @@ for. One thread runs the engine's steps; each step
    sampling on the device (:mod:`~agentgym.rollout.engine.sampling`), and reads back only
    the sampled tokens and their log-probabilities.
 
+On a GPU the decode steps overlap with the host (``overlap``): step ``n + 1`` is sent to
+the device, its inputs being the tokens step ``n`` sampled there, before the host reads
+step ``n``'s tokens back and does its bookkeeping, so the GPU does not wait on Python
+between steps. A request that stopped at step ``n`` rides along in step ``n + 1`` (its
+row's output is dropped); the KV that row writes is its own last token's, past what its
+slot is known to hold. Host-to-device copies come from pinned memory without waiting, so
+nothing but the read-back waits on the device.
+
 On a GPU, prefill and decode passes are replayed from CUDA graphs
 (:mod:`~agentgym.rollout.engine.graphs`): one launch instead of over a thousand, which is
 what bounds a small model's steps there.
@@ -94,12 +102,28 @@ class _Request:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
+    finishes: bool = False  # its last launched step samples its last token (max_tokens)
 
     @property
     def position(self) -> int:
         """Where the next token's KV goes: after the prompt and all but the last sampled
         token (whose KV the next decode step writes)."""
         return len(self.prompt) + len(self.tokens) - 1
+
+
+@dataclass(eq=False)
+class _Sampled:
+    """The tokens a step sampled for ``requests`` (one row each), on their way to the host:
+    ``picked`` on the device (what the next step may read as its inputs), ``results``
+    (tokens, log-probabilities, usable flags: ``[3, rows]``) on the host once ``ready``
+    (a CUDA event; None: already there)."""
+
+    requests: list[_Request]
+    picked: Any
+    results: Any
+    ready: Any
+    version: int
+    decode: bool  # a decode step's (else a prefill's first tokens)
 
 
 @dataclass(eq=False)
@@ -129,6 +153,9 @@ class Engine(TokenPolicy):
         stop_token_ids: tokens that end a completion; default: the tokenizer's eos token
             and the model's ``generation_config.eos_token_id``.
         cuda_graphs: replay steps from CUDA graphs; default: on a CUDA device.
+        overlap: send each decode step to the device before reading the last one's tokens
+            back (see above); default: on a CUDA device (on a CPU a step runs as it is
+            sent, and overlap would only add the stopped requests' extra rows).
 
     Attributes:
         steps_run: decode steps run so far.
@@ -153,7 +180,7 @@ class Engine(TokenPolicy):
     def __init__(self, model_or_path: Any, tokenizer: Any = None, device: Any = None,
                  dtype: Any = None, slots: int = 32, max_len: int | None = None,
                  prefill_chunk: int = 2048, stop_token_ids: Iterable[int] | None = None,
-                 cuda_graphs: bool | None = None):
+                 cuda_graphs: bool | None = None, overlap: bool | None = None):
         if slots < 1:
             raise InvalidArgumentError(f"slots={slots} must be >= 1")
         if prefill_chunk < 1:
@@ -184,6 +211,8 @@ class Engine(TokenPolicy):
                 f"cuda_graphs=True needs a CUDA device, and the engine runs on"
                 f" {self.local.device}: leave cuda_graphs unset")
         self.cuda_graphs = on_cuda if cuda_graphs is None else bool(cuda_graphs)
+        self.overlap = on_cuda if overlap is None else bool(overlap)
+        self._launched: _Sampled | None = None  # a decode step whose tokens are not read yet
         self.graphs: StepGraphs | None = None
         self._boolean_mask = implementation == "sdpa"
         self._layer_kinds, self._window_of = _attention_kinds(config)
@@ -366,6 +395,10 @@ class Engine(TokenPolicy):
                         return  # next request starts another
                 if self._closed:
                     break
+            if self._updates and self._launched is not None:
+                with self._step_lock, torch.inference_mode():  # new weights for whole steps
+                    self._collect(self._launched)
+                    self._launched = None
             updated = self._apply_updates()
             if idle:  # a trainer may have added modules (adapters) since the last steps
                 eval_mode.refresh()
@@ -377,6 +410,7 @@ class Engine(TokenPolicy):
                 with self._step_lock, torch.inference_mode(), eval_mode():
                     self._step()
             except torch.OutOfMemoryError as e:
+                self._launched = None
                 running = [r for r in self._running if r is not None]
                 self.max_running = max(1, len(running) // 2)
                 self._fail(running, EngineError(
@@ -390,25 +424,38 @@ class Engine(TokenPolicy):
                 warnings.warn(f"a step replayed from CUDA graphs failed ({e}); the engine"
                               " runs without graphs from now on (slower)", stacklevel=1)
             except Exception as e:  # a model that fails: its requests end, the engine lives
+                self._launched = None
                 self._fail([r for r in self._running if r is not None],
                            EngineError(f"the model failed: {type(e).__name__}: {e}"))
             self.busy_s += time.perf_counter() - started
+        self._launched = None
         self._fail([*self._waiting, *(r for r in self._running if r is not None)],
                    EngineError("the engine was closed"))
 
     def _step(self) -> None:
+        ahead = self._launched  # the last decode step, when its tokens are not read yet
         self._drop_cancelled()
         self._admit()
         self._prefill()
         self._compact()
-        decoding = [r for r in self._running if r is not None and r.tokens]
-        if decoding:
-            self._decode(decoding)
+        decoding = [r for r in self._running
+                    if r is not None and r.tokens and not (r.finishes and ahead is not None)]
+        launched = self._launch(decoding, ahead) if decoding else None
+        if ahead is not None:
+            self._collect(ahead, written=launched)
+        self._launched = None
+        if launched is not None:
+            if self.overlap and any(self._running[r.slot] is r for r in launched.requests):
+                self._launched = launched  # read back next step, after the next launch
+            else:
+                self._collect(launched)
 
     def _compact(self) -> None:
         """Move running requests from the highest slots into free lower ones (copying
         their KV), so that a decode step's rows are the first slots, with no idle slot
-        among them to compute for nothing. The old slot keeps its copy for prefix reuse."""
+        among them to compute for nothing. The old slot keeps its copy for prefix reuse.
+        (A step still in flight writes within what the slot holds: the copy, queued after
+        it on the device, has its write.)"""
         while True:
             free = next((s for s, r in enumerate(self._running) if r is None), None)
             top = next((s for s in range(self.slots - 1, -1, -1)
@@ -452,7 +499,6 @@ class Engine(TokenPolicy):
         """Prefill up to ``prefill_chunk`` prompt tokens, oldest requests first, in one
         forward pass (rows left-padded, so each row's last token is its own); a request
         whose whole prompt is then in samples its first token."""
-        import torch
 
         budget, batch = self.prefill_chunk, []
         for request in sorted((r for r in self._running if r is not None and not r.tokens),
@@ -475,9 +521,7 @@ class Engine(TokenPolicy):
             tokens = [[self.local.pad_token_id] * (width - len(c)) + c for _, c in batch]
             positions = [[scratch] * (width - len(c)) + list(range(r.filled, r.filled + len(c)))
                          for r, c in batch]
-            device = self.local.device
-            logits = self._forward(torch.tensor(tokens, device=device),
-                                   torch.tensor(positions, device=device),
+            logits = self._forward(self._to_device(tokens), self._to_device(positions),
                                    [r.slot for r, _ in batch], reach)
         done, rows = [], []
         for row, (request, chunk) in enumerate(batch):
@@ -489,35 +533,63 @@ class Engine(TokenPolicy):
                 done.append(request)
                 rows.append(row)
         if done:
-            self._take(done, logits[rows] if len(rows) < len(batch) else logits)
+            picked = logits[self._to_device(rows)] if len(rows) < len(batch) else logits
+            self._collect(self._sample(done, picked, decode=False))
 
-    def _decode(self, requests: list[_Request]) -> None:
-        """One token for every running request, in one forward pass over the slots in use
-        (slots between them that run nothing ride along at the scratch position, their
-        output unused)."""
-        import torch
+    def _launch(self, requests: list[_Request], ahead: _Sampled | None) -> _Sampled:
+        """Send the device one token for every request, in one forward pass over the slots
+        in use (slots between them that run nothing ride along at the scratch position,
+        their output unused), and the sampling of the next; nothing is read back. A request
+        in ``ahead`` (a step not read back yet) decodes the token that step sampled, read
+        from the device, one position further."""
 
+        rows_of = {id(r): row for row, r in enumerate(ahead.requests)} if ahead else {}
         last = max(r.slot for r in requests) + 1
         tokens = [self.local.pad_token_id] * last
         positions = [self.max_len - 1] * last
+        known, from_device, ahead_rows = [], [], []
         for r in requests:
-            tokens[r.slot], positions[r.slot] = r.tokens[-1], r.position
-        device = self.local.device
-        reach = max(r.position for r in requests) + 1
+            row = rows_of.get(id(r))
+            if row is None:  # its last token is on the host
+                tokens[r.slot], positions[r.slot] = r.tokens[-1], r.position
+                known.append(r)
+            else:
+                positions[r.slot] = r.position + 1
+                from_device.append(r.slot)
+                ahead_rows.append(row)
+            r.finishes = len(r.tokens) + (row is not None) + 1 >= r.sampling.max_tokens
+        overrides = None
+        if from_device:
+            assert ahead is not None
+            overrides = (self._to_device(from_device),
+                         ahead.picked[self._to_device(ahead_rows)])
+        reach = max(positions[r.slot] for r in requests) + 1
         graphs = self._graphs()
         if graphs is not None:
-            logits = graphs.decode(tokens, positions, reach)
+            logits = graphs.decode(tokens, positions, reach, overrides)
         else:
-            logits = self._forward(torch.tensor(tokens, device=device)[:, None],
-                                   torch.tensor(positions, device=device)[:, None],
-                                   range(last), reach)
-        for r in requests:
+            ids = self._to_device(tokens)[:, None]
+            if overrides is not None:
+                ids[overrides[0], 0] = overrides[1]
+            logits = self._forward(ids, self._to_device(positions)[:, None], range(last),
+                                   reach)
+        for r in known:  # the KV of the others' inputs: when their tokens are read back
             self._held[r.slot].append(r.tokens[-1])
         if len(requests) < last:
-            logits = logits[torch.tensor([r.slot for r in requests], device=device)]
-        self._take(requests, logits)
+            logits = logits[self._to_device([r.slot for r in requests])]
         self.steps_run += 1
-        self.decode_tokens += len(requests)
+        return self._sample(requests, logits, decode=True)
+
+    def _to_device(self, values: list[Any], dtype: Any = None) -> Any:
+        """``values`` as a tensor on the engine's device, copied from pinned memory without
+        waiting (a plain copy to a GPU waits for everything queued before it, a step in
+        flight too)."""
+        import torch
+
+        host = torch.tensor(values, dtype=dtype)
+        if self.local.device.type != "cuda":
+            return host.to(self.local.device)
+        return host.pin_memory().to(self.local.device, non_blocking=True)
 
     def _forward(self, input_ids: Any, positions: Any, rows: Sequence[int],
                  reach: int) -> Any:
@@ -576,32 +648,52 @@ class Engine(TokenPolicy):
                                **{self._cache_arg: self._cache})
         return out.logits[:, -1]
 
-    def _take(self, requests: list[_Request], logits: Any) -> None:
-        """Sample each request's next token from its row of ``logits``; finish those that
-        stop."""
+    def _sample(self, requests: list[_Request], logits: Any, decode: bool) -> _Sampled:
+        """Sample each request's next token from its row of ``logits``, on the device; the
+        copy of the tokens to the host is queued, not waited for."""
         import torch
 
-        device = logits.device
         samplings = [r.sampling for r in requests]
-        temperature = torch.tensor([s.temperature for s in samplings], device=device)
-        top_p = torch.tensor([s.top_p for s in samplings], device=device)
+        temperature = self._to_device([s.temperature for s in samplings], torch.float32)
+        top_p = self._to_device([s.top_p for s in samplings], torch.float32)
         picked, logprobs, usable = sample_tokens(logits.float(), temperature, top_p,
                                                  samplings, [r.generator for r in requests])
         # One read-back a step (float64 holds every token id exactly).
-        rows = torch.stack([picked.double(), logprobs.double(), usable.double()]).tolist()
-        for r, token, logprob, fine in zip(requests, *rows, strict=True):
+        results, ready = torch.stack([picked.double(), logprobs.double(), usable.double()]), None
+        if results.device.type == "cuda":
+            host = torch.empty(results.shape, dtype=results.dtype, pin_memory=True)
+            results = host.copy_(results, non_blocking=True)
+            ready = torch.cuda.Event()
+            ready.record()
+        return _Sampled(requests, picked, results, ready, self.version, decode)
+
+    def _collect(self, sampled: _Sampled, written: _Sampled | None = None) -> None:
+        """Read a step's tokens back (waiting for it) and give them to their requests;
+        finish those that stop. A request that left since (stopped at the step before,
+        cancelled, failed) is skipped. ``written``: the step launched since, whose rows
+        wrote the KV of these tokens (the slots now hold them)."""
+        if sampled.ready is not None:
+            sampled.ready.synchronize()
+        rows = sampled.results.tolist()
+        wrote = {id(r) for r in written.requests} if written is not None else set()
+        for r, token, logprob, fine in zip(sampled.requests, *rows, strict=True):
+            if self._running[r.slot] is not r:
+                continue
             if not fine:
                 self._fail([r], EngineError(
                     f"the model's logits for this request were not usable (NaN, +inf, or all"
                     f" -inf) at its token {len(r.tokens) + 1}, with weights version"
-                    f" {self.version}: the model's weights or this prompt went bad (a NaN"
+                    f" {sampled.version}: the model's weights or this prompt went bad (a NaN"
                     " gradient step, an overflow in a low precision)"))
                 continue
             token = int(token)
+            if id(r) in wrote:
+                self._held[r.slot].append(token)
             r.tokens.append(token)
             r.logprobs.append(logprob)
-            r.versions.append(self.version)
+            r.versions.append(sampled.version)
             self.tokens_generated += 1
+            self.decode_tokens += sampled.decode
             stopped = token in self.local.stop_token_ids
             if stopped or len(r.tokens) >= r.sampling.max_tokens:
                 self._running[r.slot] = None

@@ -96,13 +96,15 @@ class StepGraphs:
         """The window bucket of a step whose rows reach position ``reach - 1``."""
         return min(_power_of_two(reach, MIN_WINDOW), self.max_len)
 
-    def decode(self, tokens: Sequence[int], positions: Sequence[int], reach: int) -> Any:
+    def decode(self, tokens: Sequence[int], positions: Sequence[int], reach: int,
+               overrides: tuple[Any, Any] | None = None) -> Any:
         """One token for each of slots ``0..len(tokens)-1`` (its last token and that
         token's position); their logits (``[len(tokens), vocab]``), valid until the next
-        step."""
+        step. ``overrides``: (slots, tokens), device tensors: those slots' tokens are read
+        from the device instead (what a step still in flight sampled)."""
         rows = self.rows_for(len(tokens))
         return self._step(None, [[t] for t in tokens], [[p] for p in positions], rows, 1,
-                          reach)
+                          reach, overrides)
 
     def prefill(self, slots: Sequence[int], chunks: Sequence[Sequence[int]],
                 starts: Sequence[int], reach: int) -> Any | None:
@@ -136,7 +138,8 @@ class StepGraphs:
                 *(t.data_ptr() for t in (*self.model.parameters(), *self.model.buffers())))
 
     def _step(self, slots: list[int] | None, ids: list[list[int]],
-              positions: list[list[int]], rows: int, width: int, reach: int) -> Any:
+              positions: list[list[int]], rows: int, width: int, reach: int,
+              overrides: tuple[Any, Any] | None = None) -> Any:
         import torch
 
         count, window = len(ids), self.window_for(reach)
@@ -144,11 +147,15 @@ class StepGraphs:
         ids = ids + [[self.pad] * width] * (rows - count)
         positions = positions + [[scratch] * width] * (rows - count)
         buffer_ids, buffer_positions = self._buffers(width)
-        host = torch.tensor([ids, positions], dtype=torch.long)
-        buffer_ids[:rows].copy_(host[0])
-        buffer_positions[:rows].copy_(host[1])
+        # From pinned memory, without waiting: a plain copy would wait for a step in flight.
+        host = self._pinned([ids, positions])
+        buffer_ids[:rows].copy_(host[0], non_blocking=True)
+        buffer_positions[:rows].copy_(host[1], non_blocking=True)
+        if overrides is not None:
+            buffer_ids[overrides[0], 0] = overrides[1]
         if slots is not None:  # padding rows write slot 0's scratch position
-            self.slot_ids[:rows].copy_(torch.tensor(slots + [0] * (rows - count)))
+            self.slot_ids[:rows].copy_(self._pinned(slots + [0] * (rows - count)),
+                                       non_blocking=True)
         key = (slots is not None, rows, width, window)
         try:
             replay = self._replays.get(key)
@@ -159,6 +166,12 @@ class StepGraphs:
             raise
         except Exception as e:
             raise GraphStepError(f"{type(e).__name__}: {e}") from e
+
+    def _pinned(self, values: list[Any]) -> Any:
+        import torch
+
+        host = torch.tensor(values, dtype=torch.long)
+        return host.pin_memory() if torch.device(self.device).type == "cuda" else host
 
     def _buffers(self, width: int) -> tuple[Any, Any]:
         import torch

@@ -55,10 +55,9 @@ def sample_tokens(logits: Any, temperature: Any, top_p: Any, samplings: list[Sam
         every = len(sampled) == len(samplings)
         rows = slice(None) if every else torch.tensor(sampled, device=logits.device)
         cdf = (logp if every else logp[rows]).exp().cumsum(dim=-1)
-        uniform = torch.empty((len(sampled), 1), device=logits.device)
-        shared = [k for k, i in enumerate(sampled) if generators[i] is None]
-        if shared:
-            uniform[shared] = torch.rand((len(shared), 1), device=logits.device)
+        # One draw for the rows without a seed (indexing by a host list would copy it to
+        # the device and wait), then one per seeded row from its own generator.
+        uniform = torch.rand((len(sampled), 1), device=logits.device)
         for k, i in enumerate(sampled):
             if generators[i] is not None:
                 uniform[k] = torch.rand(1, generator=generators[i], device=logits.device)
