@@ -11,15 +11,19 @@
 # them in `carry`. Then, on the device (PYTHONPATH=$PWD:/tmp/site in both calls):
 #   call 1, carry [".whl", ".part1"]:
 #     pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-#     && dpkg -x .whl/bubblewrap_*.deb /tmp/bw && cp .part1/* /tmp/
+#     && dpkg -x .whl/bubblewrap_*.deb /tmp/bw && cp /tmp/bw/usr/bin/bwrap /usr/bin/
+#     && cp .part1/* /tmp/
 #     && STEPS=tests bash scripts/gpu_smollm2.sh
 #   call 2 at once, while the machine is warm, carry [".whl", ".part2"]:
 #     (install as in call 1) && cat /tmp/gguf.part.aa .part2/gguf.part.ab > /tmp/smol.gguf
 #     && (cd /tmp && sha256sum -c /tmp/gguf.sha256)
 #     && python3 scripts/gpu_check.py --from-gguf /tmp/smol.gguf --convert-only
 #        --model models/smollm2-135m-instruct
-#     && PATH=/tmp/bw/usr/bin:$PATH STEPS="bench train recipes" RECIPES=terminal-nl2bash-smollm2-gpu
+#     && STEPS="bench train recipes" RECIPES=terminal-nl2bash-smollm2-gpu
 #        bash scripts/gpu_smollm2.sh
+# (The local sandbox starts bwrap with a clean PATH, so it goes to /usr/bin: the commands run
+# as root there. 2026-11-30: call 1 with the engine tests 33 s of device time, its start
+# included; call 2 with the terminal recipe 361 s, with the profile and the calculator 120 s.)
 # The web recipe also needs Chromium there (AGENTGYM_CHROMIUM; Debian's package and its
 # libraries are far over one call's 64 MiB), so it is not packed here.
 #   bash scripts/gpu_pack.sh
