@@ -156,6 +156,10 @@ class Engine(TokenPolicy):
         overlap: send each decode step to the device before reading the last one's tokens
             back (see above); default: on a CUDA device (on a CPU a step runs as it is
             sent, and overlap would only add the stopped requests' extra rows).
+        compile: run the forward passes through ``torch.compile`` (dynamic shapes, one
+            graph), which fuses the many small elementwise kernels of a small model's
+            layers; the first steps then wait for the compilation (tens of seconds to
+            minutes). Off by default (experimental: measured in docs/training.md).
 
     Attributes:
         steps_run: decode steps run so far.
@@ -180,7 +184,8 @@ class Engine(TokenPolicy):
     def __init__(self, model_or_path: Any, tokenizer: Any = None, device: Any = None,
                  dtype: Any = None, slots: int = 32, max_len: int | None = None,
                  prefill_chunk: int = 2048, stop_token_ids: Iterable[int] | None = None,
-                 cuda_graphs: bool | None = None, overlap: bool | None = None):
+                 cuda_graphs: bool | None = None, overlap: bool | None = None,
+                 compile: bool = False):
         if slots < 1:
             raise InvalidArgumentError(f"slots={slots} must be >= 1")
         if prefill_chunk < 1:
@@ -231,7 +236,13 @@ class Engine(TokenPolicy):
         self._updates: deque[_Update] = deque()
         self._thread: threading.Thread | None = None
         self._closed = False
+        # The model as the steps call it: compiled after the check (which needs no speed).
+        self._call_model: Any = self.local.model
         self._check_model()
+        if compile:
+            import torch
+
+            self._call_model = torch.compile(self.local.model, dynamic=True, fullgraph=True)
 
     def __repr__(self) -> str:
         return (f"Engine({self.local.name!r}, device={str(self.local.device)!r},"
@@ -643,7 +654,7 @@ class Engine(TokenPolicy):
         # One kind of layer: the mask itself, which every model takes as prepared (a dict
         # of masks per kind is what only the models with several kinds read).
         mask = masks if len(masks) > 1 else masks[self._layer_kinds[0]]
-        out = self.local.model(input_ids=input_ids, attention_mask=mask,
+        out = self._call_model(input_ids=input_ids, attention_mask=mask,
                                position_ids=positions, use_cache=True, logits_to_keep=1,
                                **{self._cache_arg: self._cache})
         return out.logits[:, -1]
