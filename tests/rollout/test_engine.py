@@ -338,3 +338,22 @@ def test_a_request_whose_logits_go_bad_fails_alone(tiny_model_dir: Path,
         engine.close()
     assert isinstance(bad, EngineError) and "not usable (NaN" in str(bad)
     assert not isinstance(good, Exception) and len(good.token_ids) >= 1
+
+
+@pytest.mark.slow
+def test_a_compiled_engine_decodes_the_eager_tokens(tiny_model_dir: Path) -> None:
+    """compile=True (torch.compile of the decode passes) changes no greedy token, and
+    compiles a bounded number of graphs, not one per step's shapes."""
+    dynamo = pytest.importorskip("torch._dynamo.utils", reason="torch.compile")
+    requests = mixed_requests(1000, 16, seed=4)
+    outputs = []
+    for compiled in (False, True):
+        engine = Engine(str(tiny_model_dir), slots=8, max_len=256, compile=compiled)
+        try:
+            before = dynamo.counters["stats"]["unique_graphs"]
+            outputs.append(run(*(engine.generate(p, s) for p, s in requests)))
+            graphs = dynamo.counters["stats"]["unique_graphs"] - before
+        finally:
+            engine.close()
+    assert [g.token_ids for g in outputs[0]] == [g.token_ids for g in outputs[1]]
+    assert 1 <= graphs <= 4

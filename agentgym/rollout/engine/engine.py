@@ -156,10 +156,11 @@ class Engine(TokenPolicy):
         overlap: send each decode step to the device before reading the last one's tokens
             back (see above); default: on a CUDA device (on a CPU a step runs as it is
             sent, and overlap would only add the stopped requests' extra rows).
-        compile: run the forward passes through ``torch.compile`` (dynamic shapes, one
+        compile: run the decode passes through ``torch.compile`` (dynamic shapes, one
             graph), which fuses the many small elementwise kernels of a small model's
             layers; the first steps then wait for the compilation (tens of seconds to
-            minutes). Off by default (experimental: measured in docs/training.md).
+            minutes: once for one row, once for more). Off by default (experimental:
+            docs/training.md).
 
     Attributes:
         steps_run: decode steps run so far.
@@ -654,9 +655,13 @@ class Engine(TokenPolicy):
         # One kind of layer: the mask itself, which every model takes as prepared (a dict
         # of masks per kind is what only the models with several kinds read).
         mask = masks if len(masks) > 1 else masks[self._layer_kinds[0]]
-        out = self._call_model(input_ids=input_ids, attention_mask=mask,
-                               position_ids=positions, use_cache=True, logits_to_keep=1,
-                               **{self._cache_arg: self._cache})
+        # Only decode passes are compiled (each kind of pass is compiled apart, and decode
+        # is most of the passes); the first pass, which allocates the cache's layers, is
+        # eager (a compiled model would be compiled once more for the allocated cache).
+        decode = input_ids.shape[1] == 1 and self._cache.allocated
+        model = self._call_model if decode else self.local.model
+        out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                    use_cache=True, logits_to_keep=1, **{self._cache_arg: self._cache})
         return out.logits[:, -1]
 
     def _sample(self, requests: list[_Request], logits: Any, decode: bool) -> _Sampled:

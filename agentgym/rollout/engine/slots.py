@@ -102,6 +102,11 @@ class SlotCache:
             self._head_index.setdefault(
                 s.shape[1], torch.arange(s.shape[1], device=self.device)[None, :, None])
 
+    @property
+    def allocated(self) -> bool:
+        """Whether every layer has been written once (its tensors allocated)."""
+        return all(k is not None for k in self.keys[:self.layers])
+
     # What model code may ask of a cache besides update (transformers' Cache API).
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self._window
