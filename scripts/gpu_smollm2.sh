@@ -13,6 +13,10 @@
 #          minute;
 #   generate  transformers' generate with a static cache (it compiles for minutes: only when
 #          STEPS names it);
+#   profile  scripts/gpu_engine_profile.py: ms per decode step with and without the engine's
+#          overlap, side by side, and a step's parts (only when STEPS names it);
+#   compile  the same with Engine(compile=True), bounded by COMPILE_S (default 400 s: the
+#          compilation may take minutes; only when STEPS names it);
 #   recipes  the GPU training recipes of README "Results" (only when STEPS names it), each
 #          bounded by RECIPE_S (default 540 s): RECIPES, default
 #          "terminal-nl2bash-smollm2-gpu web-smollm2-gpu" (examples/configs/NAME.yaml, with
@@ -74,6 +78,21 @@ if has generate; then  # compiles for minutes: not in the default STEPS
     --multi-turn 0 --warmup --paths generate --json \
     > "$RESULTS/generation_generate.json" 2> "$RESULTS/generation_generate.err"
   tail -n 3 "$RESULTS/generation_generate.err"
+fi
+
+# Outputs go to files under RESULTS (a command killed at its bound loses what a pipe held).
+if has profile; then
+  say "a decode step, with and without overlap"
+  timeout "${PROFILE_S:-90}" "$PY" scripts/gpu_engine_profile.py --model "$MODEL" \
+    --dtype bfloat16 --repeats 30 > "$RESULTS/profile.txt" 2>&1
+  grep "served\|parts\|first round" "$RESULTS/profile.txt"
+fi
+
+if has compile; then
+  say "a decode step with Engine(compile=True)"
+  timeout "${COMPILE_S:-400}" "$PY" scripts/gpu_engine_profile.py --model "$MODEL" \
+    --dtype bfloat16 --overlap on --compile --repeats 30 > "$RESULTS/compile.txt" 2>&1
+  grep "served\|parts\|first round" "$RESULTS/compile.txt"
 fi
 
 if has train; then
