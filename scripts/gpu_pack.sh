@@ -24,15 +24,17 @@
 # (The local sandbox starts bwrap with a clean PATH, so it goes to /usr/bin: the commands run
 # as root there. 2026-11-30: call 1 with the engine tests 33 s of device time, its start
 # included; call 2 with the terminal recipe 361 s, with the profile and the calculator 120 s.)
-# The web recipe also needs Chromium there (AGENTGYM_CHROMIUM; Debian's package and its
-# libraries are far over one call's 64 MiB), so it is not packed here.
+# The web recipe also needs Chromium and playwright there: scripts/gpu_pack_web.sh packs them
+# in four more parts (.web1/ to .web4/, 175 MB), each carried by a call of its own while the
+# machine is warm, between calls 1 and 2; then call 2 also unpacks them (that script's
+# header) and runs RECIPES=web-smollm2-gpu with AGENTGYM_CHROMIUM=/tmp/web/chromium/run.
 #   bash scripts/gpu_pack.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PIP=${PIP:-.venv/bin/pip}
 # What the device image lacks (KINDS.md lists what it has), at this checkout's versions.
 PACKAGES="trl gymnasium farama-notifications datasets dill multiprocess gguf starlette uvicorn
-          httptools icalfa"
+          httptools icalfa miniwob"
 
 rm -rf .whl .part1 .part2
 mkdir -p .whl .part1 .part2

@@ -33,7 +33,8 @@
 #   (bench, the config, a sync and an async GRPO run); each further 12-step GRPO run about
 #   50 s. The recipes are sized for under 8 minutes each, so a 15-minute lease fits the
 #   tests, the bench and one recipe (RECIPES=terminal-nl2bash-smollm2-gpu; the web recipe
-#   needs Chromium there, AGENTGYM_CHROMIUM, which gpu_pack.sh does not carry).
+#   needs Chromium and playwright there: scripts/gpu_pack_web.sh packs them in four more
+#   parts, and AGENTGYM_CHROMIUM names the Chromium they unpack).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
