@@ -35,6 +35,11 @@
 #   tests, the bench and one recipe (RECIPES=terminal-nl2bash-smollm2-gpu; the web recipe
 #   needs Chromium and playwright there: scripts/gpu_pack_web.sh packs them in four more
 #   parts, and AGENTGYM_CHROMIUM names the Chromium they unpack).
+#
+# Still to measure on a GPU (2026-11-30), most wanted first: the web recipe (README
+# "Results"; Chromium from scripts/gpu_pack_web.sh), STEPS=compile (is a compiled decode
+# step faster, and how long does compiling take), and STEPS=async with the engine's overlap
+# (async GRPO's decode steps took 17-18 ms beside the trainer before it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
