@@ -27,11 +27,11 @@ import asyncio
 import time
 from typing import Any
 
+from agentgym.core.policies import Sampling
+
 
 def serve(engine: Any, concurrency: int, prompt: int, new: int) -> dict[str, float]:
     """``concurrency`` requests at once through the engine's own loop."""
-    from agentgym.core.policies import Sampling
-
     vocab = engine.local.vocab_size
 
     async def main() -> int:
@@ -61,7 +61,7 @@ def parts(engine: Any, concurrency: int, prompt: int, repeats: int) -> dict[str,
     tokens = [11] * concurrency
     positions = [prompt + k for k in range(concurrency)]
     reach = max(positions) + 1
-    samplings = [engine_sampling()] * concurrency
+    samplings = [Sampling(max_tokens=1, temperature=1.0)] * concurrency
     times: dict[str, list[float]] = {"launch": [], "forward": [], "sample": [], "read": []}
     with engine._step_lock, torch.inference_mode():
         for _ in range(repeats):
@@ -71,8 +71,8 @@ def parts(engine: Any, concurrency: int, prompt: int, repeats: int) -> dict[str,
             if graphs is not None:
                 logits = graphs.decode(tokens, positions, reach)
             else:
-                logits = engine._forward(torch.tensor(tokens, device=device)[:, None],
-                                         torch.tensor(positions, device=device)[:, None],
+                logits = engine._forward(engine._to_device(tokens)[:, None],
+                                         engine._to_device(positions)[:, None],
                                          range(concurrency), reach)
             t1 = time.perf_counter()
             sync()
@@ -88,12 +88,6 @@ def parts(engine: Any, concurrency: int, prompt: int, repeats: int) -> dict[str,
             for name, value in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
                 times[name].append(1000 * value)
     return {name: round(sorted(values)[len(values) // 2], 3) for name, values in times.items()}
-
-
-def engine_sampling() -> Any:
-    from agentgym.core.policies import Sampling
-
-    return Sampling(max_tokens=1, temperature=1.0)
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # System programs: bubblewrap (the local sandbox) and slirp4netns (its network, when a
 # sandbox asks for one), docker.io (the docker sandbox's engine),
 # debootstrap (builds the docker sandbox's default image without a registry), chromium (the
-# web plugin's browser), git and the
+# web plugin's browser), gcc and python3-dev (torch.compile on a CPU), git and the
 # system Python's venv (the swe plugin's repositories and their test envs, which must use
 # the interpreter the local sandbox sees: /usr/bin/python3).
 missing=()
@@ -23,6 +23,10 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
 # Chromium: the web plugin's browser, driven by playwright (which cannot download its own).
 [ -x /usr/bin/chromium ] || command -v chromium >/dev/null || missing+=(chromium)
+# A C compiler and Python's headers: torch.compile on a CPU builds C++ (Engine(compile=True)).
+command -v gcc >/dev/null || missing+=(gcc)
+[ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_path("include"))' 2>/dev/null)/Python.h" ] \
+  || missing+=(python3-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing ${missing[*]} with apt-get"

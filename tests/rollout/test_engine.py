@@ -346,8 +346,9 @@ def test_a_compiled_engine_decodes_the_eager_tokens(tiny_model_dir: Path) -> Non
     compiles a bounded number of graphs, not one per step's shapes."""
     import shutil
 
-    if not (shutil.which("cc") or shutil.which("gcc")):
-        pytest.skip("torch.compile on a CPU needs a C compiler (cc or gcc); none is installed")
+    if not (shutil.which("cc") or shutil.which("gcc")):  # scripts/setup.sh installs gcc
+        pytest.skip("torch.compile on a CPU needs a C compiler (gcc: scripts/setup.sh"
+                    " installs it); none is installed")
     dynamo = pytest.importorskip("torch._dynamo.utils", reason="torch.compile")
     requests = mixed_requests(1000, 16, seed=4)
     outputs = []

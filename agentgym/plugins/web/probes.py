@@ -272,7 +272,7 @@ class OtherPagePolicy(TextPolicy):
     def act(self, messages: list[dict[str, Any]], task: Task) -> dict[str, Any]:
         pages = _observations(messages)
         if _turn_index(messages) == 0:
-            url = next(iter(re.findall(r"URL: (\S+)", pages[0] if pages else "")), "")
+            url = _url(pages[0] if pages else "")
             if not url:
                 return call_turn("noop")
             return call_turn("goto", url=urllib.parse.urljoin(url, self.PAGE))
@@ -338,9 +338,7 @@ def _calls(turn: Any) -> list[tuple[str, dict[str, Any]]]:
 def _turn(calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """An assistant message making ``calls`` (name, arguments) in one turn."""
     return {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "", "type": "function",
-         "function": {"name": name, "arguments": json.dumps(arguments)}}
-        for name, arguments in calls]}
+        call for name, arguments in calls for call in call_turn(name, **arguments)["tool_calls"]]}
 
 
 def _url(observation: str) -> str:
