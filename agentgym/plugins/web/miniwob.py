@@ -197,6 +197,12 @@ class MiniWoBEnv(WebEnv):
                 import difflib
 
                 close = difflib.get_close_matches(str(name), known, n=3)
+                if isinstance(name, str) and "," in name:  # -e family=a,b: one string
+                    listed = ", ".join(f'"{part.strip()}"' for part in name.split(","))
+                    raise InvalidArgumentError(
+                        f"family={name!r} is not a MiniWoB++ task: several families are a"
+                        f" list, -e 'family=[{listed}]' on the command line (a YAML list"
+                        " in a config)")
                 raise InvalidArgumentError(
                     f"family={name!r} is not a MiniWoB++ task"
                     + (f"; did you mean {', '.join(map(repr, close))}?" if close else "")

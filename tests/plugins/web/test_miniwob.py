@@ -200,6 +200,10 @@ def test_unknown_family_is_a_clear_error() -> None:
         MiniWoBEnv("click-buton")
     with pytest.raises(UnknownIdError, match="miniwob-click-button"):
         agentgym.make("miniwob-click-buton")
+    # `-e family=a,b` on the command line is one string: the error shows the list form
+    with pytest.raises(InvalidArgumentError,
+                       match=r'family=\["click-button", "click-tab"\]'):
+        MiniWoBEnv("click-button,click-tab")
 
 
 def test_several_families_take_turns_and_seeds_split_train_from_held_out() -> None:
