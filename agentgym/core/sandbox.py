@@ -477,6 +477,25 @@ class Sandbox(ABC):
             " fresh session shell (Sandbox.fresh_session); graders need it: implement it in"
             " the backend")
 
+    async def seal_session(self) -> tuple[str, ...]:
+        """A fresh session (:meth:`fresh_session`) whose processes cannot reach into one
+        another, for a grader whose tests run the agent's code: that code runs as the
+        same user as the tests around it, and could otherwise trace them (``ptrace``),
+        write their memory (``process_vm_writev``, ``/proc/PID/mem``) or take their
+        descriptors, and change what they compute. What the seal holds lasts until the
+        next :meth:`fresh_session`.
+
+        Returns what holds, by name: ``"tracing"`` (the calls that trace another process,
+        read or write its memory or take its descriptors are refused), ``"memory"`` (the
+        session shell is non-dumpable: what a grader sends through it, test files
+        included, cannot be read out of its memory, nor written in) and ``"proc-write"``
+        (no file under ``/proc`` opens for writing, ``/proc/PID/mem`` of the tests' own
+        processes included). The default seals nothing: it gives a fresh session and
+        returns ``()``, so a grader can say that its tests ran unsealed.
+        """
+        await self.fresh_session()
+        return ()
+
     @abstractmethod
     async def close(self) -> None:
         """Kill every process, remove what the sandbox created. Idempotent."""

@@ -105,15 +105,58 @@ SHELL_PROGRAM = shutil.which("bash", path="/usr/bin:/bin") or "/bin/bash"
 #: here: the host, never a process of the sandbox, which cannot forge ``si_pid`` with
 #: ``SI_USER``) it kills every other process of the namespace (``kill(-1)`` from its init
 #: reaches all of them), reaps them until none is left, and starts a new shell: a fresh
-#: session without a new namespace's set-up.
+#: session without a new namespace's set-up. SIGUSR2 does the same and seals the new shell
+#: (see :meth:`LocalSandbox.seal_session`): a Landlock ruleset under which no file of
+#: /proc opens for writing, then the seccomp filter given as the first argument (in hex),
+#: which refuses the calls that trace other processes (both pass to every process the
+#: shell starts, and neither can be lifted), and the shell run from a copy its user cannot
+#: read, which leaves it non-dumpable: what the grader sends through it stays in it.
 INIT_CODE = """\
-import ctypes, os, signal, sys
-if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:
+import ctypes, os, signal, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(4, 0, 0, 0, 0) != 0:
     sys.exit("agentgym init: cannot make itself non-dumpable")
+SEAL_FILTER, SHELL = bytes.fromhex(sys.argv[1]), sys.argv[2:]
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-WAKE = {signal.SIGCHLD, signal.SIGUSR1}
+WAKE = {signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2}
 signal.pthread_sigmask(signal.SIG_BLOCK, WAKE)
-def start():
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+def unreadable(path):
+    # A copy of the shell that its own user may execute but not read: exec makes such a
+    # process non-dumpable, so no process of that user reads or writes its memory.
+    fd = os.memfd_create("shell", os.MFD_CLOEXEC)
+    with open(path, "rb") as program:
+        data = program.read()
+    while data:
+        data = data[os.write(fd, data):]
+    os.fchmod(fd, 0o111)
+    return "/proc/self/fd/%d" % fd
+def seal():
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # no_new_privs, which both need (bwrap set it)
+        os._exit(126)
+    write = 2  # LANDLOCK_ACCESS_FS_WRITE_FILE, the one right the ruleset handles
+    handled = ctypes.c_uint64(write)
+    ruleset = libc.syscall(444, ctypes.byref(handled), 8, 0)
+    if ruleset >= 0:  # without Landlock (before Linux 5.13) only the filter below holds
+        for name in os.listdir("/"):
+            if name == "proc":
+                continue
+            try:
+                fd = os.open("/" + name, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            rule = ctypes.create_string_buffer(struct.pack("=Qi", write, fd), 12)
+            libc.syscall(445, ruleset, 1, rule, 0)
+            os.close(fd)
+        if libc.syscall(446, ruleset, 0) != 0:
+            os._exit(126)
+        os.close(ruleset)
+    program = ctypes.create_string_buffer(SEAL_FILTER, len(SEAL_FILTER))
+    fprog = Fprog(len(SEAL_FILTER) // 8, ctypes.addressof(program))
+    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
+        os._exit(126)
+def start(sealed):
     pid = os.fork()
     if pid == 0:
         for number in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
@@ -122,12 +165,16 @@ def start():
             except (OSError, ValueError):
                 pass
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
-        os.execvp(sys.argv[1], sys.argv[1:])
+        program = SHELL[0]
+        if sealed:
+            program = unreadable(program)
+            seal()
+        os.execv(program, SHELL)
     return pid
-shell = start()
+shell = start(False)
 while True:
     info = signal.sigwaitinfo(WAKE)
-    if info.si_signo == signal.SIGUSR1:
+    if info.si_signo in (signal.SIGUSR1, signal.SIGUSR2):
         if info.si_code != 0 or info.si_pid != 0:
             continue
         while True:
@@ -139,7 +186,7 @@ while True:
                 os.waitpid(-1, 0)
             except ChildProcessError:
                 break
-        shell = start()
+        shell = start(info.si_signo == signal.SIGUSR2)
         continue
     while True:
         try:
@@ -299,8 +346,8 @@ class LocalSandbox(Sandbox):
         bwrap.append("/")
         for name, value in self.env.items():
             bwrap += ["--setenv", name, value]
-        bwrap += [INIT_PYTHON, "-I", "-S", "-c", INIT_CODE, SHELL_PROGRAM, "--noprofile",
-                  "--norc"]
+        bwrap += [INIT_PYTHON, "-I", "-S", "-c", INIT_CODE, seccomp.seal_program().hex(),
+                  SHELL_PROGRAM, "--noprofile", "--norc"]
         uid = SANDBOX_UID
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--"]
@@ -334,6 +381,10 @@ class LocalSandbox(Sandbox):
             f"printf 'root:x:0:0::/root:/bin/bash\\nagent:x:{uid}:{uid}::/tmp:/bin/bash\\n'"
             f" > {mnt}/passwd",
             f"printf 'root:x:0:\nagent:x:{uid}:\n' > {mnt}/group",
+            # The session's output pipe, made by the host, is root's (mode 600): the sandbox
+            # user could not reopen it (`echo x > /dev/stderr`, `tee /dev/stdout`). Writing
+            # is allowed, as it writes there anyway; reading (another's output) stays not.
+            "chmod go+w /proc/self/fd/1 2>/dev/null || :",
             "set +e",
             "while :; do",
             "  ((echo 0 > /proc/self/oom_score_adj) 2>/dev/null; exec "
@@ -473,17 +524,46 @@ class LocalSandbox(Sandbox):
                 got = await self._read("", None, min(deadline, time.monotonic() + 1.0))
             await self._start_shell()
 
-    def _renew_shell(self, deadline_s: float = 2.0) -> bool:
-        """Ask the init for a fresh shell (SIGUSR1, see :data:`INIT_CODE`) and wait until
-        every other process of the namespace is gone, so that what is sent next reaches
-        the new shell. False when there is no single init to ask, or when they are not
-        gone in time."""
+    async def seal_session(self) -> tuple[str, ...]:
+        """A fresh session, then the init's sealed shell (SIGUSR2, see :data:`INIT_CODE`):
+        a stacked seccomp filter refuses the tracing calls, the shell is non-dumpable (what
+        the grader sends through it cannot be read out of its memory), and a Landlock
+        ruleset keeps every file of /proc from opening for writing (where the kernel has
+        Landlock, Linux 5.13+). What holds is checked from inside the new shell, never
+        assumed. Raises :class:`SandboxError` when the shell did not come back sealed."""
+        await self.fresh_session()
+        async with self._lock:
+            if not await asyncio.to_thread(self._renew_shell, 2.0, signal.SIGUSR2):
+                raise SandboxError(f"the local sandbox {self.id}: its session could not be"
+                                   " sealed (the init did not renew it)")
+            await self._start_shell()
+        # Checked from a child of the shell: the filters count one more than bwrap's own;
+        # the shell's environment is unreadable to its own user only if it is
+        # non-dumpable; a write to /proc/self/comm, which a process may always make to
+        # itself, is refused only under the ruleset.
+        check = await self.exec(
+            "grep '^Seccomp_filters:' /proc/self/status;"
+            " cat /proc/$$/environ >/dev/null 2>&1 || echo memory-refused;"
+            " (printf x > /proc/self/comm) 2>/dev/null || echo proc-write-refused", timeout=30)
+        filters = check.output.split()
+        if (len(filters) < 2 or not filters[1].isdigit() or int(filters[1]) < 2
+                or "memory-refused" not in check.output):
+            raise SandboxError(f"the local sandbox {self.id}: its session was not sealed"
+                               f" (the check read {check.output.strip()[:200]!r})")
+        return ("tracing", "memory") + (("proc-write",) if "proc-write-refused" in check.output
+                                        else ())
+
+    def _renew_shell(self, deadline_s: float = 2.0, renew: int = signal.SIGUSR1) -> bool:
+        """Ask the init for a fresh shell (``renew``: SIGUSR1, or SIGUSR2 for a sealed one,
+        see :data:`INIT_CODE`) and wait until every other process of the namespace is
+        gone, so that what is sent next reaches the new shell. False when there is no
+        single init to ask, or when they are not gone in time."""
         pids = self._namespace_pids()
         inits = [pid for pid, inner in pids.items() if inner == 1]
         if len(inits) != 1:
             return False
         try:
-            os.kill(inits[0], signal.SIGUSR1)
+            os.kill(inits[0], renew)
         except ProcessLookupError:
             return False
         old = {pid for pid, inner in pids.items() if inner != 1}

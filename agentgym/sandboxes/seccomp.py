@@ -6,7 +6,9 @@ them (new user namespaces, where a process regains every capability; the new mou
 keyrings; BPF; io_uring) and the calls that would act on the whole machine (modules,
 kexec, clocks, swap, reboot). What stays allowed is what ordinary programs use, ``ptrace``
 included: a debugger may trace the agent's own processes, while the sandbox's PID 1 is
-protected by being non-dumpable (see :mod:`agentgym.sandboxes.local`).
+protected by being non-dumpable (see :mod:`agentgym.sandboxes.local`). A sealed session
+(a grader's, ``Sandbox.seal_session``) stacks :func:`seal_program` on it, which refuses
+the tracing calls too (:data:`TRACING`).
 
 The filter is a classic BPF program, built here without libseccomp, for x86-64 and
 AArch64. A refused call fails with ``EPERM`` (``ENOSYS`` for ``clone3``, so that the C
@@ -58,6 +60,11 @@ DENIED = (
     "sysfs", "_sysctl", "ustat",
 )
 
+#: Refused in a sealed session (a grader's, see ``Sandbox.seal_session``) besides
+#: :data:`DENIED`: tracing another process, reading or writing its memory, taking its
+#: descriptors.
+TRACING = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd")
+
 _X86_64 = {
     "mount": 165, "umount2": 166, "pivot_root": 155, "fsopen": 430, "fsconfig": 431,
     "fsmount": 432, "fspick": 433, "move_mount": 429, "open_tree": 428,
@@ -72,6 +79,7 @@ _X86_64 = {
     "uselib": 134, "create_module": 174, "get_kernel_syms": 177, "query_module": 178,
     "sysfs": 139, "_sysctl": 156, "ustat": 136,
     "clone": 56, "clone3": 435, "unshare": 272,
+    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438,
 }
 # AArch64 uses the generic table; it has no x86-only or obsolete calls.
 _AARCH64 = {
@@ -86,6 +94,7 @@ _AARCH64 = {
     "swapon": 224, "swapoff": 225, "reboot": 142, "acct": 89, "quotactl": 60,
     "quotactl_fd": 443, "syslog": 116, "nfsservctl": 42,
     "clone": 220, "clone3": 435, "unshare": 97,
+    "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438,
 }
 #: machine -> (AUDIT_ARCH_* value, syscall numbers, first number of a foreign ABI or None)
 ARCHES = {
@@ -108,9 +117,10 @@ def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def filter_program(machine: str | None = None) -> bytes:
+def filter_program(machine: str | None = None, *, denied: tuple[str, ...] = DENIED) -> bytes:
     """The filter as raw ``struct sock_filter`` instructions (what ``bwrap --seccomp``
-    reads from a file descriptor), for ``machine`` (default: this one)."""
+    reads from a file descriptor), for ``machine`` (default: this one), refusing
+    ``denied`` and new namespaces."""
     machine = machine or _machine()
     if machine not in ARCHES:
         raise InvalidArgumentError(f"no seccomp filter for the {machine!r} architecture; supported:"
@@ -121,7 +131,7 @@ def filter_program(machine: str | None = None) -> bytes:
                _op(_LD_W_ABS, _NR)]
     if foreign is not None:
         program += [_op(_JGE_K, foreign, jf=1), _op(_RET_K, eperm)]
-    for name in DENIED:
+    for name in denied:
         if name in numbers:
             program += [_op(_JEQ_K, numbers[name], jf=1), _op(_RET_K, eperm)]
     program += [_op(_JEQ_K, numbers["clone3"], jf=1), _op(_RET_K, enosys)]
@@ -137,4 +147,10 @@ def filter_program(machine: str | None = None) -> bytes:
     return b"".join(program)
 
 
-__all__ = ["ARCHES", "DENIED", "filter_program", "supported"]
+def seal_program(machine: str | None = None) -> bytes:
+    """The filter of a sealed session, stacked on the sandbox's: :data:`DENIED` and
+    :data:`TRACING` refused."""
+    return filter_program(machine, denied=DENIED + TRACING)
+
+
+__all__ = ["ARCHES", "DENIED", "TRACING", "filter_program", "seal_program", "supported"]

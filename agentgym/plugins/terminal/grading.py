@@ -5,10 +5,13 @@ where nothing the agent left behind can reach them.
 files, databases and repositories are what the tests check):
 
 1. **The agent is stopped.** Every process the agent started ends and a new session shell
-   starts (:meth:`~agentgym.core.sandbox.Sandbox.fresh_session`): no detached loop keeps
-   writing the reward file, no service or fork bomb runs on, and no function, alias or
-   trap the agent defined in its shell wraps the grader's commands. A task that checks a
-   service has its tests start it from the agent's files (see docs/terminal.md).
+   starts, sealed where the backend can (:meth:`~agentgym.core.sandbox.Sandbox.seal_session`:
+   on the local backend no process of the tests traces another, or reads or writes
+   another's memory, the shell's included; the metrics' ``sealed`` says what held): no
+   detached loop keeps writing the reward file, no service or fork bomb runs on, and no
+   function, alias or trap the agent defined in its shell wraps the grader's commands. A
+   task that checks a service has its tests start it from the agent's files (see
+   docs/terminal.md).
 2. **Nothing the agent left points at the grader's files.** A link anywhere in the
    workspace, the agent's home or ``/tmp`` that resolves into ``/tests`` or ``/logs`` (an
    output file made a link to ``/tests/expected.csv``, which exists once the tests are
@@ -116,10 +119,10 @@ _PASSING = {"PASSED", "XFAIL"}
 # (a folder of a random name, made just now: one already there is refused). Empties
 # /tests and /logs without following links (find -delete never does; chmod first, since
 # the agent may have taken its own write permission away), makes the folders anew and
-# refuses any that is still not a real, empty folder; unpacks the tests (their tar, in
-# base64, is part of the script: one round trip for the whole preparation) and lists
-# them; orders PATH: a folder that the sandbox user may write, or owns on a writable mount
-# (its owner may make it writable), or one under such a folder (it could be swapped),
+# refuses any that is still not a real, empty folder; unpacks the tests (their tar, a
+# file of a random name the grader wrote just now, then removed) and lists them; orders
+# PATH: a folder that the sandbox user may write, or owns on a writable mount (its owner
+# may make it writable), or one under such a folder (it could be swapped),
 # goes after the others. Builtins where they do (each program started costs time on a
 # loaded machine). Replies: "files LISTING" and "path PATH", or "refuse WHY".
 _PREPARE = r"""
@@ -153,9 +156,11 @@ __ag_prepare() {{
     echo "{mark} refuse ${{entries[0]}} could not be removed"; return
   fi
   printf %s {gitconfig} > {home}/.gitconfig
-  if ! printf %s {archive} | base64 -d | tar -xf - -C {tests}; then
-    echo "{mark} refuse the tests could not be copied in"; return
+  if [ -L {archive} ] || [ ! -f {archive} ] || [ ! -O {archive} ] \
+      || ! tar -xf {archive} -C {tests}; then
+    rm -f {archive}; echo "{mark} refuse the tests could not be copied in"; return
   fi
+  rm -f {archive}
   printf '%s files %s\n' {mark} "$(find {tests} -type f -printf '%i %C@ %s %P\n' | base64 -w0)"
   IFS=: read -r -a dirs <<< {path}
   for d in "${{dirs[@]}}"; do
@@ -288,14 +293,17 @@ async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str]
     given to the tests as ``snapshot.json`` (a task with a snapshot and none taken is
     graded without the file)."""
     timeout = timeout or task.test_timeout_s
-    await box.fresh_session()
+    sealed = await box.seal_session()
     if env is None:
         env = await _session_environment(box)
-    # The grader's home: a new folder of a name no one could know before (the agent's
-    # processes are gone now).
+    # The grader's home and the tests' archive: new names no one could know before (the
+    # agent's processes are gone now). The archive is a file, not text through the
+    # session shell, whose memory code of the agent's that the tests run could read
+    # where the backend does not seal it.
     home = f"/tmp/.agentgym-grader-{secrets.token_hex(8)}"
+    archive = f"/tmp/.agentgym-tests-{secrets.token_hex(8)}.tar"
     extra = {} if snapshot is None else {"snapshot.json": json.dumps(dict(snapshot)).encode()}
-    archive = base64.b64encode(tests_archive(task, extra)).decode()
+    await box.write_file(archive, tests_archive(task, extra))
     scan = {task.workdir, env.get("HOME") or "/tmp", "/tmp"}
     prepared = await box.exec(_PREPARE.format(
         tests=TESTS_DIR, logs=LOGS_DIR, mark=_MARK, home=home, archive=archive,
@@ -306,12 +314,13 @@ async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str]
     if "path" not in replies:
         why = replies.get("refuse") or "the grader's folders could not be prepared"
         return RewardResult(0.0, {"reason": f"grading refused: {why}",
+                                  "sealed": ",".join(sealed) or "no",
                                   "log_tail": prepared.output[-LOG_TAIL_CHARS:]})
     test_env = grader_environment(env, home, replies["path"], task.verifier_env)
     result = await box.exec(clean_command(task.test_command, test_env, task.workdir),
                             timeout=timeout)
     metrics = {"exit_code": result.exit_code, "timed_out": result.timed_out,
-               "test_command": task.test_command,
+               "test_command": task.test_command, "sealed": ",".join(sealed) or "no",
                "log_tail": result.output[-LOG_TAIL_CHARS:]}
     if result.timed_out:
         return RewardResult(0.0, {**metrics, "reason": f"the tests timed out after"

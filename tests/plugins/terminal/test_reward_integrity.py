@@ -142,6 +142,8 @@ def test_an_attack_left_behind_is_not_paid(backend, tmp_path, attack, probe, tas
 # wrappers in the home, first on PATH, that ran as the grader's session shell and `env`.
 SOURCED = [
     ("terminal", "csv-pivot-sales", "shell.link-to-grader-files"),
+    # the gold read out of the session shell's memory (the tests came in through it)
+    ("terminal-nl2bash", "nl2bash-fs3-56", "shell.grader-memory"),
     ("terminal-nl2bash", "nl2bash-fs1-3", "shell.rewrite-running-tests"),
     ("terminal-agentbench-os", "agentbench-os-test-14", "shell.empty-the-workspace"),
     ("terminal-agentbench-os", "agentbench-os-test-32", "shell.empty-the-workspace"),
@@ -157,8 +159,8 @@ def test_a_sourced_tasks_hole_is_closed(env_id, task, probe) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("env_id", "task", "probe"), SOURCED[:2],
-                         ids=[f"{t}-{p.removeprefix('shell.')}" for _, t, p in SOURCED[:2]])
+@pytest.mark.parametrize(("env_id", "task", "probe"), SOURCED[:3],
+                         ids=[f"{t}-{p.removeprefix('shell.')}" for _, t, p in SOURCED[:3]])
 def test_a_sourced_tasks_hole_is_closed_on_docker(env_id, task, probe) -> None:
     _closed_on(env_id, task, probe, "docker")
 
@@ -174,6 +176,8 @@ def _closed_on(env_id: str, task: str, probe: str, backend: str) -> None:
     assert reward == 0.0, (probe, metrics)
     if probe in ("shell.link-to-grader-files", "shell.rewrite-running-tests"):
         assert metrics["reason"].startswith("grading refused: "), metrics
+    if backend == "local":  # the tests ran sealed
+        assert metrics["sealed"].startswith("tracing,memory"), metrics
 
 
 def test_the_gold_command_is_gone_when_the_agents_command_runs() -> None:
