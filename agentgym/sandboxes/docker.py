@@ -77,7 +77,7 @@ from agentgym.core.sandbox import (
     track,
     untrack,
 )
-from agentgym.sandboxes import builds, shell
+from agentgym.sandboxes import builds, seal, seccomp, shell
 from agentgym.sandboxes.image import (
     DEFAULT_IMAGE,
     PROGRAMS,
@@ -112,6 +112,19 @@ SYSTEM_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
 #: environment (its PATH included, for the agent's commands).
 SHELL_ARGV = ["/bin/sh", "-c",
               f'exec "$(PATH={SYSTEM_PATH}; command -v bash)" --noprofile --norc']
+
+
+def sealed_shell_argv() -> list[str]:
+    """The session shell sealed (``seal_session``): bash behind the image's python3
+    running :data:`agentgym.sandboxes.seal.SEALER` with this machine's seal filter; bash
+    alone in an image without python3."""
+    return ["/bin/sh", "-c",
+            f'b="$(PATH={SYSTEM_PATH}; command -v bash)";'
+            f' p="$(PATH={SYSTEM_PATH}; command -v python3)";'
+            ' [ -n "$p" ] && exec "$p" -I -S -c "$1" "$2" "$b" --noprofile --norc;'
+            ' exec "$b" --noprofile --norc',
+            "sh", seal.SEALER, seccomp.seal_program().hex()]
+
 
 #: Containers tried for one sandbox when each stops before anything ran in it.
 _START_ATTEMPTS = 3
@@ -499,7 +512,22 @@ class DockerSandbox(Sandbox):
         async with lock:
             await asyncio.wrap_future(self._runner.submit(self._fresh_session_sync))
 
-    def _fresh_session_sync(self) -> None:
+    async def seal_session(self) -> tuple[str, ...]:
+        """A fresh session whose shell runs behind :func:`sealed_shell_argv` (see
+        :mod:`agentgym.sandboxes.seal`): what holds depends on the image (python3) and on
+        what the engine's seccomp profile lets a container do (Landlock, stacked
+        filters); it is checked from inside, never assumed."""
+        await self.fresh_session()
+        before = await self.exec(seal.CHECK, timeout=30)
+        self._check_usable()
+        loop = asyncio.get_running_loop()
+        lock = self._locks.setdefault(loop, asyncio.Lock())
+        async with lock:
+            await asyncio.wrap_future(self._runner.submit(self._fresh_session_sync, True))
+        after = await self.exec(seal.CHECK, timeout=30)
+        return seal.held(before.output, after.output)
+
+    def _fresh_session_sync(self, sealed: bool = False) -> None:
         with self._shell_lock:
             self._check_usable()
             self._kill()
@@ -515,13 +543,13 @@ class DockerSandbox(Sandbox):
                 old.close()
             self._kill()  # the old control shell and anything it spared
             self._cwd = self.workdir
-            self._replace_session()
+            self._replace_session(sealed)
 
-    def _replace_session(self) -> None:
+    def _replace_session(self, sealed: bool = False) -> None:
         self._session.close()
         self._session = _Shell(self.client.api, self.id)
         try:
-            self._session.start(self._cwd)
+            self._session.start(self._cwd, sealed)
         except Exception as error:  # OSError, or the engine refusing an exec (APIError)
             # A container being killed may still be reported running for a moment.
             self._raise_if_gone(settle_s=2.0)
@@ -813,8 +841,8 @@ class _Shell(_Stream):
         self.cwd = ""
         self._reader = shell.SentinelReader()
 
-    def start(self, cwd: str) -> None:
-        self.open(SHELL_ARGV, "/")
+    def start(self, cwd: str, sealed: bool = False) -> None:
+        self.open(sealed_shell_argv() if sealed else SHELL_ARGV, "/")
         reply = self.run(shell.start_script(cwd, extra=_KILL_FUNCTIONS), None,
                          time.monotonic() + 60)
         if reply.kind != "done":

@@ -72,7 +72,7 @@ from agentgym.core.sandbox import (
     track,
     untrack,
 )
-from agentgym.sandboxes import seccomp, shell, templates
+from agentgym.sandboxes import seal, seccomp, shell, templates
 from agentgym.sandboxes.cgroups import ControlGroup, cgroup_version, existing_groups
 from agentgym.sandboxes.mounts import check_mounts, check_scratch_dirs, check_workdir
 from agentgym.sandboxes.processes import process_alive
@@ -111,51 +111,14 @@ SHELL_PROGRAM = shutil.which("bash", path="/usr/bin:/bin") or "/bin/bash"
 #: which refuses the calls that trace other processes (both pass to every process the
 #: shell starts, and neither can be lifted), and the shell run from a copy its user cannot
 #: read, which leaves it non-dumpable: what the grader sends through it stays in it.
-INIT_CODE = """\
-import ctypes, os, signal, struct, sys
-libc = ctypes.CDLL(None, use_errno=True)
-if libc.prctl(4, 0, 0, 0, 0) != 0:
+INIT_CODE = seal.CODE + """\
+import signal, sys
+if _libc.prctl(4, 0, 0, 0, 0) != 0:
     sys.exit("agentgym init: cannot make itself non-dumpable")
 SEAL_FILTER, SHELL = bytes.fromhex(sys.argv[1]), sys.argv[2:]
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 WAKE = {signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2}
 signal.pthread_sigmask(signal.SIG_BLOCK, WAKE)
-class Fprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-def unreadable(path):
-    # A copy of the shell that its own user may execute but not read: exec makes such a
-    # process non-dumpable, so no process of that user reads or writes its memory.
-    fd = os.memfd_create("shell", os.MFD_CLOEXEC)
-    with open(path, "rb") as program:
-        data = program.read()
-    while data:
-        data = data[os.write(fd, data):]
-    os.fchmod(fd, 0o111)
-    return "/proc/self/fd/%d" % fd
-def seal():
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # no_new_privs, which both need (bwrap set it)
-        os._exit(126)
-    write = 2  # LANDLOCK_ACCESS_FS_WRITE_FILE, the one right the ruleset handles
-    handled = ctypes.c_uint64(write)
-    ruleset = libc.syscall(444, ctypes.byref(handled), 8, 0)
-    if ruleset >= 0:  # without Landlock (before Linux 5.13) only the filter below holds
-        for name in os.listdir("/"):
-            if name == "proc":
-                continue
-            try:
-                fd = os.open("/" + name, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue
-            rule = ctypes.create_string_buffer(struct.pack("=Qi", write, fd), 12)
-            libc.syscall(445, ruleset, 1, rule, 0)
-            os.close(fd)
-        if libc.syscall(446, ruleset, 0) != 0:
-            os._exit(126)
-        os.close(ruleset)
-    program = ctypes.create_string_buffer(SEAL_FILTER, len(SEAL_FILTER))
-    fprog = Fprog(len(SEAL_FILTER) // 8, ctypes.addressof(program))
-    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
-        os._exit(126)
 def start(sealed):
     pid = os.fork()
     if pid == 0:
@@ -168,7 +131,7 @@ def start(sealed):
         program = SHELL[0]
         if sealed:
             program = unreadable(program)
-            seal()
+            seal(SEAL_FILTER)
         os.execv(program, SHELL)
     return pid
 shell = start(False)
@@ -532,26 +495,18 @@ class LocalSandbox(Sandbox):
         Landlock, Linux 5.13+). What holds is checked from inside the new shell, never
         assumed. Raises :class:`SandboxError` when the shell did not come back sealed."""
         await self.fresh_session()
+        before = await self.exec(seal.CHECK, timeout=30)
         async with self._lock:
             if not await asyncio.to_thread(self._renew_shell, 2.0, signal.SIGUSR2):
                 raise SandboxError(f"the local sandbox {self.id}: its session could not be"
                                    " sealed (the init did not renew it)")
             await self._start_shell()
-        # Checked from a child of the shell: the filters count one more than bwrap's own;
-        # the shell's environment is unreadable to its own user only if it is
-        # non-dumpable; a write to /proc/self/comm, which a process may always make to
-        # itself, is refused only under the ruleset.
-        check = await self.exec(
-            "grep '^Seccomp_filters:' /proc/self/status;"
-            " cat /proc/$$/environ >/dev/null 2>&1 || echo memory-refused;"
-            " (printf x > /proc/self/comm) 2>/dev/null || echo proc-write-refused", timeout=30)
-        filters = check.output.split()
-        if (len(filters) < 2 or not filters[1].isdigit() or int(filters[1]) < 2
-                or "memory-refused" not in check.output):
+        after = await self.exec(seal.CHECK, timeout=30)
+        held = seal.held(before.output, after.output)
+        if held[:2] != ("tracing", "memory"):
             raise SandboxError(f"the local sandbox {self.id}: its session was not sealed"
-                               f" (the check read {check.output.strip()[:200]!r})")
-        return ("tracing", "memory") + (("proc-write",) if "proc-write-refused" in check.output
-                                        else ())
+                               f" (the check read {after.output.strip()[:200]!r})")
+        return held
 
     def _renew_shell(self, deadline_s: float = 2.0, renew: int = signal.SIGUSR1) -> bool:
         """Ask the init for a fresh shell (``renew``: SIGUSR1, or SIGUSR2 for a sealed one,

@@ -38,9 +38,19 @@ What it does:
   files). Then writes the report,
   ``CONFIG["report"]``, as JSON: ``{"tests": {node id: {phase: outcome}}, "tampered":
   [what changed], "plugins": [entry points loaded], "skipped_dists": [...], "nonce": ...}``
-  (the grader refuses a report without its nonce). A run that
+  (the grader refuses a report without its nonce), after every other ``sessionfinish``
+  implementation; then the process ends at once (``os._exit``), so no ``atexit`` handler,
+  thread or finalizer of the code under test writes another report over it. A run that
   never reaches the end (``os._exit``, a crash, a kill) writes no report, and the grader
   then counts every test as missing.
+* **Its own namespace**: every function of this module is re-made over a private copy of
+  its globals when it loads (:func:`_seal_namespace`), and the nonce is only there: code
+  under test that finds this module in ``sys.modules`` and rebinds its names
+  (``_phase_outcome``, ``_tamper``) changes nothing the hooks call, and the rebinding is a
+  tampering. What it does not stop: code written against this plugin that digs the
+  private namespace out of the garbage collector and rewrites it. The plugin runs in the
+  process of the code it judges; only an outcome recorded outside that process would
+  close this, and SWE-bench's own harness reads the log that process prints.
 
 Outcomes per phase: ``passed``, ``failed``, ``skipped``, ``xfailed``, ``xpassed`` (call);
 ``ok``, ``error``, ``skipped`` (setup, teardown).
@@ -615,9 +625,11 @@ def _audit():
                     f" the name of {where}, which does not hold it")
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
+    yield  # every other implementation first: the terminal summary, junit XML, the cache
     try:
+        _audit_self()
         _audit()
     except Exception as error:  # the audit itself broken: tampered, not passed
         _tamper(f"the tamper check failed: {error!r}")
@@ -630,3 +642,63 @@ def pytest_sessionfinish(session, exitstatus):
     with open(staging, "w") as out:
         json.dump(report, out)
     os.replace(staging, path)
+    # Nothing of the code under test runs after the report: no atexit handler, thread or
+    # finalizer of its writes another over it.
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(int(exitstatus))
+
+
+# --- this plugin's own namespace ----------------------------------------------------------------
+
+
+def _copied(value):
+    """``value`` with its dicts and lists copied, all the way down (what they hold kept)."""
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    return value
+
+
+def _own_facets(namespace):
+    return {name: _facets(value) for name, value in list(namespace.items())
+            if isinstance(value, types.FunctionType)
+            or name in ("_state", "_before", "CONFIG", "_declared")}
+
+
+def _seal_namespace():
+    """Re-make every function of this module over a private copy of its globals (its state
+    copied too), and put those functions in the module: pytest registers them as the hooks.
+    The code under test runs in this process and may find this module (in sys.modules,
+    through the plugin manager) and rebind its names (``_phase_outcome``, ``_tamper``);
+    that changes nothing the hooks call. What it changes in either namespace is a
+    tampering, seen at the session's end (:func:`_audit_self`)."""
+    public = globals()
+    private = {name: _copied(value) for name, value in public.items()}
+    for name, value in list(public.items()):
+        if isinstance(value, types.FunctionType) and value.__globals__ is public:
+            clone = types.FunctionType(value.__code__, private, value.__name__,
+                                       value.__defaults__, value.__closure__)
+            clone.__kwdefaults__ = value.__kwdefaults__
+            clone.__dict__.update(value.__dict__)  # pytest's hookimpl options live there
+            clone.__qualname__, clone.__doc__ = value.__qualname__, value.__doc__
+            private[name] = public[name] = clone
+    private["_before"]["own"] = (private, _own_facets(private))
+    private["_before"]["public"] = (public, _own_facets(public))
+    public["CONFIG"].pop("nonce", None)  # the hooks read the private copy
+
+
+def _audit_self():
+    for namespace, before in (_before["own"], _before["public"]):
+        now = _own_facets(namespace)
+        for name, facets in before.items():
+            new = now.get(name)
+            if new is None or len(new) != len(facets) or any(
+                    a is not b for a, b in zip(facets, new)):  # noqa: B905
+                _tamper(f"agentgym's report plugin was changed while the tests ran: {name}"
+                        " was rebound or its code, defaults or closure replaced")
+
+
+_seal_namespace()

@@ -6,8 +6,8 @@ files, databases and repositories are what the tests check):
 
 1. **The agent is stopped.** Every process the agent started ends and a new session shell
    starts, sealed where the backend can (:meth:`~agentgym.core.sandbox.Sandbox.seal_session`:
-   on the local backend no process of the tests traces another, or reads or writes
-   another's memory, the shell's included; the metrics' ``sealed`` says what held): no
+   no process of the tests traces another or writes its memory, and none reads the
+   shell's; the metrics' ``sealed`` says what held): no
    detached loop keeps writing the reward file, no service or fork bomb runs on, and no
    function, alias or trap the agent defined in its shell wraps the grader's commands. A
    task that checks a service has its tests start it from the agent's files (see
