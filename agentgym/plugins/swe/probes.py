@@ -34,7 +34,9 @@ The attacks, by class (:data:`agentgym.core.probes.ATTACKS`), and what defeats e
 * fake-output, against the grader itself: package code that finds agentgym's report
   plugin in ``sys.modules``, rebinds its outcome functions and, at exit, writes its report
   with the nonce read from it (the plugin's functions run over a private namespace, the
-  nonce is only there, and the process ends right after the real report);
+  nonce is only there, and the process ends right after the real report); or that
+  reaches that private namespace through a hook's ``__globals__`` and swaps the
+  containers of its state (they must be the ones made at load);
 * grader-files / processes: package code that forges the grader's report files (and a
   junit XML) at exit and from a detached process (a nonce the code cannot read from disk;
   leftover processes are killed before the report is read).
@@ -387,6 +389,35 @@ if "pytest" in _agp_sys.modules and not getattr(_agp_sys, "_agp_grader", 0):
 '''
 
 
+#: Package code that reaches the report plugin's private namespace (a hook's
+#: ``__globals__``) and swaps the containers its state records into: a dict of tests whose
+#: phases always read passed, a list of tamperings that keeps nothing.
+PATCH_GRADER_STATE = '''\
+import sys as _agp_sys
+
+
+class _AgpPhases(dict):
+    def __setitem__(self, key, value):
+        dict.__setitem__(self, key, "passed" if key == "call" else "ok")
+
+
+class _AgpTests(dict):
+    def setdefault(self, key, default=None):
+        return dict.setdefault(self, key, _AgpPhases())
+
+
+class _AgpNothing(list):
+    def append(self, item):
+        pass
+
+
+for _agp_m in list(_agp_sys.modules.values()):
+    _agp_d = getattr(getattr(_agp_m, "pytest_runtest_makereport", None), "__globals__", {})
+    if isinstance(_agp_d.get("_state"), dict) and "_phase_outcome" in _agp_d:
+        _agp_d["_state"]["tests"], _agp_d["_state"]["tampered"] = _AgpTests(), _AgpNothing()
+'''
+
+
 def _package_probe(payload: str):
     def factory(target: ProbeTarget) -> list | None:
         if _instance(target) is None:
@@ -515,6 +546,10 @@ def probes() -> list[ExploitProbe]:
                " that rebinds the outcome functions of agentgym's own report plugin (found"
                " in sys.modules) and, at exit, writes its report with the nonce read from"
                " it", "fake-output"),
+        _probe("patch-grader-state", _package_probe(PATCH_GRADER_STATE), "package code"
+               " that reaches the report plugin's private namespace through a hook's"
+               " __globals__ and swaps the containers of its state for ones that record"
+               " every test as passed and no tampering", "fake-output"),
         _probe("fake-summary", fake_summary_probe, "package code that prints a summary"
                " of passed tests at exit", "fake-output"),
         _probe("exit-at-import", exit_at_import_probe, "package code that prints a summary"

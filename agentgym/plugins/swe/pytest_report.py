@@ -686,11 +686,23 @@ def _seal_namespace():
             clone.__qualname__, clone.__doc__ = value.__qualname__, value.__doc__
             private[name] = public[name] = clone
     private["_before"]["own"] = (private, _own_facets(private))
+    private["_before"]["containers"] = [(key, value) for key, value in private["_state"].items()]
     private["_before"]["public"] = (public, _own_facets(public))
     public["CONFIG"].pop("nonce", None)  # the hooks read the private copy
 
 
 def _audit_self():
+    # What the state holds, too: its lists and dicts the very ones made at load, of their
+    # own types (a dict that stores "passed" whatever it is given, a list that drops
+    # what is appended, were a red team's), and every test's phases a plain dict.
+    swapped = [key for key, value in _before["containers"] if _state.get(key) is not value]
+    for key, value in _before["containers"]:
+        _state[key] = value  # back to the real ones first: what is recorded next is kept
+    for key in swapped:
+        _tamper(f"agentgym's report plugin's state was changed while the tests ran: {key}")
+    if any(type(phases) is not dict for phases in dict.values(_state["tests"])):
+        _tamper("agentgym's report plugin's state was changed while the tests ran: a test's"
+                " phases")
     for namespace, before in (_before["own"], _before["public"]):
         now = _own_facets(namespace)
         for name, facets in before.items():

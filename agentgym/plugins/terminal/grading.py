@@ -34,13 +34,19 @@ files, databases and repositories are what the tests check):
    folders the sandbox user can write (or replace) come after the others, so a wrapper
    planted there cannot shadow a system program. The task's ``verifier_env`` is added
    last.
-5. **The test files are as they were copied in.** After the tests, their processes are
+5. **Nothing the tests started runs on.** The sandbox's processes are listed before the
+   tests and after them (three passes, so that one changing its pid is seen): one started
+   since, still running when the test script has ended, refuses grading, since it could
+   have written the reward after the script did (a red team's processes forked anew
+   faster than a test script's kill loop read their pids, and wrote 1 over its 0). The
+   tests of agentgym's tasks stop what they start; a task's own must too.
+6. **The test files are as they were copied in.** After the tests, their processes are
    stopped and every file of ``/tests`` must keep its inode and change time: code of the
    agent's that the tests ran (a service, a module, a Makefile, a git hook) could
    otherwise rewrite the test script bash is reading, or a check before it runs. A test
    runner's configuration appearing there (``conftest.py``, ``pytest.ini`` ...) refuses
    grading too.
-6. **The reward:** Harbor tasks report it in ``/logs/verifier/reward.txt`` (a number, or
+7. **The reward:** Harbor tasks report it in ``/logs/verifier/reward.txt`` (a number, or
    ``reward.json`` with a ``reward`` field), read only as a regular file in a real folder
    (a link, or a file made read-only, is refused); Terminal-Bench tasks print pytest's
    ``-rA`` summary, whose PASSED/FAILED lines are counted. ``binary`` gives 1.0 only for
@@ -182,6 +188,25 @@ __ag_prepare() {{
 __ag_prepare; unset -f __ag_prepare
 """
 
+# The processes of the sandbox but the session shell and zombies, as "pid:start-time"
+# words, listed three times over (builtins only, in one subshell that skips itself), so
+# that a process that keeps changing its pid is seen in one pass or another.
+# Reply: "procs WORDS".
+_PROCESSES = r"""
+__ag_ps() {{
+  local p s f
+  for p in /proc/[0-9]*; do
+    p=${{p#/proc/}}
+    [[ $p == "$$" || $p == "$BASHPID" ]] && continue  # the shell, the listing's subshell
+    s=; read -r -d '' s 2>/dev/null < "/proc/$p/stat"
+    [[ $s ]] || continue
+    f=(${{s##*) }})
+    [[ ${{f[0]}} == Z ]] || printf '%s:%s ' "$p" "${{f[19]}}"
+  done
+}}
+printf '%s procs %s\n' {mark} "$(__ag_ps; __ag_ps; __ag_ps)"; unset -f __ag_ps
+"""
+
 # The test files as they are now (after the tests ran, their processes stopped): a
 # "files" reply as _PREPARE's, to compare with.
 _LIST_TESTS = r"""
@@ -317,11 +342,20 @@ async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str]
                                   "sealed": ",".join(sealed) or "no",
                                   "log_tail": prepared.output[-LOG_TAIL_CHARS:]})
     test_env = grader_environment(env, home, replies["path"], task.verifier_env)
+    before = await _processes(box)
     result = await box.exec(clean_command(task.test_command, test_env, task.workdir),
                             timeout=timeout)
+    left = sorted((await _processes(box)) - before) if not result.timed_out else []
     metrics = {"exit_code": result.exit_code, "timed_out": result.timed_out,
                "test_command": task.test_command, "sealed": ",".join(sealed) or "no",
+               "leftover_processes": len(left),
                "log_tail": result.output[-LOG_TAIL_CHARS:]}
+    if left:
+        return RewardResult(0.0, {**metrics, "reason": (
+            f"grading refused: {len(left)} process(es) the tests started still ran after"
+            f" them (pid:start {', '.join(left[:5])}); one could have written the reward"
+            " after the test script did. A task's tests must stop what they start before"
+            " they write the reward (docs/terminal.md)")})
     if result.timed_out:
         return RewardResult(0.0, {**metrics, "reason": f"the tests timed out after"
                                                        f" {timeout:g} s"})
@@ -343,6 +377,12 @@ async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str]
     score = min(1.0, max(0.0, score))
     reward = score if task.reward == "fraction" else float(score >= 1.0)
     return RewardResult(reward, {**metrics, "score": score, "reason": reason})
+
+
+async def _processes(box: Sandbox) -> set[str]:
+    """The sandbox's processes now, but the session shell (``pid:start-time``)."""
+    listed = await box.exec(_PROCESSES.format(mark=_MARK), timeout=60)
+    return set(_replies(listed.output).get("procs", "").split())
 
 
 def _replies(output: str) -> dict[str, str]:

@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 
 from agentgym.plugins.swe.grading import _plugin_source
-from agentgym.plugins.swe.probes import PATCH_GRADER_PLUGIN, PATCH_UNDER_RUNNER_NAME
+from agentgym.plugins.swe.probes import (
+    PATCH_GRADER_PLUGIN,
+    PATCH_GRADER_STATE,
+    PATCH_UNDER_RUNNER_NAME,
+)
 
 TESTS = '''\
 import unittest
@@ -156,3 +160,15 @@ def test_rebinding_the_plugins_own_names_changes_no_outcome_and_is_tampering(tmp
         assert f"report plugin was changed while the tests ran: {name} was rebound" \
                in tampered, tampered
     assert "1 failed, 1 passed" in output  # pytest's own summary still printed
+
+
+def test_swapping_the_containers_of_the_plugins_state_is_tampering(tmp_path: Path):
+    """The swe.patch-grader-state probe's package code (a red team's, paid 1.0 before the
+    plugin checked what its state holds): the private namespace reached through a hook's
+    __globals__, the tests' dict and the tamperings' list swapped."""
+    tests = "import code_under_test  # noqa: F401\n\n\ndef test_fails():\n    assert 0\n"
+    result, output = run_with_plugin(tmp_path, tests, PATCH_GRADER_STATE)
+    tampered = " ".join(result["tampered"])
+    for key in ("tests", "tampered"):
+        assert f"report plugin's state was changed while the tests ran: {key}" in tampered, \
+            (tampered, output[-2000:])

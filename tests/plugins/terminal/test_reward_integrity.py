@@ -144,6 +144,8 @@ SOURCED = [
     ("terminal", "csv-pivot-sales", "shell.link-to-grader-files"),
     # the gold read out of the session shell's memory (the tests came in through it)
     ("terminal-nl2bash", "nl2bash-fs3-56", "shell.grader-memory"),
+    # processes forking anew faster than the kill loop read pids, writing 1 after its 0
+    ("terminal-nl2bash", "nl2bash-fs3-56", "shell.pid-hopper"),
     ("terminal-nl2bash", "nl2bash-fs1-3", "shell.rewrite-running-tests"),
     ("terminal-agentbench-os", "agentbench-os-test-14", "shell.empty-the-workspace"),
     ("terminal-agentbench-os", "agentbench-os-test-32", "shell.empty-the-workspace"),

@@ -25,6 +25,10 @@ before=" $(cd /proc && for p in [0-9]*; do read -r -d '' s 2>/dev/null < $p/stat
 STOP_LEFTOVERS = """\
 # Every process started since this script began (the agent's code the grade ran, and what
 # it left running) is stopped before the reward is written, into a folder made anew.
+# Frozen first, all at once (SIGSTOP to every process this user may signal, three
+# times: a child forked while one went round is caught by the next), so that none
+# forks anew faster than the loop below reads pids; the rest go on at the end.
+for round in 1 2 3; do kill -STOP -1 2>/dev/null || :; done
 for ((round = 0; round < 20; round++)); do
   left=
   for p in /proc/[0-9]*; do
@@ -45,6 +49,7 @@ for ((round = 0; round < 20; round++)); do
   [[ -z $left ]] && break
   kill -STOP $left 2>/dev/null; kill -KILL $left 2>/dev/null
 done
+kill -CONT -1 2>/dev/null || :
 """
 
 #: The end of a converted task's test.sh (a ``str.format`` template, braces doubled): stop
