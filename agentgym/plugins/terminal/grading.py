@@ -190,18 +190,28 @@ __ag_prepare; unset -f __ag_prepare
 
 # The processes of the sandbox but the session shell and zombies, as "pid:start-time"
 # words, listed three times over (builtins only, in one subshell that skips itself), so
-# that a process that keeps changing its pid is seen in one pass or another.
-# Reply: "procs WORDS".
+# that a process that keeps changing its pid is seen in one pass or another. A zombie is
+# one whose every thread is: one whose first thread exited while others run on shows Z
+# in /proc/PID/stat too (as the test scripts' kill loop knows). Reply: "procs WORDS".
 _PROCESSES = r"""
 __ag_ps() {{
-  local p s f
+  local p s f t key value live
   for p in /proc/[0-9]*; do
     p=${{p#/proc/}}
     [[ $p == "$$" || $p == "$BASHPID" ]] && continue  # the shell, the listing's subshell
     s=; read -r -d '' s 2>/dev/null < "/proc/$p/stat"
     [[ $s ]] || continue
     f=(${{s##*) }})
-    [[ ${{f[0]}} == Z ]] || printf '%s:%s ' "$p" "${{f[19]}}"
+    if [[ ${{f[0]}} == Z ]]; then
+      live=
+      for t in /proc/$p/task/*/status; do
+        while read -r key value _; do
+          [[ $key == State: ]] && {{ [[ $value == Z ]] || live=1; break; }}
+        done 2>/dev/null < "$t"
+      done
+      [[ $live ]] || continue
+    fi
+    printf '%s:%s ' "$p" "${{f[19]}}"
   done
 }}
 printf '%s procs %s\n' {mark} "$(__ag_ps; __ag_ps; __ag_ps)"; unset -f __ag_ps

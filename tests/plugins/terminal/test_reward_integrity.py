@@ -314,3 +314,33 @@ def _bash(command: str) -> dict:
 def _submit() -> dict:
     return {"role": "assistant", "content": "", "tool_calls": [
         {"type": "function", "function": {"name": "submit", "arguments": "{}"}}]}
+
+
+# A task's own test script that runs the agent's code and stops nothing it started.
+RUNS_AGENT_CODE = """#!/bin/bash
+bash /app/hook.sh
+if [ "$(cat /app/answer.txt 2>/dev/null)" = 42 ]; then r=1; else r=0; fi
+echo $r > /logs/verifier/reward.txt
+"""
+
+
+@pytest.mark.parametrize("leaves", [False, True], ids=["stops-nothing-needed", "leaves-one"])
+def test_a_process_the_tests_left_running_refuses_grading(backend, tmp_path, leaves) -> None:
+    """The right answer, and code the tests run: paid, unless a process it started still
+    runs when the test script has ended (it could have written the reward after it)."""
+    shutil.copytree(DATA / "local-task", tmp_path / "task")
+    (tmp_path / "task" / "tests" / "test.sh").write_text(RUNS_AGENT_CODE)
+    hook = ("(setsid sleep 300 >/dev/null 2>&1 < /dev/null &)" if leaves else "true")
+    env = TerminalEnv(tmp_path / "task", backend=backend)
+    try:
+        env.reset(seed=0)
+        env.step(_bash(f"mkdir -p /app; echo 42 > /app/answer.txt; echo '{hook}' > /app/hook.sh"))
+        _, reward, terminated, _, info = env.step(_submit())
+    finally:
+        env.close()
+    metrics = info["reward_metrics"]
+    assert terminated and metrics["leftover_processes"] == int(leaves), metrics
+    if leaves:
+        assert reward == 0.0 and "still ran after them" in metrics["reason"], metrics
+    else:
+        assert reward == 1.0, metrics
