@@ -15,7 +15,11 @@ observation); a page whose navigation its server has not answered yet has no tre
 (:data:`NOT_ANSWERED` stands in for it).
 
 The observation (:func:`PageEpisode.observe`) is the goal, the tabs, the URL, blocked
-requests, and the accessibility tree with bids. An unknown bid or an action the page
+requests, and the accessibility tree with bids. A server the env started for itself on a
+port of its own shows under a fixed name instead (``shown_origins``: MiniWoB++'s server on
+127.0.0.1 is ``http://miniwob.test``), so the same task gives the same text in every
+process, and a port number does not put digits into the page that mean nothing; the agent
+may use that name in ``goto``. An unknown bid or an action the page
 refuses (a hidden element, a select without that option, a timeout) is a
 :class:`~agentgym.core.tools.ToolError` whose message says what failed, followed by the
 observation, so the agent sees the page it must work from.
@@ -28,6 +32,7 @@ after the action that finished it (:attr:`PageEpisode.page_done`).
 from __future__ import annotations
 
 import asyncio
+import re
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -60,6 +65,8 @@ class PageEpisode:
             ended the episode (MiniWoB++), else None.
         settle_timeout_s: how long an action waits for what it started (a navigation and
             its load, its requests) before the page is observed as it is.
+        shown_origins: origins (``scheme://host:port``) shown to the agent under another
+            name, ``{real: shown}`` (module docstring).
     """
 
     session: BrowserSession
@@ -73,9 +80,24 @@ class PageEpisode:
     #: and seed only, never on how fast the machine is.
     tick_ms: float | None = None
     settle_timeout_s: float = 30.0
+    shown_origins: dict[str, str] = field(default_factory=dict)
     #: Messages the agent sent to the user, in order (the last is its answer).
     messages: list[str] = field(default_factory=list)
     _blocked_seen: int = 0
+
+    def shown(self, text: str) -> str:
+        """``text`` as the agent sees it: each of :attr:`shown_origins` under its name."""
+        for real, name in self.shown_origins.items():
+            # Not inside a longer port: http://127.0.0.1:8000 is no prefix of ...:80001.
+            text = re.sub(re.escape(real) + r"(?![0-9])", name, text)
+        return text
+
+    def actual(self, url: str) -> str:
+        """The URL the browser opens for one the agent wrote with a shown name."""
+        for real, name in self.shown_origins.items():
+            if url == name or url.startswith((name + "/", name + "?", name + "#")):
+                return real + url[len(name):]
+        return url
 
     @property
     def deadline_s(self) -> float:
@@ -119,7 +141,7 @@ class PageEpisode:
             shown = ", ".join(blocked[:5]) + (" ..." if len(blocked) > 5 else "")
             lines.append(f"Blocked (this episode can reach only {', '.join(session.origins)}):"
                          f" {shown}")
-        return "\n".join(lines) + "\n\n" + tree
+        return self.shown("\n".join(lines) + "\n\n" + tree)
 
     async def act(self, action: Callable[[BrowserSession], Awaitable[Any]]) -> str:
         """Run ``action`` on the page, wait for what it started (module docstring), and
@@ -158,7 +180,7 @@ class PageEpisode:
         if done is not None:
             raise Submitted(None, done)
         if error is not None:
-            raise ToolError(f"{error}\n\n{observation}")
+            raise ToolError(self.shown(f"{error}\n\n{observation}"))
         return observation
 
 
@@ -339,7 +361,8 @@ class WebTools(Toolset):
         Args:
             url: The address to open.
         """
-        target = urllib.parse.urljoin(self.episode.session.page.url, url.strip())
+        target = urllib.parse.urljoin(self.episode.session.page.url,
+                                      self.episode.actual(url.strip()))
         if urllib.parse.urlsplit(target).scheme not in ("http", "https"):
             raise ToolError(f"{url!r}: only http(s) pages can be opened")
         # Which hosts and ports are reachable is enforced where the browser routes its
@@ -358,8 +381,9 @@ class WebTools(Toolset):
                                                timeout=self.episode.settle_timeout_s * 1000)
                 if "ERR_BLOCKED_BY_CLIENT" in str(error) or "ERR_PROXY" in str(error) or \
                         "ERR_SOCKS" in str(error) or "ERR_TUNNEL" in str(error):
-                    raise ToolError(f"{url!r} is blocked: this episode can reach only"
-                                    f" {', '.join(session.origins)}") from None
+                    raise ToolError(self.episode.shown(
+                        f"{url!r} is blocked: this episode can reach only"
+                        f" {', '.join(session.origins)}")) from None
                 raise
 
         return await self.episode.act(action)

@@ -114,6 +114,13 @@ class WebEnv(AgentEnv):
         and optionally ``cookies`` and ``preload``."""
         return {}
 
+    def shown_origins(self, task: Task) -> dict[str, str]:
+        """Origins the agent sees under another name, ``{real: shown}``: a server the env
+        started on a port of its own, whose number changes every run and means nothing
+        to the task (MiniWoB++). The observations and errors show the name, ``goto``
+        takes it. Default: none (a site's real address is part of its task)."""
+        return {}
+
     async def open_page(self, task: Task, session: BrowserSession) -> None:
         """Open ``task``'s starting page in ``session.page`` (runs on the pool's loop)."""
         raise NotImplementedError
@@ -141,7 +148,8 @@ class WebEnv(AgentEnv):
             session = await pool.lease(**options)
             page = PageEpisode(session, self.goal(task), self.max_chars, self.action_timeout_s,
                                page_done, tick_ms=self.tick_ms,
-                               settle_timeout_s=self.settle_timeout_s)
+                               settle_timeout_s=self.settle_timeout_s,
+                               shown_origins=self.shown_origins(task))
             # Kept before the page opens, so that a failed start releases the browser too.
             await episode.keep(PAGE, page, functools.partial(pool.release, session))
 

@@ -132,6 +132,20 @@ def test_long_trees_are_cut_with_a_marker(notes_tasks) -> None:
         env.close()
 
 
+def test_shown_origins_rename_a_server_in_text_and_back_in_urls() -> None:
+    """PageEpisode.shown/actual (no browser): an origin is renamed where it stands, never
+    inside a longer port, and a URL written with the name opens the real server."""
+    from agentgym.plugins.web.actions import PageEpisode
+    page = PageEpisode(session=None, goal="g",  # type: ignore[arg-type]
+                       shown_origins={"http://127.0.0.1:8000": "http://site.test"})
+    assert page.shown("URL: http://127.0.0.1:8000/a?b=1, http://127.0.0.1:80001/x") == \
+        "URL: http://site.test/a?b=1, http://127.0.0.1:80001/x"
+    assert page.actual("http://site.test/a#b") == "http://127.0.0.1:8000/a#b"
+    assert page.actual("http://site.test") == "http://127.0.0.1:8000"
+    assert page.actual("http://site.testing/a") == "http://site.testing/a"
+    assert page.actual("/relative") == "/relative"
+
+
 def test_render_tree_drops_wrappers_and_repeated_text() -> None:
     nodes = [
         {"nodeId": "1", "role": {"value": "RootWebArea"}, "name": {"value": "T"},

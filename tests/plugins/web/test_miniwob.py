@@ -159,6 +159,21 @@ def test_goal_is_the_pages_utterance(env) -> None:
     assert any(n.role == "StaticText" and n.name == said for n in nodes)
 
 
+def test_the_server_shows_under_a_fixed_name_and_goto_takes_it(env) -> None:
+    """The process's server on 127.0.0.1:PORT is http://miniwob.test to the agent: the same
+    task reads the same in every process, with no port number in it, and the name works
+    in ``goto``."""
+    from agentgym.plugins.web.miniwob import SHOWN_ORIGIN, miniwob_server
+    messages, _ = env.reset(options={"task_id": "click-test-2/0"})
+    text = messages[-1]["content"]
+    port = miniwob_server().rsplit(":", 1)[1]
+    assert f"URL: {SHOWN_ORIGIN}/miniwob/click-test-2.html" in text
+    assert "127.0.0.1" not in text and port not in text
+    new, *_ = env.step(turn("goto", url=f"{SHOWN_ORIGIN}/miniwob/click-test.html"))
+    assert f"URL: {SHOWN_ORIGIN}/miniwob/click-test.html" in new[0]["content"]
+    assert "127.0.0.1" not in new[0]["content"]
+
+
 def test_wrong_answer_scores_zero(env) -> None:
     messages, _ = env.reset(options={"task_id": "click-test-2/0"})
     goal, nodes = parse_observation(messages[-1]["content"])
