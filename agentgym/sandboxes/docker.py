@@ -378,7 +378,10 @@ class DockerSandbox(Sandbox):
             session.start(workdir)
         except BaseException as error:
             # Read before it is removed: a container that stopped says why (killed, exited).
-            state = "" if isinstance(error, SandboxError) else _state_of(client, container.id)
+            # A shell that lost its container may see it go before the engine has marked
+            # it stopped: a moment's wait tells a dead container from one that runs on.
+            state = "" if isinstance(error, SandboxError) else \
+                _state_of(client, container.id, settle_s=2.0)
             with contextlib.suppress(Exception):
                 container.remove(force=True)
             if isinstance(error, SandboxError):
@@ -996,15 +999,20 @@ class _Runner:
                 future.set_exception(error)
 
 
-def _state_of(client: Any, container_id: str) -> str:
+def _state_of(client: Any, container_id: str, settle_s: float = 0.0) -> str:
     """What the engine says of a container that failed us (stopped, killed for memory...),
-    for the error, or nothing if it cannot say."""
-    try:
-        state = client.api.inspect_container(container_id)["State"]
-    except Exception:
-        return ""
-    if state.get("Running"):
-        return ""
+    for the error, or nothing if it cannot say or it still runs after ``settle_s``."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            state = client.api.inspect_container(container_id)["State"]
+        except Exception:
+            return ""
+        if not state.get("Running"):
+            break
+        if time.monotonic() >= deadline:
+            return ""
+        time.sleep(0.1)
     try:  # init's own words, if it said any (tini: "exec sleep failed: ...")
         said = client.api.logs(container_id, tail=3).decode(errors="replace").strip()
     except Exception:
