@@ -14,10 +14,11 @@ finish reason ``sandbox_error``.
 
 Subclasses provide the tasks, :meth:`lease_options` (the origins the episode may reach:
 nothing else is reachable; cookies), :meth:`open_page` (navigate, set cookies, start the
-task) and :meth:`grade`; optionally :meth:`page_done`. What an episode takes beyond its
-page (a site's per-episode database) is kept on the episode with
-:meth:`~agentgym.core.episode.Episode.keep` in :meth:`lease_options`, so that it is
-released with the episode and its grader reads it there.
+task) and :meth:`grade`; optionally :meth:`page_done`, and :meth:`shown_origins` (a
+server the env started on a port of its own, shown to the agent under a fixed name).
+What an episode takes beyond its page (a site's per-episode database) is kept on the
+episode with :meth:`~agentgym.core.episode.Episode.keep` in :meth:`lease_options`, so
+that it is released with the episode and its grader reads it there.
 
 ``screenshot=True`` adds ``info["screenshot"]`` (PNG bytes of the active tab) to ``reset``
 and to every ``step`` that leaves the episode running, for multimodal policies.
