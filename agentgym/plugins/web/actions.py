@@ -19,8 +19,8 @@ requests, and the accessibility tree with bids. A server the env started for its
 port of its own shows under a fixed name instead (``shown_origins``: MiniWoB++'s server on
 127.0.0.1 is ``http://miniwob.test``), so the same task gives the same text in every
 process, and a port number does not put digits into the page that mean nothing; the agent
-may use that name in ``goto``. An unknown bid or an action the page
-refuses (a hidden element, a select without that option, a timeout) is a
+may use that name in ``goto``. An unknown bid or an action the page refuses (a hidden
+element, a select without that option, a timeout) is a
 :class:`~agentgym.core.tools.ToolError` whose message says what failed, followed by the
 observation, so the agent sees the page it must work from.
 

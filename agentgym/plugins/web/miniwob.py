@@ -48,10 +48,10 @@ SEEDS = 1000
 CLOCK_START_MS = 1_704_110_400_000
 #: ... and each action moves it on by this many ms (``noop(wait_ms)`` by its wait too).
 TICK_MS = 1000.0
-#: Hidden on every page: MiniWoB's reward display and click visualizer.
 #: The name the agent sees for the process's MiniWoB++ server (``.test``: a name reserved
 #: for tests, RFC 2606, which resolves nowhere).
 SHOWN_ORIGIN = "http://miniwob.test"
+#: Hidden on every page: MiniWoB's reward display and click visualizer.
 _HIDE_CSS = "#reward-display, #click-canvas, #sync-task-cover { display: none !important; }"
 _START = """([family, seed, css]) => {
   window.AGENTGYM_TASK = {family, seed};  // what _STATE trusts: set here, on this page only
