@@ -103,6 +103,9 @@ class TinyModel:
     corpus_episodes: int = field(default=256, metadata={"min": 1})
     #: BPE tokens, the 256 byte symbols included (before the chat template's own).
     vocab_size: int = field(default=1024, metadata={"min": 257, "max": 65536})
+    #: Steps of synthetic pretraining in copying from the context (0: random weights): a
+    #: tiny model's stand-in for the induction heads a pretrained LM brings.
+    copy_steps: int = field(default=0, metadata={"min": 0})
 
     def check(self, path: str) -> list[tuple[str, str]]:
         if self.hidden_size % 16:

@@ -195,18 +195,37 @@ def _last_checkpoint_step(stage_dir: Path) -> int:
 
 
 def _base_model(config: TrainConfig, console: Console) -> str:
-    if isinstance(config.model, TinyModel):
-        from agentgym.rollout.tiny_model import build_tiny_model
+    if not isinstance(config.model, TinyModel):
+        return config.model
+    from agentgym.rollout.tiny_model import build_tiny_model
 
-        tiny = config.model
-        console.print(f"building the tiny model (hidden {tiny.hidden_size}, {tiny.num_layers}"
-                      f" layers) into {config.output_dir / BASE_MODEL_DIR}")
-        return str(build_tiny_model(config.output_dir / BASE_MODEL_DIR, seed=tiny.seed,
-                                    hidden_size=tiny.hidden_size, num_layers=tiny.num_layers,
-                                    init_std=tiny.init_std, corpus_envs=tiny.corpus_envs,
-                                    vocab_size=tiny.vocab_size,
-                                    corpus_episodes=tiny.corpus_episodes))
-    return config.model
+    tiny = config.model
+    copy = f", {tiny.copy_steps} steps of copy pretraining" if tiny.copy_steps else ""
+    console.print(f"building the tiny model (hidden {tiny.hidden_size}, {tiny.num_layers}"
+                  f" layers{copy}) into {config.output_dir / BASE_MODEL_DIR}")
+    columns = [TextColumn("[bold]copy pretraining"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn()]
+    started = time.perf_counter()
+    with Progress(*columns, console=console, disable=not console.is_terminal,
+                  transient=True) as progress:
+        bar = progress.add_task("copy", total=tiny.copy_steps, loss=0.0)
+        losses: list[float] = []
+
+        def step(done: int, loss: float) -> None:
+            losses.append(loss)
+            progress.update(bar, completed=done, loss=loss)
+
+        folder = build_tiny_model(
+            config.output_dir / BASE_MODEL_DIR, seed=tiny.seed, hidden_size=tiny.hidden_size,
+            num_layers=tiny.num_layers, init_std=tiny.init_std, corpus_envs=tiny.corpus_envs,
+            vocab_size=tiny.vocab_size, corpus_episodes=tiny.corpus_episodes,
+            copy_steps=tiny.copy_steps, progress=step)
+    if losses:  # built now, not found complete
+        tail = losses[-50:]
+        console.print(f"copy pretraining: {len(losses)} steps in"
+                      f" {time.perf_counter() - started:.0f}s, loss {losses[0]:.2f} ->"
+                      f" {sum(tail) / len(tail):.2f} (mean of the last {len(tail)})")
+    return str(folder)
 
 
 @contextlib.contextmanager

@@ -122,6 +122,45 @@ def test_bad_arguments_name_the_value(tmp_path: Path) -> None:
         build_tiny_model(tmp_path, corpus_envs=["calculator"], corpus_episodes=0)
 
 
+def test_copy_batches_mark_only_tokens_found_earlier_in_their_sequence(tokenizer) -> None:
+    import torch
+
+    from agentgym.rollout.tiny_model import _copy_batch
+
+    pool = torch.arange(100, 400)
+    tokens, copyable = _copy_batch(pool, torch.Generator().manual_seed(0), 8, 128)
+    assert tokens.shape == copyable.shape == (8, 128)
+    assert ((tokens >= 100) & (tokens < 400)).all(), "tokens come from the pool"
+    for row in range(8):
+        seq, marked = tokens[row].tolist(), copyable[row].nonzero().flatten().tolist()
+        assert len(marked) >= 128 // 4, "a good part of every sequence is a copy"
+        for at in marked:  # the token before it occurred earlier, this one beside it
+            earlier = [i for i in range(at - 1) if seq[i] == seq[at - 1]]
+            assert any(seq[at] in (seq[i - 1] if i else None, seq[i + 1])
+                       for i in earlier), (row, at)
+        if row % 3 == 2:  # value first: what is copied stood before its key
+            at = marked[0]
+            assert seq.index(seq[at]) + 1 == seq.index(seq[at - 1]), row
+
+
+def test_copy_steps_train_the_weights_and_are_part_of_the_build(tmp_path: Path) -> None:
+    steps: list[tuple[int, float]] = []
+    folder = build_tiny_model(tmp_path / "copy", hidden_size=32, num_layers=1, copy_steps=3,
+                              progress=lambda step, loss: steps.append((step, loss)))
+    assert [step for step, _ in steps] == [1, 2, 3]
+    assert all(0 < loss < 20 for _, loss in steps)
+    assert json.loads((folder / "agentgym_tiny_model.json").read_text())["copy_steps"] == 3
+    random = build_tiny_model(tmp_path / "random", hidden_size=32, num_layers=1)
+    trained, untrained = (load_file(f / "model.safetensors") for f in (folder, random))
+    assert not all(trained[k].equal(untrained[k]) for k in trained)
+    assert (folder / "tokenizer.json").read_bytes() == (random / "tokenizer.json").read_bytes()
+    again = load_file(build_tiny_model(tmp_path / "again", hidden_size=32, num_layers=1,
+                                       copy_steps=3) / "model.safetensors")
+    assert all(trained[k].equal(again[k]) for k in trained), "same machine, same weights"
+    with pytest.raises(ValueError, match="copy_steps must be an int >= 0, got -1"):
+        build_tiny_model(tmp_path, copy_steps=-1)
+
+
 def test_corpus_episodes_bounds_what_the_tokenizer_reads_of_each_env() -> None:
     from agentgym.rollout.tiny_model import _corpus, chat_template
 

@@ -99,6 +99,8 @@ def test_a_model_folder_or_hub_id_is_accepted(tiny_model_dir: Path):
     assert "did you mean 'tiny'" in problems(model={"tin": {}})["model.tin"]
     assert "must be > 0, got 0" in problems(model={"tiny": {"init_std": 0}})["model.tiny.init_std"]
     assert parse_config({**BASE, "model": {"tiny": {"init_std": 0.06}}}).model.init_std == 0.06
+    assert "must be >= 0" in problems(model={"tiny": {"copy_steps": -5}})["model.tiny.copy_steps"]
+    assert parse_config({**BASE, "model": {"tiny": {"copy_steps": 9}}}).model.copy_steps == 9
 
 
 def test_unknown_trl_arg_names_the_closest_field():

@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("trl")
 
 CONFIG = """\
-model: {tiny: {}}
+model: {tiny: {copy_steps: 3}}
 output_dir: OUT
 seed: 0
 env: {id: calculator, kwargs: {num_tasks: 16}}
@@ -123,6 +123,7 @@ def test_the_console_shows_one_line_per_step_and_no_dict_of_logs(first_run: dict
     assert all("pass " in line and "groups with variance " in line
                for line in lines if line.startswith("grpo step "))
     assert "{'" not in stderr and "Warning" not in stderr  # no dict dumps, no deprecations
+    assert any(line.startswith("copy pretraining: 3 steps in ") for line in lines), stderr[-3000:]
 
 
 @pytest.mark.slow  # each reads the one end-to-end run of the module (~15 s)
@@ -223,7 +224,7 @@ def test_an_interrupted_run_leaves_complete_files(first_run: dict[str, Any], age
     config = tmp_path / "config.yaml"
     long_sft = (CONFIG.replace("OUT", str(tmp_path / "run"))
                 .replace("max_steps: 2,", "max_steps: 500,")
-                .replace("{tiny: {}}", str(first_run["run"] / "base-model"))
+                .replace("{tiny: {copy_steps: 3}}", str(first_run["run"] / "base-model"))
                 .replace("eval: {kwargs: {split: test}, episodes: 4}\n", ""))
     config.write_text(long_sft)
     log = tmp_path / "run" / "metrics.jsonl"
