@@ -262,9 +262,9 @@ def _pretrain_copy(model: Any, tokenizer: Any, steps: int, seed: int,
     run of 8-39 distinct tokens repeated to the end (predict what followed this token
     last time, an induction head's job); the rest are 4-23 key-value pairs, written key
     first or value first, then keys picked at random, each followed by its value (recall
-    what a key was paired with, wherever it stood). The loss counts only
-    the tokens that can be copied. Random tokens teach no language and no env: only the
-    mechanism, so that what SFT and GRPO teach afterwards can lean on it.
+    what a key was paired with, wherever it stood). The loss counts only the tokens that
+    can be copied. Random tokens teach no language and no env: only the mechanism, so
+    that what SFT and GRPO teach afterwards can lean on it.
     """
     import torch
 
