@@ -206,8 +206,8 @@ def _base_model(config: TrainConfig, console: Console) -> str:
     columns = [TextColumn("[bold]copy pretraining"), BarColumn(), MofNCompleteColumn(),
                TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn()]
     started = time.perf_counter()
-    with Progress(*columns, console=console, disable=not console.is_terminal,
-                  transient=True) as progress:
+    with Progress(*columns, console=console, transient=True,
+                  disable=not (console.is_terminal and tiny.copy_steps)) as progress:
         bar = progress.add_task("copy", total=tiny.copy_steps, loss=0.0)
         losses: list[float] = []
 

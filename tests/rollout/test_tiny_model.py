@@ -122,7 +122,7 @@ def test_bad_arguments_name_the_value(tmp_path: Path) -> None:
         build_tiny_model(tmp_path, corpus_envs=["calculator"], corpus_episodes=0)
 
 
-def test_copy_batches_mark_only_tokens_found_earlier_in_their_sequence(tokenizer) -> None:
+def test_copy_batches_mark_only_tokens_found_earlier_in_their_sequence() -> None:
     import torch
 
     from agentgym.rollout.tiny_model import _copy_batch
