@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -141,6 +142,18 @@ def test_copy_batches_mark_only_tokens_found_earlier_in_their_sequence() -> None
         if row % 3 == 2:  # value first: what is copied stood before its key
             at = marked[0]
             assert seq.index(seq[at]) + 1 == seq.index(seq[at - 1]), row
+
+
+def test_copy_rate_warms_up_holds_then_decays_over_the_last_fifth() -> None:
+    from agentgym.rollout.tiny_model import _copy_rate
+
+    rates = [_copy_rate(step, 1400) for step in range(1, 1401)]
+    assert rates[0] == pytest.approx(1e-4) and rates[99] == pytest.approx(1e-2)
+    assert rates[100:1121] == [pytest.approx(1e-2)] * 1021, "constant until the last fifth"
+    tail = rates[1120:]
+    assert all(a > b for a, b in itertools.pairwise(tail))
+    assert tail[-1] == pytest.approx(1e-2 / 280)
+    assert 0 < _copy_rate(3, 3) <= _copy_rate(1, 3) * 3, "a few steps still train"
 
 
 def test_copy_steps_train_the_weights_and_are_part_of_the_build(tmp_path: Path) -> None:
