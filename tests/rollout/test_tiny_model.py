@@ -153,7 +153,7 @@ def test_copy_rate_warms_up_holds_then_decays_over_the_last_fifth() -> None:
     tail = rates[1120:]
     assert all(a > b for a, b in itertools.pairwise(tail))
     assert tail[-1] == pytest.approx(1e-2 / 280)
-    assert 0 < _copy_rate(3, 3) <= _copy_rate(1, 3) * 3, "a few steps still train"
+    assert all(_copy_rate(step, 3) > 0 for step in (1, 2, 3)), "a short build trains each step"
 
 
 def test_copy_steps_train_the_weights_and_are_part_of_the_build(tmp_path: Path) -> None:
