@@ -20,7 +20,9 @@ of the few numbers that say how training goes; every key still reaches ``metrics
 SFT and RFT lines show ``loss`` and the learning rate (RFT's first line, how many attempts
 it kept). A field whose key a log lacks is
 left out (a step that generated nothing has no reward). The log TRL writes when training
-ends becomes ``grpo done: 20 steps in 214.0 s``.
+ends becomes ``grpo done: 20 steps in 214.0 s``, and for GRPO also says how many groups
+carried a gradient over the whole stage (``38 of 80 groups had reward variance``): the
+tasks GRPO actually learned from, the first thing to read when it did not help.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class StepLines(TrainerCallback):
         self.console = console or Console(stderr=True)
         self._began = 0.0
         self._spent, self._steps = 0.0, 0  # since the last line
+        self._varied, self._groups = 0.0, 0.0  # over the stage, from the GRPO lines
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._began = time.perf_counter()
@@ -96,7 +99,15 @@ class StepLines(TrainerCallback):
         if "train_runtime" in logs:  # transformers' summary when training ends
             text = (f"{self.kind} done: {state.global_step} steps in"
                     f" {logs['train_runtime']:.1f} s")
+            if self._groups:
+                text += (f"; {round(self._varied)} of {round(self._groups)} groups had"
+                         " reward variance")
         else:
+            share, count = logs.get("groups/with_variance"), logs.get("groups/count")
+            if _number(share) and _number(count):  # a line's log averages its steps
+                steps = max(1, self._steps)
+                self._varied += share * count * steps
+                self._groups += count * steps
             per_step = self._spent / self._steps if self._steps else None
             self._spent, self._steps = 0.0, 0
             text = step_line(self.kind, state.global_step, state.max_steps, logs, per_step)

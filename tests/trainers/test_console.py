@@ -63,6 +63,26 @@ def test_step_lines_print_one_line_per_log_and_the_end():
         "sft step 2/4  loss 2  lr 1.00e-03  0.0 s/step", "sft done: 2 steps in 3.2 s"]
 
 
+def test_grpo_end_line_counts_the_groups_that_carried_a_gradient():
+    out = io.StringIO()
+    lines = StepLines("grpo", Console(file=out, width=200))
+    state = SimpleNamespace(global_step=0, max_steps=3, is_world_process_zero=True)
+
+    def steps(count: int) -> None:
+        for _ in range(count):
+            lines.on_step_begin(None, state, None)
+            state.global_step += 1
+            lines.on_step_end(None, state, None)
+
+    steps(1)
+    lines.on_log(None, state, None, logs={"groups/with_variance": 0.25, "groups/count": 4.0})
+    steps(2)  # logging_steps 2: the log holds the mean of two steps (3 of 4, then 1 of 4)
+    lines.on_log(None, state, None, logs={"groups/with_variance": 0.5, "groups/count": 4.0})
+    lines.on_log(None, state, None, logs={"train_runtime": 9.0})
+    assert out.getvalue().splitlines()[-1] == (
+        "grpo done: 3 steps in 9.0 s; 5 of 12 groups had reward variance")
+
+
 def test_trl_configs_build_without_deprecation_warnings(tmp_path: Path):
     from trl import SFTConfig
 

@@ -382,6 +382,7 @@ def test_a_healthy_run_logs_learning_health_and_warns_of_nothing(
     # The console: one line per step with the numbers that matter, and no dict of logs.
     lines = console.getvalue().splitlines()
     assert len(lines) == 4 and lines[-1].startswith("grpo done: 3 steps in ")
+    assert lines[-1].endswith("; 6 of 6 groups had reward variance")
     for step, (line, record) in enumerate(zip(lines, steps, strict=False), start=1):
         assert re.fullmatch(
             rf"grpo step {step}/3  reward {record['reward']:.3f}"
