@@ -33,13 +33,18 @@ if TYPE_CHECKING:
 STAGES = ("init", "generate", "tool", "grade", "queue")
 
 
-def plan_jobs(task_ids: list[str], n: int, k: int = 1) -> list[tuple[str, int]]:
-    """``n`` tasks in order (cycling), ``k`` attempts each: ``(task_id, episode)`` pairs."""
+def plan_jobs(task_ids: list[str], n: int, k: int = 1,
+              first: int = 0) -> list[tuple[str, int]]:
+    """``n`` tasks in order from the ``first``-th (cycling), ``k`` attempts each:
+    ``(task_id, episode)`` pairs, episodes numbered from 0."""
     if n < 1 or k < 1:
         raise InvalidArgumentError(f"need n >= 1 and k >= 1 episodes, got n={n}, k={k}")
+    if first < 0:
+        raise InvalidArgumentError(f"first={first} must be >= 0 (the index of a task)")
     if not task_ids:
         raise InvalidArgumentError("the env has no tasks")
-    return [(task_ids[i % len(task_ids)], i * k + a) for i in range(n) for a in range(k)]
+    return [(task_ids[(first + i) % len(task_ids)], i * k + a)
+            for i in range(n) for a in range(k)]
 
 
 def pass_at_k(attempts: int, successes: int, k: int) -> float:
@@ -163,14 +168,16 @@ async def rollout(env_id: str | None, policy: Any, n: int, *, k: int = 1,
                   make_env: Callable[[], Any] | None = None,
                   on_done: Callable[[Trajectory], None] | None = None,
                   on_stage: Callable[[Counter], None] | None = None,
-                  harness: str | Harness | None = None) -> list[Trajectory]:
+                  harness: str | Harness | None = None,
+                  first_task: int = 0) -> list[Trajectory]:
     """Play ``n`` tasks x ``k`` attempts of ``policy`` on ``env_id`` (or on the envs
     ``make_env`` builds: then ``env_id`` may be None, and labels the trajectories when
-    given); ``skip`` lists ``(task_id, episode)`` pairs already done (resume). Attempt
-    ``a`` of the ``i``-th task is episode ``i * k + a``; the env and the policy learn
-    ``attempt`` and ``group`` (:class:`RolloutPipeline`). ``harness`` (an id of
-    ``agentgym list harnesses``): each episode is played by that agent program in the
-    task's sandbox, with ``policy`` (token-level) behind it, sampling as ``config`` says
+    given), the env's tasks in order from its ``first_task``-th; ``skip`` lists
+    ``(task_id, episode)`` pairs already done (resume). Attempt ``a`` of the ``i``-th task
+    is episode ``i * k + a``; the env and the policy learn ``attempt`` and ``group``
+    (:class:`RolloutPipeline`). ``harness`` (an id of ``agentgym list harnesses``): each
+    episode is played by that agent program in the task's sandbox, with ``policy``
+    (token-level) behind it, sampling as ``config`` says
     (:mod:`agentgym.rollout.harness`)."""
     import agentgym
 
@@ -197,19 +204,21 @@ async def rollout(env_id: str | None, policy: Any, n: int, *, k: int = 1,
             on_done=on_done, on_stage=on_stage,
             attempt_of=lambda job: (job[1] // k, job[1] % k), harness=runner)
         return await _run_jobs(pipeline_runner, env_id, n, k, skip,
-                               oracle=runner is None and isinstance(policy, OraclePolicy))
+                               oracle=runner is None and isinstance(policy, OraclePolicy),
+                               first=first_task)
     finally:
         if runner is not None:
             runner.close()
 
 
 async def _run_jobs(runner: RolloutPipeline, env_id: str | None, n: int, k: int,
-                    skip: set[tuple[str, int]] | None, oracle: bool) -> list[Trajectory]:
-    """Plan the jobs (``n`` tasks x ``k``), check the oracle has solutions, run them; the
-    pipeline's envs are closed after."""
+                    skip: set[tuple[str, int]] | None, oracle: bool,
+                    first: int = 0) -> list[Trajectory]:
+    """Plan the jobs (``n`` tasks x ``k``, from the ``first``-th task), check the oracle
+    has solutions, run them; the pipeline's envs are closed after."""
     try:
         task_ids = await runner.task_ids()
-        jobs = [job for job in plan_jobs(task_ids, n, k) if job not in (skip or set())]
+        jobs = [job for job in plan_jobs(task_ids, n, k, first) if job not in (skip or set())]
         if oracle:  # before any sandbox or browser starts
             await _check_solutions(runner, env_id, list(dict.fromkeys(t for t, _ in jobs)))
         return await runner.run(jobs)

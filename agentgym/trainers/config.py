@@ -255,6 +255,9 @@ class RFTStage:
     kind: ClassVar[str] = "rft"
     tasks: int = field(metadata={"min": 1})
     attempts: int = field(default=4, metadata={"min": 1})
+    #: The index of the first task attempted; null: right after the tasks the run's earlier
+    #: ``sft`` stages took demonstrations from (:meth:`TrainConfig.demonstrated_tasks`).
+    first_task: int | None = field(default=None, metadata={"min": 0})
     threshold: float = 1.0
     #: ``trl.SFTConfig`` fields.
     args: dict[str, Any] = field(default_factory=dict, metadata={"trl": "SFTConfig"})
@@ -297,6 +300,14 @@ class TrainConfig:
     def stage_dir(self, index: int) -> Path:
         """Where stage ``index`` writes: ``<output_dir>/<index:02d>-<kind>``."""
         return self.output_dir / f"{index:02d}-{self.stages[index].kind}"
+
+    def demonstrated_tasks(self, index: int) -> int:
+        """How many of the env's first tasks the ``sft`` stages before stage ``index``
+        collected demonstrations on (each policy of a mixture plays from the first task);
+        0 when none did. An ``rft`` stage starts after them by default."""
+        return max((demo.episodes for stage in self.stages[:index]
+                    if isinstance(stage, SFTStage) for demo in stage.demonstrations or ()),
+                   default=0)
 
     def to_dict(self) -> dict[str, Any]:
         """The config as plain data (what ``run.json`` records)."""

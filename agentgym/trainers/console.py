@@ -47,7 +47,11 @@ def step_line(kind: str, step: int, total: int, logs: dict[str, Any],
     """The line for one log of a ``kind`` (grpo, sft, rft) trainer at ``step`` of
     ``total`` (see the module docstring)."""
     if _number(logs.get("rft/attempts")) and _number(logs.get("rft/kept")):
-        return f"{kind}: kept {logs['rft/kept']:.0f} of {logs['rft/attempts']:.0f} attempts"
+        line = f"{kind}: kept {logs['rft/kept']:.0f} of {logs['rft/attempts']:.0f} attempts"
+        if _number(logs.get("rft/first_task")) and _number(logs.get("rft/tasks")):
+            first = logs["rft/first_task"]
+            line += f" at tasks {first:.0f}-{first + logs['rft/tasks'] - 1:.0f}"
+        return line
     parts = [f"{kind} step {step}/{total}"]
 
     def add(key: str, text: str) -> None:

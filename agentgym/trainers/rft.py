@@ -47,11 +47,12 @@ def successful(trajectories: Iterable[Trajectory], threshold: float = 1.0) -> li
 async def collect(env_id: str, policy: Any, *, env_kwargs: dict[str, Any] | None = None,
                   tasks: int, attempts: int, out: str | os.PathLike,
                   rollout: RolloutConfig | None = None, pipeline: PipelineConfig | None = None,
-                  resume: bool = False, policy_name: str = "",
+                  resume: bool = False, policy_name: str = "", first_task: int = 0,
                   on_stage: Callable[[Counter], None] | None = None,
                   on_done: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
-    """Play ``attempts`` episodes of each of the env's first ``tasks`` tasks and write
-    every one to ``out`` (JSONL, :class:`~agentgym.rollout.trajectory.TrajectoryWriter`).
+    """Play ``attempts`` episodes of each of ``tasks`` of the env's tasks, in order from its
+    ``first_task``-th, and write every one to ``out`` (JSONL,
+    :class:`~agentgym.rollout.trajectory.TrajectoryWriter`).
 
     Args:
         resume: keep what ``out`` holds and play only the attempts it lacks; without it an
@@ -69,13 +70,14 @@ async def collect(env_id: str, policy: Any, *, env_kwargs: dict[str, Any] | None
 
         await run_rollout(env_id, policy, tasks, k=attempts, env_kwargs=env_kwargs,
                           policy_name=policy_name, pipeline=pipeline, config=rollout,
-                          skip=set(writer.done), on_done=done, on_stage=on_stage)
+                          skip=set(writer.done), on_done=done, on_stage=on_stage,
+                          first_task=first_task)
     return read_trajectories(out)
 
 
 def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = None,
               output_dir: str | os.PathLike, tasks: int, attempts: int,
-              threshold: float = 1.0, rollout: RolloutConfig | None = None,
+              first_task: int = 0, threshold: float = 1.0, rollout: RolloutConfig | None = None,
               pipeline: PipelineConfig | None = None, sft_args: dict | None = None,
               resume: bool = False, callbacks: Sequence[Any] = (), tokenizer: Any = None,
               policy: Any = None, console: Any = None) -> Any:
@@ -83,7 +85,8 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
 
     Collects ``attempts`` attempts at each of ``tasks`` tasks into
     ``output_dir/attempts.jsonl``, keeps :func:`successful` ones, logs how many were kept
-    (``rft/attempts``, ``rft/kept``, ``rft/success_rate`` through the trainer's logging,
+    (``rft/attempts``, ``rft/kept``, ``rft/success_rate``, ``rft/tasks``,
+    ``rft/first_task`` through the trainer's logging,
     so callbacks see them), and trains on them with
     :func:`~agentgym.trainers.sft.train_sft` (final model in ``output_dir/final``).
 
@@ -93,6 +96,9 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
         tasks: how many of the env's tasks to attempt (in order, cycling).
         attempts: attempts per task; sampling needs a temperature above 0 for them to
             differ (``rollout.sampling.temperature``, default 1.0).
+        first_task: the index of the first of them. Start after the tasks the model's
+            demonstrations came from: a model already solves those, so their successes
+            teach it nothing new (the ``agentgym train`` default).
         threshold: the reward an attempt needs to be kept.
         rollout: per-episode settings (sampling, token and time limits).
         pipeline: how episodes are scheduled.
@@ -128,13 +134,15 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
     try:
         tried = asyncio.run(collect(env_id, policy, env_kwargs=env_kwargs, tasks=tasks,
                                     attempts=attempts, out=out, rollout=rollout,
-                                    pipeline=pipeline, resume=resume, policy_name="rft"))
+                                    pipeline=pipeline, resume=resume, policy_name="rft",
+                                    first_task=first_task))
     finally:
         if made:
             policy.close()
     kept = successful(tried, threshold)
-    logger.info("rejection fine-tuning: kept %d of %d attempts (reward >= %s) on %s",
-                len(kept), len(tried), threshold, env_id)
+    logger.info("rejection fine-tuning: kept %d of %d attempts (reward >= %s) on %s, tasks"
+                " %d-%d", len(kept), len(tried), threshold, env_id, first_task,
+                first_task + tasks - 1)
     if not kept:
         rewards = Counter(round(t.reward, 3) for t in tried)
         errors = sum(t.error is not None for t in tried)
@@ -151,5 +159,6 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
     trainer = sft_trainer(model, dataset, output_dir=output_dir, args=sft_args,
                           tokenizer=tokenizer, callbacks=callbacks, kind="rft", console=console)
     trainer.log({"rft/attempts": float(len(tried)), "rft/kept": float(len(kept)),
-                 "rft/success_rate": len(kept) / len(tried)})
+                 "rft/success_rate": len(kept) / len(tried), "rft/tasks": float(tasks),
+                 "rft/first_task": float(first_task)})
     return run_and_save(trainer, resume=resume)

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from agentgym.core import NoopPolicy, OraclePolicy
+from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.policies import TextPolicy
 from agentgym.rollout.evaluate import evaluate, pass_at_k, plan_jobs, rollout
 from agentgym.rollout.pipeline import MODES, PipelineConfig
@@ -27,6 +28,9 @@ def test_oracle_scores_one_and_noop_zero_in_every_mode(mode):
 def test_episodes_cycle_over_tasks_in_order_with_k_attempts():
     assert plan_jobs(["a", "b"], 3, k=2) == [("a", 0), ("a", 1), ("b", 2), ("b", 3),
                                              ("a", 4), ("a", 5)]
+    assert plan_jobs(["a", "b", "c"], 3, first=2) == [("c", 0), ("a", 1), ("b", 2)]
+    with pytest.raises(InvalidArgumentError, match="first=-1"):
+        plan_jobs(["a"], 1, first=-1)
     report = asyncio.run(evaluate("calculator", OraclePolicy(), 4, k=2,
                                   env_kwargs={"num_tasks": 3}))
     assert [t.task_id for t in report.trajectories] == [

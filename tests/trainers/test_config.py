@@ -189,7 +189,18 @@ def test_stage_kinds_and_shapes():
     found = problems(stages=[{"rft": {"attempts": 2}}])
     assert found["stages[0].rft.tasks"] == "missing (required): expected an integer"
     rft = parse_config({**BASE, "stages": [{"rft": {"tasks": 8}}]}).stages[0]
-    assert rft == RFTStage(tasks=8, attempts=4, threshold=1.0, args={})
+    assert rft == RFTStage(tasks=8, attempts=4, first_task=None, threshold=1.0, args={})
+    found = problems(stages=[{"rft": {"tasks": 8, "first_task": -1}}])
+    assert found["stages[0].rft.first_task"] == "must be >= 0, got -1"
+
+
+def test_rft_starts_after_the_tasks_demonstrations_came_from():
+    mixture = [{"policy": "oracle", "episodes": 3}, {"policy": "wrong", "episodes": 5}]
+    config = parse_config({**BASE, "stages": [
+        {"rft": {"tasks": 4}}, {"sft": {"demonstrations": mixture}}, {"rft": {"tasks": 4}},
+        {"sft": {"demonstrations": {"policy": "oracle", "episodes": 2}}}, {"grpo": {}}]})
+    # Nothing demonstrated before stage 0; every policy of a mixture plays from task 0.
+    assert [config.demonstrated_tasks(i) for i in range(5)] == [0, 0, 5, 5, 5]
 
 
 def test_sft_takes_exactly_one_source(tmp_path: Path):

@@ -45,6 +45,9 @@ def test_sft_and_rft_lines():
     assert step_line("rft", 0, 0, {"rft/attempts": 64.0, "rft/kept": 12.0,
                                    "rft/success_rate": 0.1875}) == (
         "rft: kept 12 of 64 attempts")
+    assert step_line("rft", 0, 0, {"rft/attempts": 64.0, "rft/kept": 12.0, "rft/tasks": 32.0,
+                                   "rft/first_task": 128.0}) == (
+        "rft: kept 12 of 64 attempts at tasks 128-159")
 
 
 def test_step_lines_print_one_line_per_log_and_the_end():

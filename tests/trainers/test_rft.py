@@ -82,6 +82,18 @@ def test_rft_trains_only_on_successful_attempts(tiny_model_dir, tmp_path):
     assert trainer.state.global_step == 1 and (tmp_path / "final" / "config.json").is_file()
 
 
+def test_rft_attempts_tasks_from_first_task(tiny_model_dir, tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    logs = Logs()
+    train_rft(str(tiny_model_dir), "calculator", env_kwargs={"num_tasks": 6},
+              output_dir=tmp_path, tasks=3, attempts=1, first_task=4,
+              policy=PlusOnly(tokenizer), sft_args=SFT, callbacks=[logs])
+    attempts = read_trajectories(tmp_path / ATTEMPTS_FILE)
+    assert [t.task_id for t in sorted(attempts, key=lambda t: t.episode)] == [
+        "calculator-train-4", "calculator-train-5", "calculator-train-0"]  # cycling
+    assert {"rft/tasks": 3, "rft/first_task": 4}.items() <= logs.seen[0].items()
+
+
 def test_rft_without_a_success_says_how_to_get_one(tiny_model_dir, tmp_path):
     # The untrained tiny model (the default policy: HFPolicy over the model) writes gibberish.
     rollout = RolloutConfig(Sampling(max_tokens=8, temperature=1.0, seed=0))
