@@ -256,7 +256,7 @@ class RFTStage:
     tasks: int = field(metadata={"min": 1})
     attempts: int = field(default=4, metadata={"min": 1})
     #: The index of the first task attempted; null: right after the tasks the run's earlier
-    #: ``sft`` stages took demonstrations from (:meth:`TrainConfig.demonstrated_tasks`).
+    #: stages took demonstrations from or attempted (:meth:`TrainConfig.rft_first_task`).
     first_task: int | None = field(default=None, metadata={"min": 0})
     threshold: float = 1.0
     #: ``trl.SFTConfig`` fields.
@@ -301,13 +301,21 @@ class TrainConfig:
         """Where stage ``index`` writes: ``<output_dir>/<index:02d>-<kind>``."""
         return self.output_dir / f"{index:02d}-{self.stages[index].kind}"
 
-    def demonstrated_tasks(self, index: int) -> int:
-        """How many of the env's first tasks the ``sft`` stages before stage ``index``
-        collected demonstrations on (each policy of a mixture plays from the first task);
-        0 when none did. An ``rft`` stage starts after them by default."""
-        return max((demo.episodes for stage in self.stages[:index]
-                    if isinstance(stage, SFTStage) for demo in stage.demonstrations or ()),
-                   default=0)
+    def rft_first_task(self, index: int) -> int:
+        """The first task the ``rft`` stage ``index`` attempts: its ``first_task``, or else
+        the one after every task the run's earlier stages were shown solved or attempted (an
+        ``sft`` stage's demonstrations, each policy of a mixture from the first task; an
+        ``rft`` stage's attempts), so that it learns from problems new to the model."""
+        stage = self.stages[index]
+        if isinstance(stage, RFTStage) and stage.first_task is not None:
+            return stage.first_task
+        end = 0
+        for i, earlier in enumerate(self.stages[:index]):
+            if isinstance(earlier, SFTStage):
+                end = max([end] + [demo.episodes for demo in earlier.demonstrations or ()])
+            elif isinstance(earlier, RFTStage):
+                end = max(end, self.rft_first_task(i) + earlier.tasks)
+        return end
 
     def to_dict(self) -> dict[str, Any]:
         """The config as plain data (what ``run.json`` records)."""

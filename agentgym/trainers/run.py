@@ -369,13 +369,11 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
     elif isinstance(stage, RFTStage):
         from agentgym.trainers.rft import train_rft
 
-        first_task = (config.demonstrated_tasks(index) if stage.first_task is None
-                      else stage.first_task)
         train_rft(model, config.env.id, env_kwargs=dict(config.env.kwargs),
                   output_dir=stage_dir, tasks=stage.tasks, attempts=stage.attempts,
-                  first_task=first_task, threshold=stage.threshold, rollout=rollout,
-                  pipeline=pipeline, sft_args=args, resume=resume, callbacks=callbacks,
-                  console=console)
+                  first_task=config.rft_first_task(index), threshold=stage.threshold,
+                  rollout=rollout, pipeline=pipeline, sft_args=args, resume=resume,
+                  callbacks=callbacks, console=console)
     else:
         from agentgym.trainers.grpo import GRPOOptions, train_grpo
 

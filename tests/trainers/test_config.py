@@ -194,13 +194,15 @@ def test_stage_kinds_and_shapes():
     assert found["stages[0].rft.first_task"] == "must be >= 0, got -1"
 
 
-def test_rft_starts_after_the_tasks_demonstrations_came_from():
+def test_rft_starts_after_the_tasks_the_run_has_used():
     mixture = [{"policy": "oracle", "episodes": 3}, {"policy": "wrong", "episodes": 5}]
     config = parse_config({**BASE, "stages": [
         {"rft": {"tasks": 4}}, {"sft": {"demonstrations": mixture}}, {"rft": {"tasks": 4}},
-        {"sft": {"demonstrations": {"policy": "oracle", "episodes": 2}}}, {"grpo": {}}]})
-    # Nothing demonstrated before stage 0; every policy of a mixture plays from task 0.
-    assert [config.demonstrated_tasks(i) for i in range(5)] == [0, 0, 5, 5, 5]
+        {"rft": {"tasks": 2, "first_task": 20}}, {"rft": {"tasks": 1}},
+        {"sft": {"demonstrations": {"policy": "oracle", "episodes": 2}}}, {"rft": {"tasks": 1}}]})
+    # From task 0 with nothing before it; after the mixture's 5 (each policy plays from task
+    # 0); after the earlier rft's tasks 5-8; as given; after that one's 20-21.
+    assert [config.rft_first_task(i) for i in (0, 2, 3, 4, 6)] == [0, 5, 20, 22, 23]
 
 
 def test_sft_takes_exactly_one_source(tmp_path: Path):
