@@ -13,6 +13,7 @@ each attempted ``k`` times.
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -218,12 +219,27 @@ async def _run_jobs(runner: RolloutPipeline, env_id: str | None, n: int, k: int,
     has solutions, run them; the pipeline's envs are closed after."""
     try:
         task_ids = await runner.task_ids()
+        if first and first + n > len(task_ids):
+            _warn_wrap(env_id, len(task_ids), n, first)
         jobs = [job for job in plan_jobs(task_ids, n, k, first) if job not in (skip or set())]
         if oracle:  # before any sandbox or browser starts
             await _check_solutions(runner, env_id, list(dict.fromkeys(t for t, _ in jobs)))
         return await runner.run(jobs)
     finally:
         await runner.close()
+
+
+def _warn_wrap(env_id: str | None, total: int, n: int, first: int) -> None:
+    """Say that tasks from ``first`` on run past the env's ``total`` and cycle back to the
+    tasks before ``first``: a caller starts past them to skip tasks already used (an rft
+    stage starts after its run's demonstrations), so those come back silently otherwise."""
+    again = min(first, first + n - total)
+    warnings.warn(
+        f"{n} tasks from task {first} run past the {total} tasks of {env_id or 'the env'!r}:"
+        f" tasks 0-{again - 1}, before {first}, are played too (an rft stage starts after"
+        " the tasks its run's demonstrations and earlier attempts came from, so the model"
+        " may have been shown these solved). Fix: fewer tasks, or an env with more (its"
+        " kwargs)", stacklevel=2)
 
 
 async def _check_solutions(runner: RolloutPipeline, env_id: str | None,
