@@ -11,7 +11,7 @@
     agentgym validate ENV_ID [-e KEY=VALUE ...] [-n N | --all] [--backend B] [--json]
     agentgym export-tasks ENV_ID DIR [--format harbor] [-e KEY=VALUE ...] [-n N | --task ID]
                   [--force] [--json]
-    agentgym train CONFIG.yaml [--resume] [--output-dir DIR] [--json]
+    agentgym train CONFIG.yaml [--resume] [--output-dir DIR] [--seed N] [--json]
     agentgym plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
     agentgym view FILE.jsonl|RUN_DIR ... [--port P]
     agentgym compare RUN_A RUN_B [--out FILE.html] [--json]
@@ -758,10 +758,14 @@ def export_tasks_command(env_id: str, dest: Path, format_: str, env_kwargs: tupl
                    " the interrupted one from its last checkpoint.")
 @click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Write the run here instead of the config's output_dir.")
+@click.option("--seed", type=int,
+              help="The run's seed instead of the config's `seed`: episodes, the order of"
+                   " the demonstrations, batches, sampling. The model stays the config's"
+                   " (a tiny model's weights keep its own `model.tiny.seed`).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the run's summary as one JSON object on stdout.")
 def train_command(config_file: Path, resume: bool, output_dir: Path | None,
-                  as_json: bool) -> None:
+                  seed: int | None, as_json: bool) -> None:
     """Train a model with the stages of CONFIG.yaml (sft, rft, grpo), evaluating on held-out
     tasks before the first stage and after every stage. See docs/training.md for the config's
     fields."""
@@ -779,7 +783,7 @@ def train_command(config_file: Path, resume: bool, output_dir: Path | None,
         early = output_dir or output_dir_of(config_file)
         if early is not None:
             check_output_dir(early, resume)
-        config = load_config(config_file, output_dir=output_dir)
+        config = load_config(config_file, output_dir=output_dir, seed=seed)
         from agentgym.trainers.run import train
 
         with quiet, _training_warnings():

@@ -13,7 +13,7 @@ each attempted ``k`` times.
 from __future__ import annotations
 
 import asyncio
-import warnings
+import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +25,8 @@ from agentgym.core.policies import OraclePolicy, policy_level
 from agentgym.rollout.loop import RolloutConfig
 from agentgym.rollout.pipeline import PipelineConfig, RolloutPipeline
 from agentgym.rollout.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from agentgym.core.harness import Harness
@@ -234,12 +236,12 @@ def _warn_wrap(env_id: str | None, total: int, n: int, first: int) -> None:
     tasks before ``first``: a caller starts past them to skip tasks already used (an rft
     stage starts after its run's demonstrations), so those come back silently otherwise."""
     again = min(first, first + n - total)
-    warnings.warn(
-        f"{n} tasks from task {first} run past the {total} tasks of {env_id or 'the env'!r}:"
-        f" tasks 0-{again - 1}, before {first}, are played too (an rft stage starts after"
-        " the tasks its run's demonstrations and earlier attempts came from, so the model"
-        " may have been shown these solved). Fix: fewer tasks, or an env with more (its"
-        " kwargs)", stacklevel=2)
+    logger.warning(
+        "%d tasks from task %d run past the %d tasks of %r: tasks 0-%d, before %d, are played"
+        " too (an rft stage starts after the tasks its run's demonstrations and earlier"
+        " attempts came from, so the model may have been shown these solved). Fix: fewer"
+        " tasks, or an env with more (its kwargs)", n, first, total, env_id or "the env",
+        again - 1, first)
 
 
 async def _check_solutions(runner: RolloutPipeline, env_id: str | None,

@@ -339,8 +339,10 @@ def _plain(obj: Any) -> Any:
 # ---- loading ---------------------------------------------------------------------------------
 
 
-def load_config(path: str | Path, *, output_dir: str | Path | None = None) -> TrainConfig:
-    """Read and validate the YAML file ``path``; ``output_dir`` overrides the file's.
+def load_config(path: str | Path, *, output_dir: str | Path | None = None,
+                seed: int | None = None) -> TrainConfig:
+    """Read and validate the YAML file ``path``; ``output_dir`` and ``seed`` override the
+    file's.
 
     Raises :class:`ConfigError` naming every problem (and ``FileNotFoundError``)."""
     import yaml
@@ -354,14 +356,17 @@ def load_config(path: str | Path, *, output_dir: str | Path | None = None) -> Tr
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(e, "problem", None) or str(e)
         raise ConfigError([("", f"not valid YAML: {where}{problem}")], str(path)) from None
-    return parse_config(data, source=str(path), output_dir=output_dir)
+    return parse_config(data, source=str(path), output_dir=output_dir, seed=seed)
 
 
 def parse_config(data: Any, *, source: str = "the config",
-                 output_dir: str | Path | None = None) -> TrainConfig:
-    """Validate already-parsed data (a mapping) into a :class:`TrainConfig`."""
+                 output_dir: str | Path | None = None, seed: int | None = None) -> TrainConfig:
+    """Validate already-parsed data (a mapping) into a :class:`TrainConfig`; ``output_dir``
+    and ``seed`` replace its own (the run's ``seed``: a tiny model's ``seed`` stays)."""
     if isinstance(data, Mapping) and output_dir is not None:
         data = {**data, "output_dir": str(output_dir)}
+    if isinstance(data, Mapping) and seed is not None:
+        data = {**data, "seed": seed}
     issues: list[tuple[str, str]] = []
     config = _load_dataclass(TrainConfig, data, "", issues)
     if issues or config is None:

@@ -291,6 +291,17 @@ def test_output_dir_override(tmp_path: Path):
     assert load_config(path, output_dir=tmp_path / "b").output_dir == tmp_path / "b"
 
 
+def test_seed_override_is_the_runs_and_leaves_the_tiny_models(tmp_path: Path):
+    path = tmp_path / "c.yaml"
+    path.write_text("model: {tiny: {seed: 5}}\noutput_dir: a\nseed: 1\nenv: {id: calculator}\n"
+                    "stages: [{grpo: {}}]\n")
+    assert load_config(path).seed == 1
+    config = load_config(path, seed=2)
+    assert config.seed == 2 and config.model.seed == 5
+    with pytest.raises(ConfigError, match="seed"):
+        load_config(path, seed="two")
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_example_configs_validate(path: Path):
     config = load_config(path)

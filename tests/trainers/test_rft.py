@@ -82,15 +82,16 @@ def test_rft_trains_only_on_successful_attempts(tiny_model_dir, tmp_path):
     assert trainer.state.global_step == 1 and (tmp_path / "final" / "config.json").is_file()
 
 
-def test_rft_attempts_tasks_from_first_task(tiny_model_dir, tmp_path):
+def test_rft_attempts_tasks_from_first_task(tiny_model_dir, tmp_path, caplog):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     logs = Logs()
     # Cycling back before first_task reaches tasks an earlier stage may have used: a warning.
-    with pytest.warns(UserWarning, match=r"3 tasks from task 4 run past the 6 tasks of"
-                      r" 'calculator': tasks 0-0, before 4, are played too"):
-        train_rft(str(tiny_model_dir), "calculator", env_kwargs={"num_tasks": 6},
-                  output_dir=tmp_path, tasks=3, attempts=1, first_task=4,
-                  policy=PlusOnly(tokenizer), sft_args=SFT, callbacks=[logs])
+    train_rft(str(tiny_model_dir), "calculator", env_kwargs={"num_tasks": 6},
+              output_dir=tmp_path, tasks=3, attempts=1, first_task=4,
+              policy=PlusOnly(tokenizer), sft_args=SFT, callbacks=[logs])
+    assert [r.levelname for r in caplog.records if "run past" in r.getMessage()] == ["WARNING"]
+    assert ("3 tasks from task 4 run past the 6 tasks of 'calculator': tasks 0-0, before 4,"
+            " are played too") in caplog.text
     attempts = read_trajectories(tmp_path / ATTEMPTS_FILE)
     assert [t.task_id for t in sorted(attempts, key=lambda t: t.episode)] == [
         "calculator-train-4", "calculator-train-5", "calculator-train-0"]  # cycling

@@ -218,6 +218,25 @@ def test_resume_skips_the_finished_stage_and_continues_from_the_checkpoint(
     assert len((grpo / "rollouts.jsonl").read_text().splitlines()) == 4
 
 
+@pytest.mark.slow  # a run of its own (~15 s)
+def test_seed_replaces_the_runs_seed_and_keeps_the_models(first_run: dict[str, Any],
+                                                           agentgym_cli: str, tmp_path: Path):
+    run = tmp_path / "seed7"
+    result = train(agentgym_cli, first_run["config"], "--output-dir", str(run), "--seed", "7")
+    assert result.returncode == 0, result.stderr[-3000:]
+    config = json.loads((run / "run.json").read_text())["config"]
+    assert config["seed"] == 7 and config["model"]["seed"] == 0
+    # The same base model as the first run (its weights keep model.tiny.seed), other
+    # demonstrations' order and sampling: the GRPO rollouts differ.
+    base = (run / "base-model" / "model.safetensors").read_bytes()
+    assert base == (first_run["run"] / "base-model" / "model.safetensors").read_bytes()
+    def sampled(folder: Path) -> list[list[int]]:
+        lines = (folder / "01-grpo" / "rollouts.jsonl").read_text().splitlines()
+        return [json.loads(line)["completion_ids"] for line in lines]
+
+    assert sampled(run) != sampled(first_run["run"])
+
+
 @pytest.mark.slow  # each reads the one end-to-end run of the module (~15 s)
 def test_an_interrupted_run_leaves_complete_files(first_run: dict[str, Any], agentgym_cli: str,
                                                   tmp_path: Path):
