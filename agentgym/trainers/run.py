@@ -157,7 +157,7 @@ def _prepare_output(config: TrainConfig, resume: bool, console: Console) -> dict
     """Refuse to overwrite a run; record this one in run.json."""
     out = config.output_dir
     run_file = out / RUN_FILE
-    record = check_output_dir(out, resume, [s.kind for s in config.stages])
+    record = check_output_dir(out, resume, [s.kind for s in config.stages], config.seed)
     if run_file.exists():
         console.print(f"[bold]resuming[/] the run in {out}")
     elif resume:

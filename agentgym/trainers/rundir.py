@@ -35,11 +35,13 @@ def output_dir_of(config_file: str | Path) -> Path | None:
 
 
 def check_output_dir(out: Path, resume: bool, stages: list[str] | None = None,
-                     ) -> dict[str, Any]:
+                     seed: int | None = None) -> dict[str, Any]:
     """The run record the folder ``out`` holds (``{}`` when it holds none).
 
     Raises :class:`RunExistsError` for a folder that holds a run when ``resume`` is False,
-    and, given the config's stage kinds, for one whose run had other stages."""
+    and, given the config's stage kinds and seed, for one whose run had other stages or
+    another seed (a run started with ``--seed N`` and resumed without it would go on with
+    the config's)."""
     run_file = out / RUN_FILE
     if not run_file.exists():
         return {}
@@ -53,4 +55,10 @@ def check_output_dir(out: Path, resume: bool, stages: list[str] | None = None,
         raise RunExistsError(
             f"cannot resume {str(out)!r}: its stages were {old}, the config now has {stages};"
             " restore the stages or start a new run in another --output-dir")
+    started = record.get("config", {}).get("seed")
+    if seed is not None and started is not None and started != seed:
+        raise RunExistsError(
+            f"cannot resume {str(out)!r}: it ran with seed {started}, and would go on with"
+            f" seed {seed}; pass --seed {started} (or start a new run in another"
+            " --output-dir)")
     return record

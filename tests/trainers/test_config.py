@@ -345,6 +345,11 @@ def test_an_output_dir_holding_a_run_is_refused_without_resume(tmp_path: Path):
     (tmp_path / "run.json").write_text(json.dumps({"config": data}))
     with pytest.raises(RunExistsError, match=r"its stages were \['grpo'\]"):
         train(config, resume=True)
+    # The same stages with another seed (a run started with --seed, resumed without it).
+    (tmp_path / "run.json").write_text(json.dumps({"config": {**config.to_dict(), "seed": 3}}))
+    with pytest.raises(RunExistsError, match=r"it ran with seed 3, and would go on with seed"
+                       r" 0; pass --seed 3"):
+        train(config, resume=True)
 
 
 def test_the_command_refuses_a_reused_output_dir_before_loading_the_trainers(tmp_path: Path):

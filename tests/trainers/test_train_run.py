@@ -230,6 +230,7 @@ def test_seed_replaces_the_runs_seed_and_keeps_the_models(first_run: dict[str, A
     # demonstrations' order and sampling: the GRPO rollouts differ.
     base = (run / "base-model" / "model.safetensors").read_bytes()
     assert base == (first_run["run"] / "base-model" / "model.safetensors").read_bytes()
+
     def sampled(folder: Path) -> list[list[int]]:
         lines = (folder / "01-grpo" / "rollouts.jsonl").read_text().splitlines()
         return [json.loads(line)["completion_ids"] for line in lines]
