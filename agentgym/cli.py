@@ -241,8 +241,9 @@ def _print_tools(console: Console, found: list[dict[str, Any]]) -> None:
         groups.setdefault(row["toolset"], []).append(row)
     for toolset, tools in groups.items():
         envs = ", ".join(dict.fromkeys(e for row in tools for e in row["envs"]))
+        plugins = ", ".join(dict.fromkeys(row["plugin"] for row in tools))
         where = (f"offered by {envs}" if envs else
-                 f"from {tools[0]['plugin']}, for any env to use (agentgym_tools)")
+                 f"from {plugins}, for any env to use (agentgym_tools)")
         console.print(f"\n[bold]{escape(toolset)}[/]: {escape(where)}", highlight=False)
         table = Table(show_header=False, box=None, padding=(0, 1, 0, 2))
         table.add_column("tool", no_wrap=True)
@@ -1134,6 +1135,8 @@ def plugin_new(name: str, directory: Path) -> None:
     click.echo(f"Created {path}")
     click.echo("Next: install agentgym from its source, then")
     click.echo(f"  pip install -e {path} && pytest {path}")
+    click.echo("Without a package index: pip install hatchling editables (local wheels),"
+               f" then pip install --no-build-isolation -e {path}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -134,6 +134,19 @@ def test_list_tools_shows_the_tools_of_every_env_by_toolset():
     assert "WebTools: offered by miniwob, miniwob-* (130), web-forum" in text
 
 
+def test_list_tools_names_every_plugin_of_the_reusable_tools():
+    from rich.console import Console
+
+    from agentgym.cli import _print_tools
+    from agentgym.listing import REUSABLE
+
+    rows = [{"id": i, "plugin": p, "description": "d", "toolset": REUSABLE, "envs": []}
+            for i, p in (("calculator", "calculator"), ("is_word", "wordle"))]
+    console = Console(width=80, record=True)
+    _print_tools(console, rows)
+    assert "from calculator, wordle, for any env to use" in console.export_text()
+
+
 def test_eval_oracle_and_noop_json(agentgym_cli):
     # Through the real console script: --json output must be one JSON object on stdout.
     for policy, expected in (("oracle", 1.0), ("noop", 0.0)):

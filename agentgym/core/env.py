@@ -238,6 +238,13 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         if self.reward is None and type(self).grade is AgentEnv.grade:
             raise TypeError(f"{type(self).__name__} needs a reward (argument or class"
                             " attribute), or a grade() method of its own")
+        if self.reward is not None and not isinstance(self.reward, Reward):
+            # caught here, not at the first episode's end as a bare "not callable"
+            raise TypeError(
+                f"{type(self).__name__}'s reward {self.reward!r} is a"
+                f" {type(self.reward).__name__}, not an agentgym.core.Reward: subclass"
+                " Reward and write score(episode) -> RewardResult, or pass a registered"
+                " reward id")
         self.parser = build("parsers", parser) if isinstance(parser, str) else parser
         self.max_turns = max_turns
         self.turn_timeout_s = turn_timeout_s

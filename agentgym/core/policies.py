@@ -56,6 +56,7 @@ included), ``vllm:MODEL`` (an in-process vLLM engine, GPU only).
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -227,9 +228,21 @@ def build_policy(name: str) -> TextPolicy | TokenPolicy:
 
     Raises:
         UnknownIdError: no loaded plugin registers ``ID``.
+        PolicyContractError: the id's factory cannot be called with one argument.
     """
     spec, argument = lookup_policy(name)
-    return spec.build(argument)
+    factory = spec.load()
+    try:  # the factory's own TypeErrors stay its own; a wrong signature is the author's
+        inspect.signature(factory).bind(argument)
+    except TypeError as error:
+        raise PolicyContractError(
+            f"policy {spec.id!r}: its factory {getattr(factory, '__qualname__', factory)!r}"
+            f" cannot be called with one argument ({error}): a policy factory takes the"
+            " text after ':' in the policy's name, or None without one (def"
+            " factory(arg=None), or __init__(self, arg=None) for a class)") from None
+    except ValueError:  # no signature to read (a builtin): let the call say what it says
+        pass
+    return factory(argument)
 
 
 # ---- built-in text policies ------------------------------------------------------------------

@@ -374,6 +374,13 @@ def test_an_env_that_grades_itself_needs_no_reward():
     with pytest.raises(TypeError, match="needs a reward"):
         NoGrader(TaskList([Task("t", "p")]))
 
+    class DuckReward:  # score() alone is not a Reward: refused when the env is built
+        def score(self, episode):
+            return RewardResult(1.0)
+
+    with pytest.raises(TypeError, match=r"DuckReward, not an agentgym.core.Reward: subclass"):
+        NoGrader(TaskList([Task("t", "p")]), reward=DuckReward())
+
     class SelfGraded(AgentEnv):
         async def grade(self, episode):
             return RewardResult(0.5, {"graded_by": "itself"})

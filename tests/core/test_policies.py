@@ -66,6 +66,32 @@ def test_the_argument_is_everything_after_the_first_colon(fake_plugin):
     assert build_policy("echo:").argument is None  # an empty argument is no argument
 
 
+#: A plugin whose policy class takes no argument: its factory cannot be called as one.
+NO_ARGUMENT = """
+from agentgym import hookimpl
+from agentgym.core.policies import NoopPolicy
+from agentgym.core.registry import Spec
+
+class Solver(NoopPolicy):
+    def __init__(self):
+        pass
+
+@hookimpl
+def agentgym_policies():
+    return [Spec("solver", Solver, "Takes no argument.")]
+"""
+
+
+def test_a_factory_that_takes_no_argument_is_told_the_contract(fake_plugin):
+    from agentgym.core.policies import PolicyContractError
+
+    fake_plugin("solver", NO_ARGUMENT)
+    with pytest.raises(PolicyContractError,
+                       match=r"policy 'solver': its factory 'Solver' cannot be called with one"
+                             r" argument .*__init__\(self, arg=None\)"):
+        build_policy("solver")
+
+
 def test_a_file_argument_reaches_the_factory(tmp_path: Path):
     turns = tmp_path / "turns.json"
     turns.write_text(json.dumps(["first", "second"]))
