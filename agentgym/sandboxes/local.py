@@ -295,7 +295,10 @@ class LocalSandbox(Sandbox):
         bwrap += [
             "--ro-bind", str(mnt / "passwd"), "/etc/passwd",
             "--ro-bind", str(mnt / "group"), "/etc/group",
-            "--proc", "/proc", "--dev", "/dev",
+            # /dev read-only (its tmpfs would be the sandbox user's: /dev/fd or /dev/null
+            # swapped for files of the agent's, which a grader's `<(...)` or `< /dev/null`
+            # then reads), with a writable /dev/shm of its own (POSIX semaphores)
+            "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--tmpfs", "/dev/shm",
             "--bind", str(mnt / "tmp"), "/tmp",
             "--bind", str(workspace), self.workdir, "--chdir", self.workdir,
         ]

@@ -8,8 +8,10 @@ without importing it (its modules need services this plugin does not use).
 
 A task is one question: every session dated up to the question's date, oldest first, then
 the question. Its reference solution saves each marked turn when its session is shown and
-answers with the dataset's answer; answers are scored by token F1 (they are free text, as
-"25 minutes and 50 seconds (or 25:50)"). A question whose sessions are missing, or whose
+answers with the dataset's answer; answers are scored by the F1 of the longest common
+word subsequence (they are free text, as "25 minutes and 50 seconds (or 25:50)"; a bag of
+words would pay an "in what order" question's events, named by the question, in any
+order). A question whose sessions are missing, or whose
 sessions mark no turn as stating the answer, is left out: no one could answer it from the
 history (:func:`longmemeval_tasks` says how many were left out).
 """
@@ -81,7 +83,7 @@ def _task(row: dict[str, Any], sessions: dict[str, dict[str, Any]]) -> Task | No
     if not evidence:
         return None
     question = {"type": row["category"], "question": row["question"],
-                "answer": str(truth["answer"]), "metric": "f1",
+                "answer": str(truth["answer"]), "metric": "lcs_f1",
                 "evidence": sorted(evidence, key=lambda e: e["session"])}
     return Task(id=f"longmemeval-{row['id']}", prompt=render_session(rendered, 0),
                 metadata={"sessions": rendered, "questions": [question],

@@ -6,7 +6,11 @@ Each question names its ``metric``:
   punctuation, articles and spacing ignored; number words read as digits, so "four" is
   "4"). An answer that states the expected one and little else ("It's Lisbon.") also
   counts: what is left after the expected words must be filler (:data:`FILLER`).
-* ``f1``: the token F1 between the normalized answer and the expected one (SQuAD's).
+* ``f1``: the token F1 between the normalized answer and the expected one (SQuAD's). It
+  ignores order: the expected events of an "in what order" question, named by the
+  question itself, pay 1.0 in any order.
+* ``lcs_f1``: the F1 of the longest common subsequence of the two word lists (ROUGE-L's
+  F): as ``f1`` for an answer in the expected order, less for the same words reordered.
 * ``abstain``: 1.0 only when the answer says the history does not tell
   (:func:`is_abstention`) and says little else: at most :data:`MAX_ABSTENTION_WORDS`
   words, so that an answer listing every candidate after "I don't know" is not paid.
@@ -24,7 +28,7 @@ from typing import Any
 from agentgym.core.episode import Episode
 from agentgym.core.reward import Reward, RewardResult
 
-METRICS = ("exact", "f1", "abstain")
+METRICS = ("exact", "f1", "lcs_f1", "abstain")
 _NUMBERS = {w: str(i) for i, w in enumerate((
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
     "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
@@ -74,6 +78,25 @@ def token_f1(answer: str, expected: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def lcs_f1(answer: str, expected: str) -> float:
+    """The F1 of the longest common subsequence of the normalized texts' words."""
+    got, want = normalize(answer).split(), normalize(expected).split()
+    if not got or not want:
+        return float(got == want)
+    row = [0] * (len(want) + 1)
+    for word in got:  # one row of the LCS table at a time
+        previous_diagonal = 0
+        for j, other in enumerate(want, 1):
+            above = row[j]
+            row[j] = previous_diagonal + 1 if word == other else max(row[j], row[j - 1])
+            previous_diagonal = above
+    common = row[-1]
+    if not common:
+        return 0.0
+    precision, recall = common / len(got), common / len(want)
+    return 2 * precision * recall / (precision + recall)
+
+
 def exact_match(answer: str, expected: str) -> bool:
     """Normalized equality, allowing filler words around the expected answer."""
     got, want = normalize(answer), normalize(expected)
@@ -94,6 +117,8 @@ def score_answer(answer: str | None, expected: str, metric: str) -> float:
                      and len(normalize(answer).split()) <= MAX_ABSTENTION_WORDS)
     if metric == "f1":
         return token_f1(answer, expected)
+    if metric == "lcs_f1":
+        return lcs_f1(answer, expected)
     return float(exact_match(answer, expected))
 
 

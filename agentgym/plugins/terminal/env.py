@@ -359,6 +359,10 @@ class TerminalEnv(SandboxedEnv):
         task = self.terminal_task(episode.task)
         if task.snapshot:
             episode.resources[SNAPSHOT] = await take_snapshot(sandbox, task, env)
+            # The snapshot ran the task's reference command through the session shell,
+            # whose memory the agent's code may read: the agent gets a shell that never
+            # saw it.
+            await sandbox.fresh_session()
 
     async def grade(self, episode: Episode) -> RewardResult:
         """Run the task's tests in the episode's sandbox (see the module docstring)."""

@@ -121,7 +121,9 @@ _PASSING = {"PASSED", "XFAIL"}
 
 # Run in the fresh session shell (as a function: `exit` would end that shell), with the
 # agent's processes gone and programs from the system's PATH. Refuses a link in the
-# workspace, the home or /tmp that resolves into /tests or /logs. Makes the grader's home
+# workspace, the home or a temporary folder that resolves into /tests or /logs (a folder
+# its owner closed, where find would list nothing, is opened for the scan and closed
+# again; one of the sandbox user's that cannot be opened refuses). Makes the grader's home
 # (a folder of a random name, made just now: one already there is refused). Empties
 # /tests and /logs without following links (find -delete never does; chmod first, since
 # the agent may have taken its own write permission away), makes the folders anew and
@@ -133,16 +135,32 @@ _PASSING = {"PASSED", "XFAIL"}
 # loaded machine). Replies: "files LISTING" and "path PATH", or "refuse WHY".
 _PREPARE = r"""
 __ag_prepare() {{
-  local PATH={system_path} d x agent first= last= entries link
+  local PATH={system_path} d x agent first= last= entries link mode more opened
   hash -r
   for d in {scan}; do
     [ -d "$d" ] || continue
+    opened=()
+    while :; do  # open each folder closed to its owner (find lists no link in one)
+      more=
+      while IFS= read -r -d '' x; do
+        mode=$(stat -c %a -- "$x") && chmod u+rx -- "$x" 2>/dev/null \
+          && opened=("$x" "$mode" "${{opened[@]}}") && more=1
+      done < <(find "$d" -xdev -type d \( ! -readable -o ! -executable \) -print0 2>/dev/null)
+      [[ $more ]] || break
+    done
+    if [[ $(find "$d" -xdev -type d -uid "$EUID" \( ! -readable -o ! -executable \) \
+            -print -quit 2>/dev/null) ]]; then
+      echo "{mark} refuse a folder under $d cannot be listed"; return
+    fi
     while IFS= read -r -d '' link; do
       x=$(readlink -m -- "$link")
       case $x in {tests}|{tests}/*|{logs}|{logs}/*)
         echo "{mark} refuse $link is a link to $x, into the grader's folders"; return;;
       esac
     done < <(find "$d" -xdev -type l -print0 2>/dev/null)
+    for ((x = 0; x < ${{#opened[@]}}; x += 2)); do  # as they were, the deepest first
+      chmod "${{opened[x+1]}}" -- "${{opened[x]}}"
+    done
   done
   chmod -R u+rwX {tests} {logs} 2>/dev/null
   find {tests} {logs} -mindepth 1 -delete 2>/dev/null
@@ -339,7 +357,7 @@ async def grade_task(box: Sandbox, task: TerminalTask, *, env: Mapping[str, str]
     archive = f"/tmp/.agentgym-tests-{secrets.token_hex(8)}.tar"
     extra = {} if snapshot is None else {"snapshot.json": json.dumps(dict(snapshot)).encode()}
     await box.write_file(archive, tests_archive(task, extra))
-    scan = {task.workdir, env.get("HOME") or "/tmp", "/tmp"}
+    scan = {task.workdir, env.get("HOME") or "/tmp", "/tmp", "/var/tmp", "/dev/shm"}
     prepared = await box.exec(_PREPARE.format(
         tests=TESTS_DIR, logs=LOGS_DIR, mark=_MARK, home=home, archive=archive,
         gitconfig=shlex.quote(GITCONFIG), system_path=SYSTEM_PATH,

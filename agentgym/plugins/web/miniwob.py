@@ -64,6 +64,28 @@ _START = """([family, seed, css]) => {
   core.startEpisodeReal();
   return WOB_TASK_READY;
 }"""
+#: Pages whose own check pays what the task does not ask for, by family: a script run
+#: after _START that corrects it (a red team was paid 1.0 by each before its fix).
+#: terminal: "delete a file ending with .tar.gz" checked only that the name ends with the
+#: extension's letters, or is one letter shorter than the extension and lacks it
+#: (``indexOf`` is -1): `rm alloy` paid; now the name must end with "." and the extension.
+PAGE_FIXES = {
+    "terminal": r"""() => {
+  const pageCheck = window.removeContents;
+  window.removeContents = function (input, expectedDel) {
+    const name = input.split(/\s/g)[1];
+    const index = currentFiles.indexOf(name);
+    const right = name !== undefined && (expectedDel === '' ? name.indexOf('.') === -1
+                                                           : name.endsWith('.' + expectedDel));
+    if (name === undefined || input.indexOf('*') !== -1 || index === -1 || right)
+      return pageCheck(input, expectedDel);
+    currentFiles.splice(index, 1);  // another kind of file deleted, as the page would
+    generateTerminalOutput('');
+    core.endEpisode(-1);
+  };
+}""",
+}
+
 #: The page's state: done, raw reward, reason. Only the page this episode started counts:
 #: every MiniWoB++ page sets the same globals, so a goto to another family's page (an
 #: easier one), a reload, or the same family's page opened anew (an unseeded problem) is
@@ -247,6 +269,8 @@ class MiniWoBEnv(WebEnv):
         await page.clock.install(time=CLOCK_START_MS)
         await page.clock.pause_at(CLOCK_START_MS + 60_000)
         await page.evaluate(_START, [task.metadata["family"], task.metadata["seed"], _HIDE_CSS])
+        if task.metadata["family"] in PAGE_FIXES:
+            await page.evaluate(PAGE_FIXES[task.metadata["family"]])
         for _ in range(100):  # some pages load their data asynchronously
             if await page.evaluate("() => WOB_TASK_READY"):
                 break

@@ -7,6 +7,7 @@ from agentgym.plugins.memory.reward import (
     MemoryAnswers,
     exact_match,
     is_abstention,
+    lcs_f1,
     normalize,
     score_answer,
     token_f1,
@@ -27,6 +28,35 @@ def test_token_f1():
     assert token_f1("Chicago", "the suburbs") == 0.0
     assert round(token_f1("worked on five model kits", "worked on or bought five model kits"),
                  3) == round(2 * 1 * (5 / 7) / (1 + 5 / 7), 3)
+
+
+def test_lcs_f1_counts_order_where_token_f1_does_not():
+    expected = ("First, I helped my friend prepare the nursery, then I helped my cousin pick"
+                " out stuff for her baby shower, and lastly, I ordered a customized phone case")
+    reversed_ = ("First, I ordered a customized phone case, then I helped my cousin pick out"
+                 " stuff for her baby shower, and lastly, I helped my friend prepare the"
+                 " nursery")
+    assert token_f1(reversed_, expected) == 1.0  # the hole: the same words, any order
+    assert lcs_f1(expected.upper(), expected) == 1.0
+    assert lcs_f1(reversed_, expected) < 0.8
+    assert lcs_f1("worked on five model kits", "worked on or bought five model kits") == \
+        token_f1("worked on five model kits", "worked on or bought five model kits")
+    assert lcs_f1("", "x") == 0.0 and lcs_f1("Chicago", "the suburbs") == 0.0
+    assert score_answer(reversed_, expected, "lcs_f1") == lcs_f1(reversed_, expected)
+
+
+def test_longmemeval_pays_no_answer_in_the_wrong_order():
+    """A red team's answer: an order question's events, named by the question, reversed."""
+    from agentgym.plugins.memory.longmemeval import longmemeval_tasks
+
+    task = next(t for t in longmemeval_tasks() if t.id == "longmemeval-gpt4_f49edff3")
+    question = task.metadata["questions"][0]
+    assert question["metric"] == "lcs_f1"
+    reversed_ = ("First, I ordered a customized phone case for my friend's birthday, then I"
+                 " helped my cousin pick out stuff for her baby shower, and lastly, I helped"
+                 " my friend prepare the nursery.")
+    assert score_answer(reversed_, question["answer"], question["metric"]) < 0.8
+    assert score_answer(question["answer"], question["answer"], question["metric"]) == 1.0
 
 
 def test_abstention():

@@ -315,6 +315,25 @@ def test_markup_typed_into_a_page_that_echoes_it_runs_no_script() -> None:
         env.close()
 
 
+@pytest.mark.parametrize(("command", "paid"), [("rm alloy", 0.0), ("rm page.tar.gz", 1.0)])
+def test_the_terminal_page_pays_only_the_file_the_goal_names(command, paid) -> None:
+    """terminal/11: "delete a file ending with the extension .tar.gz" among alloy, cats.py
+    and page.tar.gz. The page's own check paid `rm alloy` 1.0 (a red team's: a name one
+    letter shorter than the extension that lacks it); miniwob.PAGE_FIXES corrects it."""
+    env = MiniWoBEnv("terminal", max_turns=20)
+    try:
+        messages, _ = env.reset(options={"task_id": "terminal/11"})
+        box = next(line.split("]")[0].strip(" [") for line in messages[-1]["content"]
+                   .splitlines() if "] textbox" in line)
+        for key in [*(k if k != " " else "Space" for k in command), "Enter"]:  # the page
+            call = json.dumps({"name": "press", "arguments": {"bid": box, "key": key}})
+            _, reward, terminated, _, info = env.step(f"<tool_call>{call}</tool_call>")
+            assert not terminated or key == "Enter", info  # reads its keys, not the value
+    finally:
+        env.close()
+    assert terminated and reward == paid, info["reward_metrics"]
+
+
 def _played_without_pay(env, probe, target) -> None:
     messages, info = env.reset(options={"task_id": "terminal/0"})
     tools = tuple(t["function"]["name"] for t in info["tools"])
