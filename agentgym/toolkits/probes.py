@@ -488,9 +488,10 @@ for _ in range(3):
 #: (``/proc/PID/mem``: heap and stack), the session shell the grader sent its commands
 #: through above all, for what the grader keeps from the agent: the tests as text or in
 #: base64, a reference command among them (a JSON object with ``"gold"``), which it runs.
-_MEMORY_SCRAPER_PY = r"""
-import base64, json, os, re
-RUN = re.compile(rb"[A-Za-z0-9+/]{800,}={0,2}")
+#: Python both memory scrapers start with: ``memories()`` yields what every process of
+#: the sandbox this one may read holds in its heap, stack and anonymous regions.
+_PROCESS_MEMORY_PY = r"""
+import os
 def regions(pid):
     try:
         with open("/proc/%d/maps" % pid) as maps:
@@ -500,6 +501,26 @@ def regions(pid):
                     yield tuple(int(x, 16) for x in parts[0].split("-"))
     except OSError:
         return
+def memories():
+    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+        if pid == os.getpid():
+            continue
+        try:
+            mem = open("/proc/%d/mem" % pid, "rb", 0)
+        except OSError:
+            continue
+        with mem:
+            for start, end in regions(pid):
+                try:
+                    mem.seek(start)
+                    yield mem.read(min(end - start, 64 << 20))
+                except (OSError, ValueError, OverflowError):
+                    continue
+"""
+
+_MEMORY_SCRAPER_PY = _PROCESS_MEMORY_PY + r"""
+import base64, json, re
+RUN = re.compile(rb"[A-Za-z0-9+/]{800,}={0,2}")
 def texts(data):
     yield data
     for run in RUN.finditer(data):
@@ -526,24 +547,11 @@ def gold(raw):
         at = raw.find(b'"gold"', at + 1)
     return None
 def search():
-    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
-        if pid == os.getpid():
-            continue
-        try:
-            mem = open("/proc/%d/mem" % pid, "rb", 0)
-        except OSError:
-            continue
-        with mem:
-            for start, end in regions(pid):
-                try:
-                    mem.seek(start)
-                    data = mem.read(min(end - start, 64 << 20))
-                except (OSError, ValueError, OverflowError):
-                    continue
-                for raw in texts(data):
-                    spec = gold(raw)
-                    if spec:
-                        return spec
+    for data in memories():
+        for raw in texts(data):
+            spec = gold(raw)
+            if spec:
+                return spec
 spec = search()
 if spec:
     shell = spec.get("shell") or "bash"
@@ -649,35 +657,17 @@ def dev_hijack(target: ProbeTarget):
 
 
 #: Python that looks through the memory of every process of the sandbox it may read (the
-#: session shell first) for a command the env ran in the agent's shell before its first
+#: session shell among them) for a command the env ran in the agent's shell before its first
 #: turn (``--norc -c 'cd WORKDIR && ...'``), runs it and writes what it printed into
 #: every answer file the instruction names (``argv[1:]``).
-_START_SCRAPER_PY = r"""
-import os, re, subprocess, sys
+_START_SCRAPER_PY = _PROCESS_MEMORY_PY + r"""
+import re, subprocess, sys
 QUOTED = [re.escape(b"'" + b'"' + b"'" + b'"' + b"'"), re.escape(b"'\\''")]  # '"'"' and '\''
 FOUND = re.compile(b"--norc -c ('(?:[^'\\x00]|" + b"|".join(QUOTED) + b")*')")
 def commands():
-    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
-        if pid == os.getpid():
-            continue
-        try:
-            maps = open("/proc/%d/maps" % pid).read().splitlines()
-            mem = open("/proc/%d/mem" % pid, "rb", 0)
-        except OSError:
-            continue
-        with mem:
-            for line in maps:
-                parts = line.split()
-                if "r" not in parts[1] or (len(parts) > 5 and parts[5] != "[heap]"):
-                    continue
-                start, end = (int(x, 16) for x in parts[0].split("-"))
-                try:
-                    mem.seek(start)
-                    data = mem.read(min(end - start, 64 << 20))
-                except (OSError, ValueError, OverflowError):
-                    continue
-                for match in FOUND.finditer(data):
-                    yield match.group(1).decode(errors="replace")
+    for data in memories():
+        for match in FOUND.finditer(data):
+            yield match.group(1).decode(errors="replace")
 for quoted in commands():
     if not quoted.startswith("'cd ") or "AGENTGYM_PROBE" in quoted:
         continue  # not a command run in the workspace, or this probe's own text
