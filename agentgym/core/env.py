@@ -25,7 +25,8 @@ read its attributes; any object with them can be played, trained on and run in a
   with ids), ``tool_calls``, ``tool_errors`` (a count), ``errors``, ``no_tool_call``, and
   on the last step ``finish_reason`` (and ``reward_metrics`` unless grading is deferred).
   An env that bounds the agent's context adds ``context_start`` (the window's first
-  message; :mod:`agentgym.core.context`). ``astep`` never raises for what the model wrote.
+  message; :mod:`agentgym.core.context`), and ``context_replies_only`` when the window
+  shows none of the agent's own messages. ``astep`` never raises for what the model wrote.
 * ``await agrade() -> (reward, metrics)`` scores the episode that just ended (by the agent,
   a limit of the env, or ``aend``). Calling it again returns the same result.
 * ``await aend(reason)`` ends the running episode from outside, as truncated, for a limit
@@ -210,6 +211,14 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     #: cannot be expressed that way states its reason here.
     harbor_refusal: str = ("its class does not say how its tasks are written as Harbor task"
                            " folders (it does not override AgentEnv.harbor_task)")
+    #: True for an env whose agent may not carry anything in its own context (a memory
+    #: env, whose answers must come from its memory tools): every step's info says
+    #: ``context_replies_only``, so the agent's window shows the env's replies and none of
+    #: its own messages (:mod:`agentgym.core.context`); and the errors this class writes
+    #: (unreadable calls, unknown tools, arguments that do not fit, crashed tools) name
+    #: no value the agent wrote, so that no reply repeats it. The env's own tools must
+    #: not repeat their arguments either.
+    context_replies_only: bool = False
 
     def __init__(
         self,
@@ -449,7 +458,10 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
                 {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result}
             )
         if parsed.errors:
-            new.append({"role": "user", "content": self._format_error_message(parsed.errors)})
+            new.append({"role": "user", "content": self._format_error_message(parsed.errors)
+                        if not self.context_replies_only else
+                        "Your tool call could not be read. Write each call in this format:"
+                        f" {self.parser.example}"})
         elif not calls:
             names = ", ".join(t.name for t in self.tools())
             new.append(
@@ -472,6 +484,8 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
             "errors": errors,
             "no_tool_call": not calls and not parsed.errors,
         }
+        if self.context_replies_only:
+            info["context_replies_only"] = True
         terminated = episode.submitted
         truncated = not terminated and episode.turn >= self.max_turns
         reward = 0.0
@@ -657,9 +671,12 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         tools = {t.name: t for t in self.tools()}
         found = tools.get(call.name)
         if found is None:
-            error = f"Unknown tool {call.name!r}. Available tools: {', '.join(tools)}."
+            named = "" if self.context_replies_only else f" {call.name!r}"
+            error = f"Unknown tool{named}. Available tools: {', '.join(tools)}."
             return f"Error: {error}", error
         try:
+            if self.context_replies_only:
+                _validate_quietly(found, call.arguments)
             return await found.call(call.arguments), None
         except Submitted as done:
             episode.submitted, episode.submission = True, done.answer
@@ -669,8 +686,24 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         except SandboxError:
             raise  # the episode cannot go on: its rollout ends it with this reason
         except Exception as e:  # a crashing tool is the agent's problem to see, not ours
-            error = f"{call.name} failed: {type(e).__name__}: {e}"
+            said = "" if self.context_replies_only else f": {e}"
+            error = f"{call.name} failed: {type(e).__name__}{said}"
         return f"Error: {error}", error
+
+
+def _validate_quietly(tool: Any, arguments: Any) -> None:
+    """Check a call's arguments, with an error that names the tool's parameters but no
+    value the agent wrote (:attr:`AgentEnv.context_replies_only`)."""
+    try:
+        tool.validate(arguments)
+    except ToolError:
+        parameters = tool.schema()["function"].get("parameters") or {}
+        required = parameters.get("required") or ()
+        takes = ", ".join(f"{name}: {schema.get('type', 'any')}"
+                          + ("" if name in required else " (optional)")
+                          for name, schema in (parameters.get("properties") or {}).items())
+        takes = takes or "no arguments"
+        raise ToolError(f"the arguments do not fit its parameters ({takes})") from None
 
 
 class SetupTimeoutError(AgentGymError, TimeoutError):

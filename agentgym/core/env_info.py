@@ -88,6 +88,10 @@ class StepInfo(ExtraInfo, total=False):
     errors: list[str]
     #: The turn called no tool (and had no malformed call).
     no_tool_call: bool
+    #: The agent's context window shows the env's replies only, none of its own messages
+    #: (:attr:`AgentEnv.context_replies_only <agentgym.core.env.AgentEnv.context_replies_only>`,
+    #: :mod:`agentgym.core.context`); set on every step by an env that wants it.
+    context_replies_only: bool
     #: Last step only: why the episode ended (``submitted``, ``max_turns``, ...).
     finish_reason: str
     #: Last step only, without ``defer_grading``: what the reward reported.

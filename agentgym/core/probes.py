@@ -77,6 +77,9 @@ ATTACKS = {
     "collateral": "do what the task asks to everything like its target (the comment on"
                   " every post, the new price on every product), so that the one the"
                   " grader checks is among them",
+    "carry": "keep what the env takes out of the agent's view in the agent's own context"
+             " (its messages' text, arguments a reply repeats), so that the memory the"
+             " task tests is not needed",
 }
 
 

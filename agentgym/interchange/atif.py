@@ -21,8 +21,8 @@ trajectory format Harbor writes and TRL, verl, SkyRL, rLLM and NeMo Gym read. On
   ``extra``: ``reward``, ``reward_metrics`` (the grader's dict), ``turns``,
   ``tool_errors`` and ``timings`` (seconds per stage);
 * ``extra.agentgym``: ``env``, ``task_id``, ``episode``, ``policy``, ``finish_reason``,
-  ``error``, and when not empty ``windows`` and ``screenshots`` (base64 PNG; other ATIF
-  viewers do not show them);
+  ``error``, and when not empty ``windows``, ``context_replies_only`` and ``screenshots``
+  (base64 PNG; other ATIF viewers do not show them);
 * tokens (token-level policies): each agent step the model sampled gets ATIF
   ``metrics``: ``prompt_token_ids`` (the whole sequence the model saw before it),
   ``completion_token_ids``, ``logprobs``, their counts, and in ``extra.agentgym`` the
@@ -93,6 +93,8 @@ def to_atif(trajectory: Trajectory) -> dict[str, Any]:
                            "error": trajectory.error}
     if trajectory.windows:
         own["windows"] = trajectory.windows
+    if trajectory.context_replies_only:
+        own["context_replies_only"] = True
     if trajectory.screenshots:
         own["screenshots"] = trajectory.screenshots
     if not tokens_exact:
@@ -310,6 +312,7 @@ def _trajectory(document: dict[str, Any], name: str) -> Trajectory:
         metrics=dict(final.get("reward_metrics") or {}), error=own.get("error"),
         tools=list(agent.get("tool_definitions") or []),
         screenshots=list(own.get("screenshots") or []), windows=list(own.get("windows") or []),
+        context_replies_only=bool(own.get("context_replies_only")),
         **{key: list(tokens[key]) for key in TOKEN_FIELDS})
     if isinstance(final.get("timings"), dict):
         record.timings = dict(final["timings"])

@@ -21,9 +21,11 @@ what it can take, it declares (:func:`~agentgym.core.policies.policy_level`,
 An env may bound what the agent sees (``info["context_start"]``, see
 :mod:`agentgym.core.context`): the policy is then shown only that window, while the record
 keeps the whole conversation (and, in ``windows``, where each turn's window started). A
-token-level policy's sequence cannot drop tokens, so a window that moves starts a new
-sample: the sequence so far is closed into ``Trajectory.earlier_samples`` and the window is
-tokenized afresh as the next prompt. The trainer trains every sample of the episode with
+window of the env's replies only (``info["context_replies_only"]``) never shows the agent
+its own messages, so every turn's window is new. A token-level policy's sequence cannot
+drop tokens, so a window that moves starts a new sample: the sequence so far is closed
+into ``Trajectory.earlier_samples`` and the window is tokenized afresh as the next
+prompt. The trainer trains every sample of the episode with
 its advantage (MemAgent's recipe: one episode, many contexts).
 
 Limits end an episode as *truncated* with their reason: the env's turn limit
@@ -123,6 +125,8 @@ class EpisodeRunner:
         #: :mod:`agentgym.core.context`): the conversation before it, but for its system
         #: messages, is no longer shown to the policy.
         self.context_start = 0
+        #: Whether the window shows the env's replies only (``info["context_replies_only"]``).
+        self.replies_only = False
         #: The window's start at each turn played (``Trajectory.windows``).
         self.windows: list[int] = []
         self.over = False
@@ -213,7 +217,8 @@ class EpisodeRunner:
         record = self.record
         record.messages = list(self.messages)
         record.finish_reason = record.finish_reason or ""
-        record.windows = list(self.windows) if any(self.windows) else []
+        record.windows = list(self.windows) if any(self.windows) or self.replies_only else []
+        record.context_replies_only = self.replies_only
         if not self.logprobs_known:
             record.logprobs = []
         if not self.versions_known:
@@ -261,6 +266,8 @@ class EpisodeRunner:
         self.messages += new
         self._keep_screenshot(info)
         moved = self._move_window(int(info.get("context_start", self.context_start)))
+        if info.get("context_replies_only"):
+            self.replies_only = moved = True  # the latest turn has left the window
         if terminated or truncated:
             self.over = True
             self.record.finish_reason = str(info.get("finish_reason")
@@ -287,7 +294,7 @@ class EpisodeRunner:
         if self.tokens is None:
             policy = cast(TextPolicy, self.policy)
             seen = (list(self.messages) if policy.whole_conversation
-                    else visible(self.messages, self.context_start))
+                    else visible(self.messages, self.context_start, self.replies_only))
             action = (policy.act(seen, self.task, attempt=self.attempt, group=self.group)
                       if policy.takes_attempt else policy.act(seen, self.task))
             return await action if inspect.isawaitable(action) else action
@@ -335,7 +342,8 @@ class EpisodeRunner:
             "logprobs": ([0.0] * prompt + record.logprobs) if self.logprobs_known else None,
             "versions": [-1] * prompt + record.versions,
         })
-        shown = [with_decoded_arguments(m) for m in visible(self.messages, self.context_start)]
+        shown = [with_decoded_arguments(m)
+                 for m in visible(self.messages, self.context_start, self.replies_only)]
         record.prompt_ids = self.tokens.prompt(shown)
         self.ids = list(record.prompt_ids)
         record.completion_ids, record.loss_mask = [], []

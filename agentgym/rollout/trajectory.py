@@ -94,6 +94,9 @@ class Trajectory:
     #: env moved it (``info["context_start"]``); empty when every turn saw the whole
     #: conversation.
     windows: list[int] = field(default_factory=list)
+    #: Whether those windows showed the env's replies only, none of the agent's own
+    #: messages (``info["context_replies_only"]``, :mod:`agentgym.core.context`).
+    context_replies_only: bool = False
 
     def samples(self) -> list[Sample]:
         """Every sample of the episode, in order: the earlier ones, then the last (the
@@ -159,6 +162,7 @@ def trajectory_features() -> Any:
         "tool_errors": Value("int64"), "timings": Json(), "messages": List(Json()),
         "metrics": Json(), "error": Value("string"), "tools": Value("string"),
         "screenshots": List(Json()), "earlier_samples": List(Json()), "windows": ids,
+        "context_replies_only": Value("bool"),
     })
 
 

@@ -144,11 +144,16 @@ def _recorded_samples(trajectory: Trajectory, vocabulary: int) -> list[Sample]:
 def _windows(trajectory: Trajectory) -> list[tuple[list[dict[str, Any]], int]]:
     """A text-level trajectory's samples as ``(messages shown, first trained message)``:
     one per context window its turns were played in (``Trajectory.windows``), as the
-    rollout loop splits a token-level episode; the whole conversation when it had none."""
+    rollout loop splits a token-level episode; the whole conversation when it had none.
+    A window of replies only shows none of the agent's turns: each is its own sample."""
     messages = trajectory.messages
     if not trajectory.windows:
         return [(messages, 0)]
     turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    if trajectory.context_replies_only:
+        shown = [[*visible(messages[:turn], start, replies_only=True), messages[turn]]
+                 for start, turn in zip(trajectory.windows, turns, strict=False)]
+        return [(window, len(window) - 1) for window in shown]
     samples = []
     played = list(zip(trajectory.windows, turns, strict=False))
     for start, group in itertools.groupby(played, key=lambda pair: pair[0]):

@@ -39,3 +39,22 @@ def test_token_estimates_count_text_and_tool_calls():
     call = {"role": "assistant", "content": None, "tool_calls": [
         {"type": "function", "function": {"name": "abcd", "arguments": {"k": "v" * 6}}}]}
     assert estimate_tokens(call) == 5 + 4  # "abcd" and {"k": "vvvvvv"}: 19 characters
+
+
+def test_a_window_of_replies_shows_none_of_the_agent_s_messages():
+    messages = conversation(6, chars=40)
+    messages[-2]["content"] = "CARRY everything I saw"
+    start = window_start(messages, 1, replies_only=True)
+    assert start == len(messages) - 1  # the latest turn's reply, not its call
+    shown = visible(messages, start, replies_only=True)
+    assert [m["role"] for m in shown] == ["system", "user"]
+    assert shown[1]["content"] == "[tool] " + messages[-1]["content"]
+    # A larger budget keeps more replies, merged into one message, still without the calls.
+    start = window_start(messages, 60, replies_only=True)
+    shown = visible(messages, start, replies_only=True)
+    assert 1 < start < len(messages) - 1 and len(shown) == 2
+    assert "CARRY" not in shown[1]["content"] and "look" not in shown[1]["content"]
+    assert shown[1]["content"].count("[tool] ") == sum(
+        m["role"] == "tool" for m in messages[start:])
+    assert window_start(messages, 100_000, replies_only=True) == 0
+    assert visible(messages, 0, replies_only=True)[1]["content"].startswith("task\n\n[tool] 0:")

@@ -102,6 +102,27 @@ def test_bad_turns_become_messages_to_the_agent(env, action, error):
     assert env.episode.tool_errors == 1
 
 
+SECRET = "Ann plays the oboe"
+
+
+@pytest.mark.parametrize("action", [
+    f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{SECRET}</tool_call>',
+    call(SECRET), call("calculator", **{SECRET: 1}), call("calculator", expression=[SECRET]),
+    call("submit", answer={"x": SECRET}),
+])
+def test_an_env_that_shows_replies_only_repeats_nothing_the_agent_wrote(env, action):
+    """Under ``context_replies_only`` the core's errors name no value of the agent's: an
+    echo would carry it past the window (agentgym.core.context)."""
+    env.unwrapped.context_replies_only = True
+    env.reset(seed=0)
+    new, *_, info = env.step(action)
+    assert info["context_replies_only"] and info["tool_errors"] == 1
+    assert new and not any("oboe" in m["content"] for m in new), new
+    env.unwrapped.context_replies_only = False
+    env.reset(seed=0)
+    assert "context_replies_only" not in env.step(action)[-1]
+
+
 def test_turn_without_tool_call_explains_the_format(env):
     env.reset(seed=0)
     new, *_, info = env.step("The answer is 4.")

@@ -336,8 +336,8 @@ stages:
 @pytest.mark.slow  # ~30 s: two short stages on the memory env
 def test_an_env_that_moves_the_context_window_trains_every_window(tmp_path: Path,
                                                                  agentgym_cli: str):
-    """memory-sessions-small shows the agent only its latest turn: its demonstrations
-    become one SFT row per window, and GRPO adds each episode's earlier windows as rows."""
+    """memory-sessions-small shows the agent only its latest replies: its demonstrations
+    become one SFT row per turn, and GRPO adds each episode's earlier windows as rows."""
     from agentgym.rollout.trajectory import read_trajectories
 
     config = tmp_path / "config.yaml"
@@ -348,6 +348,7 @@ def test_an_env_that_moves_the_context_window_trains_every_window(tmp_path: Path
     grpo = [r for r in records if r["stage"] == "01-grpo" and "loss" in r]
     assert len(grpo) == 2 and all(r["rollout/extra_rows"] > 0 for r in grpo)
     [demo] = read_trajectories(tmp_path / "run" / "00-sft" / "demonstrations.jsonl")[:1]
-    assert demo.reward == 1.0 and len(set(demo.windows)) == demo.turns == 5
+    assert demo.reward == 1.0 and demo.context_replies_only
+    assert len(demo.windows) == demo.turns == 5 and len(set(demo.windows)) == 4  # search, answer
     for episode in read_trajectories(tmp_path / "run" / "01-grpo" / "rollouts.jsonl"):
-        assert len(episode.samples()) == len(set(episode.windows)) > 1
+        assert len(episode.samples()) == episode.turns > 1  # each turn's window is new

@@ -84,6 +84,11 @@ def agentgym_policies() -> list[Spec]:
 
 @hookimpl
 def agentgym_exploit_probes() -> list:
-    from agentgym.plugins.memory.probes import STUFF_ANSWERS, WALK_IN_ONE_TURN
+    from agentgym.plugins.memory.probes import (
+        CARRY_IN_ECHO,
+        CARRY_IN_MESSAGE,
+        STUFF_ANSWERS,
+        WALK_IN_ONE_TURN,
+    )
 
-    return [STUFF_ANSWERS, WALK_IN_ONE_TURN]
+    return [STUFF_ANSWERS, WALK_IN_ONE_TURN, CARRY_IN_MESSAGE, CARRY_IN_ECHO]

@@ -78,6 +78,12 @@ class MemoryTaskEnv(AgentEnv):
     """
 
     reward = MemoryAnswers()
+    # The answers must come from the memory tools, not from history the agent copies into
+    # its own messages: its window shows the env's replies alone (agentgym.core.context).
+    context_replies_only = True
+    #: The tools whose replies show the agent the next part of the history or the next
+    #: question (:meth:`view_start`).
+    view_tools: tuple[str, ...] = ("answer",)
     harbor_refusal = (
         "the task is remembering across sessions through a context the env bounds and"
         " rewrites, with memory tools, and the answers are tool calls the env scores; there"
@@ -125,6 +131,18 @@ class MemoryTaskEnv(AgentEnv):
             raise ToolError(f"{tool} shows one {what} a turn: save what you need from this"
                             f" one, then call {tool} again in your next turn")
         self._walked_at = self.episode.turn
+
+    def view_start(self, messages: list[dict[str, Any]]) -> int:
+        """The index of the latest message that showed the agent the current part of the
+        history or the current question (the first observation, or a reply of one of
+        :attr:`view_tools` that is not an error). The agent's window never starts after
+        it: a turn that searched the memory, or went wrong, keeps it in view."""
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if message.get("role") == "tool" and message.get("name") in self.view_tools \
+                    and not str(message.get("content") or "").startswith("Error:"):
+                return index
+        return next((i for i, m in enumerate(messages) if m.get("role") == "user"), 0)
 
     def start_questions(self) -> str:
         """Open the questions; the first one's text."""

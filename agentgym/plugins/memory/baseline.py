@@ -27,10 +27,10 @@ class ContextOnlyPolicy(TextPolicy):
 
     def act(self, messages: list[dict[str, Any]], task: Task) -> dict[str, Any]:
         asked = None
-        for message in reversed(messages):
-            found = _QUESTION.search(str(message.get("content") or ""))
-            if message.get("role") == "tool" and found:
-                asked = int(found.group(1)) - 1
+        for message in reversed(messages):  # the latest question the env showed
+            found = _QUESTION.findall(str(message.get("content") or ""))
+            if message.get("role") not in ("system", "assistant") and found:
+                asked = int(found[-1]) - 1
                 break
         if asked is None:
             return _call("next_session", {})

@@ -7,9 +7,10 @@ Every observation shows the questions to be answered at the end, the agent's mem
 stands, and the next chunk. The agent's one move per chunk is ``write_memory(text)``: the
 whole new memory, at most ``memory_tokens`` tokens (estimated at 4 characters a token; a
 longer one is refused with the reason, and the chunk stays). The agent's context is only
-the current step (the env reports ``info["context_start"]`` at the latest turn), so
-whatever it did not write into its memory is gone. After the last chunk, the questions
-come one at a time, with the memory shown, and ``answer(text)`` answers each.
+the env's latest view (``info["context_start"]``), and never its own messages
+(``context_replies_only``), so whatever it did not write into its memory is gone. After
+the last chunk, the questions come one at a time, with the memory shown, and
+``answer(text)`` answers each.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class MemoryChunkedEnv(MemoryTaskEnv):
     """
 
     system_prompt = SYSTEM_PROMPT
+    view_tools = ("write_memory", "answer")
 
     def __init__(self, chunk_tokens: int = 1024, memory_tokens: int = 512,
                  sessions: int = 200, **kwargs: Any):
@@ -108,12 +110,12 @@ class MemoryChunkedEnv(MemoryTaskEnv):
                 {"role": "user", "content": self._view(task, "", 0, chunks)}]
 
     async def extra_info(self, episode: Episode) -> ExtraInfo:
-        """After each step, the agent's context is that turn alone: it starts at the
-        latest assistant message."""
+        """After each step, the agent's context is the env's latest view (questions,
+        memory and chunk, or the current question) and the replies after it
+        (:meth:`view_start`)."""
         if episode.turn == 0:
             return {}
-        return {"context_start": max(i for i, m in enumerate(episode.messages)
-                                     if m.get("role") == "assistant")}
+        return {"context_start": self.view_start(episode.messages)}
 
     @tool
     def write_memory(self, text: str) -> str:

@@ -65,6 +65,7 @@ class MemorySessionsEnv(MemoryTaskEnv):
 
     system_prompt = SYSTEM_PROMPT
     toolsets = (MemoryTools,)
+    view_tools = ("next_session", "answer")
 
     def __init__(self, context_budget: int | None = 1024, workspace: str | None = None,
                  embedding_model: str | None = None, **kwargs: Any):
@@ -106,11 +107,14 @@ class MemorySessionsEnv(MemoryTaskEnv):
         self.bind_toolsets(store)
 
     async def extra_info(self, episode: Episode) -> ExtraInfo:
-        """After each step, with a ``context_budget``: where the window of the latest
-        turns that fit it starts."""
+        """After each step, with a ``context_budget``: where the window of the env's latest
+        replies that fit it starts (none of the agent's own messages are shown:
+        :attr:`context_replies_only`), never after the latest session or question shown
+        (:meth:`view_start`)."""
         if self.context_budget is None or episode.turn == 0:
             return {}
-        return {"context_start": window_start(episode.messages, self.context_budget)}
+        budgeted = window_start(episode.messages, self.context_budget, replies_only=True)
+        return {"context_start": min(budgeted, self.view_start(episode.messages))}
 
     @tool
     def next_session(self) -> str:

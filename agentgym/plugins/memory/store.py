@@ -156,7 +156,7 @@ class MemoryStore:
             raise ToolError(f"k={k!r}: ask for 1 to {MAX_RESULTS} results")
         words = _WORD.findall(str(query).lower())
         if not words:
-            raise ToolError(f"query={query!r} has no words to search for")
+            raise ToolError("the query has no words to search for")
         match = " OR ".join(f'"{word}"' for word in dict.fromkeys(words))
         depth = k if self.embedder is None else max(4 * k, 20)
         # bm25() is lower for better matches (it is negative): ascending order, then ids
@@ -253,7 +253,7 @@ def _check_tags(tags: Iterable[str] | str) -> tuple[str, ...]:
         raise ToolError(f"{len(cleaned)} tags: a memory takes at most {MAX_TAGS}")
     long = [t for t in cleaned if len(t) > MAX_TAG_CHARS]
     if long:
-        raise ToolError(f"tag {long[0]!r} is longer than {MAX_TAG_CHARS} characters")
+        raise ToolError(f"a tag is longer than {MAX_TAG_CHARS} characters")
     return cleaned
 
 
@@ -261,6 +261,6 @@ def _check_id(note_id: int | str) -> int:
     try:
         value = int(str(note_id).strip().strip("[]#"))
     except ValueError:
-        raise ToolError(f"id={note_id!r} is not a memory id: use the number in brackets"
+        raise ToolError("that id is not a memory id: use the number in brackets"
                         " that memory_write or memory_search showed") from None
     return value

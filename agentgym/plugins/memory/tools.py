@@ -5,6 +5,9 @@ Any env can offer them: list :class:`MemoryTools` in its ``toolsets`` and bind i
 episode's store in ``setup_episode`` (``self.bind_toolsets(store)``; the episode keeps the
 store: ``await self.episode.keep("memory", store, release)``). Every tool answers
 with text; a bad id, an empty text or an oversized note is an error message to the agent.
+No answer repeats what the agent wrote (a query, a new text): the memory envs show the
+agent its replies alone, and an echo would carry text past its context
+(:mod:`agentgym.core.context`). Search and read show notes, which are the memory.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ class MemoryTools(Toolset):
         """
         found = self.store.search(query, k)
         if not found:
-            return f"No memory matches {query!r}."
+            return "No memory matches that query."
         return "\n".join(note.render() for note in found)
 
     @tool
@@ -63,7 +66,7 @@ class MemoryTools(Toolset):
             text: The new text.
         """
         note = self.store.update(id, text)
-        return f"Memory {note.id} now reads: {note.text}"
+        return f"Memory {note.id} is updated."
 
     @tool
     def memory_delete(self, id: int) -> str:

@@ -62,7 +62,8 @@ def test_the_memory_is_bounded_and_the_context_is_the_current_chunk_alone():
         assert info["tool_errors"] == 1 and "after the last chunk" in new[0]["content"]
         new, *_, info = env.step(call("write_memory", text="Aiko: Lisbon"))
         assert "Chunk 2 of" in new[0]["content"] and "Aiko: Lisbon" in new[0]["content"]
-        assert info["context_start"] == len(messages) + 4  # this turn: its call and result
+        # The window is this turn's result: the env's view, not the agent's own call.
+        assert info["context_start"] == len(messages) + 5 and info["context_replies_only"]
 
         seen = []
 
@@ -79,8 +80,11 @@ def test_the_memory_is_bounded_and_the_context_is_the_current_chunk_alone():
         seen.clear()
         env.run_coroutine(play_episode(env, Window(), task_id))
         assert len(seen[0]) == 2  # the system prompt and the first chunk
-        assert {len(m) for m in seen[1:]} == {3}  # the system prompt, the last call, its result
-        assert all(m[0]["role"] == "system" and m[1]["role"] == "assistant" for m in seen[1:])
+        # The system prompt, then the last call's result alone (none of the agent's text).
+        assert {len(m) for m in seen[1:]} == {2}
+        assert all(m[1]["role"] == "user" and m[1]["content"].startswith(("[write_memory] ",
+                                                                            "[answer] "))
+                   for m in seen[1:])
     finally:
         env.close()
 

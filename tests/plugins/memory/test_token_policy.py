@@ -1,5 +1,5 @@
-"""A token-level policy on the memory envs: each time the env moves the context window, the
-episode starts a new sample whose prompt is the window, and the SFT dataset splits
+"""A token-level policy on the memory envs: each turn's window shows the env's replies alone,
+so every turn starts a new sample whose prompt is the window, and the SFT dataset splits
 demonstrations at the same places, token for token."""
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ def test_the_tiny_model_plays_through_a_moving_window(model_dir):
 
     trajectory = play(hf_policy(str(model_dir)), extra_turns=2)
     assert trajectory.error is None, trajectory.error
-    assert len(trajectory.windows) == trajectory.turns
+    assert len(trajectory.windows) == trajectory.turns and trajectory.context_replies_only
     samples = trajectory.samples()
-    assert len(samples) == len(set(trajectory.windows)) >= 2  # one sample per window
+    assert len(samples) == trajectory.turns >= 2  # one sample per turn: each window is new
     for sample in samples:
         assert len(sample.loss_mask) == len(sample.completion_ids) > 0
         assert sample.loss_mask[0] == 1 and len(sample.logprobs) == len(sample.loss_mask)
@@ -61,9 +61,8 @@ def test_sft_splits_a_demonstration_where_the_loop_splits_the_episode(tokenizer,
     from agentgym.trainers.sft import trajectory_dataset
 
     demonstration = play(OraclePolicy(), tool_schemas=tool_schemas)
-    assert demonstration.reward == 1.0 and demonstration.windows
-    window_count = len(set(demonstration.windows))
-    assert window_count >= 3  # the window moved: sessions left the context
+    assert demonstration.reward == 1.0 and demonstration.context_replies_only
+    assert len(set(demonstration.windows)) >= 3  # the window moved: sessions left the context
 
     chat = ChatTokens(tokenizer, demonstration.tools if tool_schemas else None)
     messages = [with_decoded_arguments(m) for m in demonstration.messages]
@@ -73,7 +72,7 @@ def test_sft_splits_a_demonstration_where_the_loop_splits_the_episode(tokenizer,
     assert replayed.reward == 1.0 and replayed.windows == demonstration.windows
 
     rows = trajectory_dataset([demonstration], tokenizer, tool_schemas=tool_schemas)
-    assert len(rows) == window_count
+    assert len(rows) == demonstration.turns  # each turn its own window
     for row, sample in zip(rows, replayed.samples(), strict=True):
         assert row["input_ids"] == sample.prompt_ids + sample.completion_ids
         assert row["completion_mask"] == [0] * len(sample.prompt_ids) + sample.loss_mask
@@ -102,14 +101,25 @@ def test_the_window_s_prompt_shows_only_the_window(tokenizer):
     assert first_session in tokenizer.decode(replayed.samples()[0].prompt_ids)
 
 
-def test_the_whole_history_in_context_is_one_sample(model_dir):
-    from agentgym.rollout.policies.hf import hf_policy
+def test_without_a_budget_every_reply_stays_in_view(tokenizer):
+    """No budget keeps the whole history in view, but still none of the agent's own
+    messages: the last prompt shows the first session, and no call the agent made."""
+    from agentgym.core.policies import OraclePolicy
+    from agentgym.rollout.chat import ChatTokens, _assistant_text, with_decoded_arguments
+    from agentgym.testing import ScriptedTokens
 
-    trajectory = play(hf_policy(str(model_dir)), context_budget=None)
-    assert trajectory.error is None and trajectory.finish_reason in (
-        "submitted", "max_turns", "context_limit")
-    assert not trajectory.windows and not trajectory.earlier_samples
-    assert len(trajectory.loss_mask) == len(trajectory.completion_ids) > 0
+    demonstration = play(OraclePolicy(), context_budget=None, tool_schemas=False)
+    chat = ChatTokens(tokenizer, None)
+    messages = [with_decoded_arguments(m) for m in demonstration.messages]
+    texts = [_assistant_text(chat, messages[:i], m) for i, m in enumerate(messages)
+             if m["role"] == "assistant"]
+    replayed = play(ScriptedTokens(tokenizer, texts), context_budget=None, tool_schemas=False)
+    assert replayed.reward == 1.0 and set(replayed.windows) == {0}
+    last = replayed.samples()[-1]
+    prompt = tokenizer.decode(last.prompt_ids)
+    assert demonstration.messages[1]["content"] in prompt and "[memory_search] " in prompt
+    assert "<tool_call>" not in prompt  # the calls are gone; their results stay
+    assert "<tool_call>" in tokenizer.decode(last.completion_ids)
 
 
 def test_a_window_outside_the_conversation_is_the_envs_error():
