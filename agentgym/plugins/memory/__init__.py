@@ -21,10 +21,10 @@ from agentgym.core.registry import EnvRegistration, Spec
 
 _ENV = "agentgym.plugins.memory.sessions_env:MemorySessionsEnv"
 #: ``memory-sessions-small``: sized for a small model trained on a CPU. Three short
-#: sessions, one fact to recall, and a context of the latest turn alone (a budget of one
-#: token keeps just that), so that the fact has left the context when the question comes:
-#: only what was saved can answer it. The instructions fit one line; the model learns the
-#: protocol from demonstrations.
+#: sessions, one fact to recall, and a context of the latest turn's replies alone (a budget
+#: of one token keeps just those), so that the fact has left the context when the question
+#: comes: only what was saved can answer it. The instructions fit one line; the model
+#: learns the protocol from demonstrations.
 SMALL = {"sessions": 3, "questions": ["single"], "session_lines": 2, "context_budget": 1,
          "extra_turns": 2, "num_tasks": 100_000,
          "system_prompt": "Save each fact with memory_write, then call next_session(). When"
@@ -40,7 +40,7 @@ def agentgym_envs() -> list[EnvRegistration]:
                         " questions at the end."),
         EnvRegistration("memory-sessions-small", _ENV,
                         "memory-sessions sized for a small model: 3 short sessions, one fact"
-                        " to recall, a context of the latest turn alone (train with"
+                        " to recall, a context of the latest replies alone (train with"
                         " generator seed 0, evaluate with seed=1).",
                         kwargs=SMALL),
         EnvRegistration("memory-chunked", "agentgym.plugins.memory.chunked_env:MemoryChunkedEnv",
