@@ -16,7 +16,8 @@ What the build guarantees:
   ``</tool_response>`` are each one token, as in Qwen2.5.
 * The BPE is trained on what the model will see: chat-formatted episodes of the reference
   env ``calculator`` (prompts, tool calls, tool results, errors), of any further envs
-  named in ``corpus_envs`` (their reference solutions played out), plus English text that
+  named in ``corpus_envs`` (their reference solutions played out, each turn in the
+  context window the model sees it in where the env moves one), plus English text that
   ships with Python; digits are split one per token, as Qwen's pre-tokenizer does. A model
   meant for another env should name it: its words then take one or two tokens, as in a
   real model's vocabulary, instead of five to eight pieces, which a model this small
@@ -46,6 +47,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agentgym.core.context import visible
 from agentgym.core.errors import InvalidArgumentError
 
 __all__ = ["TEMPLATE_SPECIAL_TOKENS", "build_tiny_model", "chat_template"]
@@ -146,8 +148,8 @@ def build_tiny_model(
             uniform, so the heads that copy text from the prompt form early
             (docs/training.md).
         corpus_envs: registered env ids whose episodes the tokenizer also trains on (their
-            first observations and reference solutions, chat-formatted); the calculator's
-            are always in.
+            first observations and reference solutions, chat-formatted; each turn with its
+            context window where the env moves one); the calculator's are always in.
         vocab_size: BPE tokens (the 256 byte symbols included), before the chat template's
             added tokens; more leave whole words of ``corpus_envs`` a token each.
         corpus_episodes: episodes of each of ``corpus_envs`` (its first tasks); fewer for
@@ -438,14 +440,25 @@ def _reference_chats(env_id: str, template_text: str, episodes: int = 256) -> li
         chats = []
         for task_id in env.unwrapped.task_ids()[:episodes]:
             messages, _ = env.reset(options={"task_id": task_id})
+            # What the model sees: the whole conversation, or, where the env moves its
+            # context window, each turn's window (agentgym.core.context) and the turn.
+            seen: list[list[dict[str, Any]]] = []
+            start, replies_only = 0, False
             for turn in env.unwrapped.task.solution or ():
+                shown = visible(messages, start, replies_only)
                 new, _, terminated, truncated, info = env.step(turn)
-                messages = [*messages, with_decoded_arguments(info["assistant_message"]), *new]
+                assistant = with_decoded_arguments(info["assistant_message"])
+                seen.append([*shown, assistant])
+                messages = [*messages, assistant, *new]
+                start = int(info.get("context_start", start))
+                replies_only = replies_only or bool(info.get("context_replies_only"))
                 if terminated or truncated:
                     break
+            windowed = start or replies_only
             with contextlib.redirect_stderr(io.StringIO()):
-                rendered, _ = render_jinja_template([messages], chat_template=template_text)
-            chats.append(rendered[0])
+                rendered, _ = render_jinja_template(seen if windowed else [messages],
+                                                    chat_template=template_text)
+            chats += rendered
         return chats
     finally:
         env.close()

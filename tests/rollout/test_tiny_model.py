@@ -179,8 +179,13 @@ def test_corpus_episodes_bounds_what_the_tokenizer_reads_of_each_env() -> None:
 
     template = chat_template("qwen2_5")
     few, more = (_corpus(template, ("memory-sessions-small",), n) for n in (4, 12))
-    assert len(more) - len(few) == 8  # one chat an episode, the rest of the corpus the same
+    # A chat a turn (the env moves its window every turn: each shows what the model saw
+    # then, the env's replies alone, and the turn), the rest of the corpus the same.
+    assert len(more) - len(few) == 8 * 5
     assert few[-1] == more[-1]
+    windows = [chat for chat in more if "[next_session] " in chat or "Session 1 of 3" in chat]
+    assert len(windows) == 12 * 5
+    assert all(chat.count("<|im_start|>assistant") == 1 for chat in windows)  # its turn alone
 
 
 def test_a_model_for_another_env_has_that_envs_words_as_tokens(tokenizer, tmp_path: Path
