@@ -72,9 +72,9 @@ TEMPLATE_SPECIAL_TOKENS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str, 
 # Qwen2's pre-tokenizer: words, single digits, punctuation runs, newlines, spaces. It must
 # stay Qwen2's: transformers loads a qwen2 model's tokenizer as Qwen2Tokenizer, which sets
 # this pattern whatever tokenizer.json holds, so merges trained on another split would meet
-# text split this way. (Trained with spaces as tokens of their own, that is what the loaded
-# tokenizer did: the memory recipe's SFT model then miscopied the fact into its note, 0.33
-# held out against 0.71, as its copy heads key on the token before, now mostly a space.)
+# text split this way. (Merges trained with spaces split off words left the loaded tokenizer
+# a space token before every word: the memory recipe's SFT model then miscopied the fact
+# into its note, 0.33 held out against 0.71, its copy heads keying on the token before.)
 _SPLIT_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"

@@ -204,6 +204,19 @@ def test_a_model_for_another_env_has_that_envs_words_as_tokens(tokenizer, tmp_pa
     assert manifest["vocab_size"] == 2048
 
 
+def test_the_loaded_tokenizer_splits_as_the_trained_one(tokenizer, tiny_model_dir: Path
+                                                        ) -> None:
+    """transformers loads a qwen2 model's tokenizer with Qwen2's own pre-tokenizer, whatever
+    tokenizer.json says: the build's split must be that one, or its merges go unused."""
+    from tokenizers import Tokenizer
+
+    saved = Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json"))
+    text = ('By the way, my friend Sunita\'s dog is called Pepper.\n'
+            '{"name": "answer", "arguments": {"text": "Pepper"}}  12 + 7 = 19\n\n')
+    assert tokenizer.encode(text, add_special_tokens=False) == saved.encode(
+        text, add_special_tokens=False).ids
+
+
 def test_tokenizer_special_tokens_are_single_tokens(tokenizer) -> None:
     for token in SPECIAL + ADDED:
         ids = tokenizer.encode(token, add_special_tokens=False)
