@@ -116,6 +116,7 @@ from agentgym.trainers.sft import FINAL_DIR, checkpointing_setting
 from agentgym.trainers.trl_adapter import (
     ExtraRow,
     ModelCardHook,
+    PlainLogpsOffGPU,
     ScoredBatch,
     ScoredBatchHook,
     TrainSamplerHook,
@@ -943,7 +944,8 @@ def task_dataset(task_ids: Iterable[str]) -> Any:
 def _trainer_class() -> type:
     from trl import GRPOTrainer
 
-    class AgentGRPOTrainer(ModelCardHook, ScoredBatchHook, TrainSamplerHook, GRPOTrainer):
+    class AgentGRPOTrainer(ModelCardHook, ScoredBatchHook, TrainSamplerHook, PlainLogpsOffGPU,
+                           GRPOTrainer):
         """``GRPOTrainer`` whose episodes an :class:`EnvRollout` plays (``rollout``, TRL's
         ``rollout_func``): the trainer hands it its policy and its sampler (prefetch),
         logs its metrics with each scored batch, and closes its envs when training

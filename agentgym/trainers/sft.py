@@ -43,6 +43,7 @@ from agentgym.core.registry import build
 from agentgym.rollout.chat import tokenize_conversation
 from agentgym.rollout.models import load_tokenizer, source_folder
 from agentgym.rollout.trajectory import Sample, Trajectory
+from agentgym.trainers.trl_adapter import takes_logits_to_keep
 
 __all__ = [
     "FINAL_DIR",
@@ -258,7 +259,7 @@ def _plain_loss_trainer_class() -> type:
                 return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             labels = inputs["labels"][:, 1:]
             forward = {k: v for k, v in inputs.items() if k != "labels"}
-            if _takes_logits_to_keep(model):
+            if takes_logits_to_keep(model):
                 # Logits only where some row's next token carries loss: the LM head is a
                 # large share of a small model's step, and prompts carry none.
                 keep = (labels != -100).any(0).nonzero().squeeze(-1)
@@ -286,17 +287,6 @@ def _plain_loss_trainer_class() -> type:
 
     return PlainLossSFTTrainer
 
-
-def _takes_logits_to_keep(model: Any) -> bool:
-    """Whether ``model``'s forward takes ``logits_to_keep`` (transformers' causal LMs do:
-    an int keeps the last N positions, a 1-D tensor of positions keeps those)."""
-    import inspect
-
-    model = getattr(model, "module", model)  # unwrapped from DDP/accelerate, if wrapped
-    try:
-        return "logits_to_keep" in inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,

@@ -20,6 +20,8 @@ minor versions these were checked against (``trl>=1.16,<1.17``); widen the pin o
 * :class:`ScoredBatchHook`, :class:`ScoredBatch`: see each generation batch TRL has scored
   (its advantages, its loss mask) before it trains on it, and add rows to it
   (:class:`ExtraRow`, :func:`append_rows`: an episode of several samples).
+* :class:`PlainLogpsOffGPU`: without CUDA, score completions from the model's logits at
+  the completion positions rather than TRL's fused LM head over every position.
 * :func:`completion_logps`, :func:`is_peft_trainer`, :func:`adapters_disabled`,
   :func:`frozen_copy`: score a batch's completion tokens as TRL does, under the trained
   model, its base (LoRA) or a copy.
@@ -37,11 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ExtraRow", "ModelCardHook", "ScoredBatch", "ScoredBatchHook", "TrainSamplerHook",
+__all__ = ["ExtraRow", "ModelCardHook", "PlainLogpsOffGPU", "ScoredBatch", "ScoredBatchHook",
+           "TrainSamplerHook",
            "adapters_disabled", "append_rows", "completion_logps", "frozen_copy",
            "is_peft_trainer",
            "log_metrics", "quiet_expected_warnings", "repeat_sampler_layout",
-           "steps_per_generation_batch", "stop_token_ids", "use_console_callback", "vllm_generate"]
+           "steps_per_generation_batch", "stop_token_ids", "takes_logits_to_keep",
+           "use_console_callback", "vllm_generate"]
 
 
 def log_metrics(trainer: Any, metrics: dict[str, float]) -> None:
@@ -376,6 +380,71 @@ def append_rows(trainer: Any, output: dict[str, Any], rows: list[ExtraRow]) -> d
     return {**output, **merged}
 
 
+class PlainLogpsOffGPU:
+    """Mixin for a ``GRPOTrainer`` subclass (listed before it): on tensors off CUDA, the
+    log-probs (and entropies) of completion tokens come from the model's own logits at the
+    completion positions, through ``logits_to_keep``.
+
+    TRL scores them with its fused LM head, which projects only the scored positions where
+    Triton runs and every position elsewhere: on a CPU that is every prompt token too, the
+    LM head is a large share of a small model's step, and an agent's prompts are long (a
+    memory-env GRPO step of 265 rows spent 38% of its time in that kernel). The numbers are
+    the same (a test compares them). Anything beyond plain text rows (images, MoE aux loss,
+    a model whose forward takes no ``logits_to_keep``) takes TRL's path."""
+
+    # Relies on: GRPOTrainer._get_per_token_logps_and_entropies(model, input_ids,
+    # attention_mask, logits_to_keep, batch_size=None, compute_entropy=False,
+    # compute_aux_loss=False, **multimodal inputs) -> (logps, entropies or None, aux or None),
+    # each (B, logits_to_keep), 0 where attention_mask is 0, logits divided by
+    # self.temperature; add_fused_lm_head keeping the model's own forward (with
+    # logits_to_keep) when fused_lm_head is not passed; self.accelerator.autocast().
+    def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any,
+                                           attention_mask: Any, logits_to_keep: int,
+                                           batch_size: int | None = None,
+                                           compute_entropy: bool = False,
+                                           compute_aux_loss: bool = False,
+                                           **multimodal: Any) -> Any:
+        import torch
+
+        if (input_ids.is_cuda or compute_aux_loss or not takes_logits_to_keep(model)
+                or any(value is not None for value in multimodal.values())):
+            return super()._get_per_token_logps_and_entropies(  # type: ignore[misc]
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss,
+                **multimodal)
+        batch_size = batch_size or input_ids.size(0)
+        all_logps, all_entropies = [], []
+        for start in range(0, input_ids.size(0), batch_size):
+            ids = input_ids[start:start + batch_size]
+            mask = attention_mask[start:start + batch_size]
+            with self.accelerator.autocast():  # type: ignore[attr-defined]
+                logits = model(input_ids=ids, attention_mask=mask, use_cache=False,
+                               logits_to_keep=logits_to_keep + 1).logits
+            log_probs = torch.log_softmax(
+                logits[:, :-1].float() / self.temperature, dim=-1)  # type: ignore[attr-defined]
+            padding = mask[:, -logits_to_keep:] == 0
+            targets = ids[:, -logits_to_keep:]
+            all_logps.append(log_probs.gather(-1, targets[..., None]).squeeze(-1)
+                             .masked_fill(padding, 0))
+            if compute_entropy:
+                entropy = -(log_probs.exp() * log_probs).sum(-1)
+                all_entropies.append(entropy.masked_fill(padding, 0))
+        return (torch.cat(all_logps), torch.cat(all_entropies) if compute_entropy else None,
+                None)
+
+
+def takes_logits_to_keep(model: Any) -> bool:
+    """Whether ``model``'s forward takes ``logits_to_keep`` (transformers' causal LMs do:
+    an int keeps the last N positions, a 1-D tensor of positions keeps those)."""
+    import inspect
+
+    model = getattr(model, "module", model)  # unwrapped from DDP/accelerate, if wrapped
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def completion_logps(trainer: Any, batch: ScoredBatch, rows: Any, model: Any = None) -> Any:
     """``(len(rows), C)`` log-probs of ``batch``'s completion tokens in ``rows`` (a bool
     mask or indices) under ``model`` (default: the trained model), at the trainer's
@@ -425,6 +494,15 @@ def frozen_copy(trainer: Any) -> Any:
     # (before the model is wrapped, so trainer.model is the whole model here).
     if trainer.is_deepspeed_enabled or trainer.is_fsdp_enabled:
         return None
+    from trl.trainer.utils import add_fused_lm_head
+
     reference = copy.deepcopy(trainer.model)
+    # Relies on: add_fused_lm_head(model, temperature, cast_lm_head_to_fp32, outputs)
+    # setting the instance's ``forward`` to a closure that, without fused_lm_head=True,
+    # calls the bound forward of the model it patched: a deep copy keeps that closure, so
+    # the copy's plain forward would run the trained model. The copy gets a head of its own.
+    reference.__dict__.pop("forward", None)
+    add_fused_lm_head(reference, temperature=trainer.temperature,
+                      cast_lm_head_to_fp32=trainer.args.cast_lm_head_to_fp32)
     reference.requires_grad_(False)
     return reference.eval()

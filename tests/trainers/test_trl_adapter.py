@@ -13,8 +13,11 @@ import pytest
 
 pytest.importorskip("trl")
 
+from agentgym.core.policies import Sampling
+from agentgym.rollout.loop import RolloutConfig
 from agentgym.trainers.grpo import grpo_config, task_dataset
 from agentgym.trainers.trl_adapter import (
+    PlainLogpsOffGPU,
     ScoredBatch,
     TrainSamplerHook,
     adapters_disabled,
@@ -207,6 +210,68 @@ def test_completion_logps_are_the_models_log_softmax_of_the_sampled_tokens(train
     assert next(reference.parameters()).data_ptr() != next(trainer.model.parameters()).data_ptr()
     torch.testing.assert_close(completion_logps(trainer, batch, rows, model=reference), logps)
     assert not is_peft_trainer(trainer)
+
+
+def test_a_frozen_copy_keeps_scoring_the_weights_it_copied(tiny_model_dir: Path, tmp_path: Path):
+    import torch
+    from trl import GRPOTrainer
+
+    from agentgym.rollout.models import load_model_and_tokenizer
+
+    class Plain(PlainLogpsOffGPU, GRPOTrainer):
+        pass
+
+    model, tokenizer = load_model_and_tokenizer(tiny_model_dir, padding_side="left")
+    for cls in (GRPOTrainer, Plain):  # TRL's fused head, and the plain logits off GPU
+        trainer = cls(model=model, reward_funcs=[_zero_reward], processing_class=tokenizer,
+                      args=grpo_config(tmp_path / cls.__name__, {
+                          "max_steps": 1, "per_device_train_batch_size": 4,
+                          "num_generations": 2}),
+                      train_dataset=task_dataset([f"t{i}" for i in range(8)]))
+        batch = _batch(trainer)
+        rows = torch.tensor([True, True, True])
+        reference = frozen_copy(trainer)
+        before = completion_logps(trainer, batch, rows)
+        with torch.no_grad():  # a training step, as far as the copy should care
+            trainer.model.get_output_embeddings().weight.mul_(1.5)
+        after = completion_logps(trainer, batch, rows)
+        assert not torch.allclose(after, before)
+        torch.testing.assert_close(completion_logps(trainer, batch, rows, model=reference),
+                                   before)
+        model, tokenizer = load_model_and_tokenizer(tiny_model_dir, padding_side="left")
+
+
+def test_plain_logps_off_gpu_score_as_trls_fused_head(tiny_model_dir: Path, tmp_path: Path):
+    import torch
+    from trl import GRPOTrainer
+
+    from agentgym.rollout.models import load_model_and_tokenizer
+
+    class Plain(PlainLogpsOffGPU, GRPOTrainer):
+        pass
+
+    def build(cls: type) -> Any:  # the same weights, at a temperature that is not 1
+        model, tokenizer = load_model_and_tokenizer(tiny_model_dir, padding_side="left")
+        args = grpo_config(tmp_path / cls.__name__, {
+            "max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 2},
+            rollout=RolloutConfig(sampling=Sampling(temperature=0.7)))
+        return cls(model=model, reward_funcs=[_zero_reward], args=args,
+                   processing_class=tokenizer,
+                   train_dataset=task_dataset([f"t{i}" for i in range(8)]))
+
+    fused_trainer, plain = build(GRPOTrainer), build(Plain)
+    batch = _batch(plain)
+    args = (batch.input_ids, batch.attention_mask, batch.logits_to_keep)
+    fused, fused_entropy, _ = fused_trainer._get_per_token_logps_and_entropies(
+        fused_trainer.model, *args, batch_size=2, compute_entropy=True)
+    logps, entropy, aux = plain._get_per_token_logps_and_entropies(
+        plain.model, *args, batch_size=2, compute_entropy=True)
+    assert aux is None and logps.shape == fused.shape == (3, 4)
+    torch.testing.assert_close(logps, fused, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(entropy, fused_entropy, rtol=1e-4, atol=1e-5)
+    assert float(logps[1, 3]) == 0.0 and float(entropy[1, 3]) == 0.0  # padding scores 0
+    logps.sum().backward()  # the loss trains through it
+    assert plain.model.get_output_embeddings().weight.grad is not None
 
 
 def test_adapters_disabled_scores_the_base_model(tiny_model_dir: Path, tmp_path: Path):
