@@ -1,0 +1,18 @@
+"""bench/grpo_scoring.py runs and prints one JSON object with its documented keys (its
+numbers are not checked here: tests do not time things)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.bench.helpers import run_bench
+
+pytest.importorskip("trl")
+
+
+def test_grpo_scoring_bench_json() -> None:
+    result = run_bench("grpo_scoring.py", "--rows", "4", "--prompt", "40", "--completion", "8",
+                       "--repeats", "1")
+    assert set(result) == {"fused_head_s", "plain_logits_s", "speedup"}
+    assert result["fused_head_s"] > 0 and result["plain_logits_s"] > 0
+    assert result["speedup"] == pytest.approx(result["fused_head_s"] / result["plain_logits_s"])
