@@ -130,7 +130,7 @@ from agentgym.trainers.trl_adapter import (
     vllm_generate,
 )
 
-__all__ = ["EnvRollout", "GRPOOptions", "grpo_config", "train_grpo"]
+__all__ = ["EnvRollout", "GRPOOptions", "grpo_config", "train_grpo", "turn_advantages"]
 
 logger = logging.getLogger(__name__)
 
@@ -181,6 +181,10 @@ class GRPOOptions:
         asynchronous: asynchronous GRPO (``async`` in a run config), an
             :class:`~agentgym.trainers.async_grpo.AsyncOptions` or its fields as a dict;
             None (the default): synchronous.
+        turn_credit: each sample of an episode of several (context windows) is credited
+            against the episodes of its group that reached the same state, not against
+            the whole group (:func:`turn_advantages`). Needs ``scale_rewards: group``
+            (TRL's default). An episode of one sample is trained exactly as without it.
     """
 
     dynamic_sampling: bool = True
@@ -194,6 +198,7 @@ class GRPOOptions:
     min_entropy: float = 0.02
     log_rollouts: int = 1
     asynchronous: AsyncOptions | None = None
+    turn_credit: bool = False
 
     @classmethod
     def from_config(cls, values: dict[str, Any]) -> GRPOOptions:
@@ -416,6 +421,7 @@ class EnvRollout:
         self.harness = harness
         self._harness_runner: Any = None  # started with the first policy
         self._extra_rows: list[ExtraRow] = []  # of the last call, until taken
+        self._row_advantages: list[float | None] = []  # likewise (turn_credit)
         self.group_size, self.tokenizer, self.calls_apart = group_size, tokenizer, calls_apart
         self.options = options or GRPOOptions()
         self.rollout, self.pipeline_config = rollout or RolloutConfig(), pipeline
@@ -458,6 +464,13 @@ class EnvRollout:
         """Predict each next call's tasks from ``sampler`` (the trainer's), to prepare
         their episodes while the optimizer steps (``options.prefetch``)."""
         self.sampler = sampler
+
+    def take_row_advantages(self) -> list[float | None] | None:
+        """Per row of the last call's output, its own advantage (``turn_credit``: the
+        episode's last sample, :func:`turn_advantages`), or None to keep TRL's; None when
+        ``turn_credit`` is off. Taken once."""
+        rows, self._row_advantages = self._row_advantages, []
+        return rows if self.options.turn_credit and rows else None
 
     def take_extra_rows(self) -> list[ExtraRow]:
         """The last call's further rows (episodes of several samples), once: for the
@@ -735,11 +748,15 @@ class EnvRollout:
         out: dict[str, list] = {k: [] for k in (
             "prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward",
             "finish_reason", "task_id")}
-        self._extra_rows = []
+        self._extra_rows, self._row_advantages = [], []
         for index, group in enumerate(episodes.groups):
-            for t in group:
+            credits: list[list[float] | None] = [None] * len(group)
+            if self.options.turn_credit and index not in episodes.masked:
+                credits = turn_advantages(group, [not self._masked(t) for t in group])
+            for t, credit in zip(group, credits, strict=True):
                 if not (self._masked(t) or index in episodes.masked):
-                    self._extra_rows += _earlier_rows(t, len(out["prompt_ids"]))
+                    self._extra_rows += _earlier_rows(t, len(out["prompt_ids"]), credit)
+                self._row_advantages.append(credit[-1] if credit else None)
                 prompt, completion = list(t.prompt_ids) or [pad], list(t.completion_ids)
                 mask, logprobs = list(t.loss_mask), list(t.logprobs)
                 if not completion:  # failed before its first turn: one inert token
@@ -859,13 +876,50 @@ class EnvRollout:
         self._loop.submit(prepare())
 
 
-def _earlier_rows(trajectory: Trajectory, source: int) -> list[ExtraRow]:
+def _earlier_rows(trajectory: Trajectory, source: int,
+                  credit: list[float] | None = None) -> list[ExtraRow]:
     """The rows of ``trajectory``'s samples before its last (context windows, rewritten
     histories: :attr:`Trajectory.earlier_samples`), each sharing row ``source``'s
-    advantage."""
+    advantage, or taking its own from ``credit`` (one per sample: :func:`turn_advantages`)."""
+    samples = trajectory.samples()[:len(trajectory.earlier_samples)]
     return [ExtraRow(source, sample.prompt_ids or [0], sample.completion_ids,
-                     sample.loss_mask, sample.logprobs)
-            for sample in trajectory.samples()[:len(trajectory.earlier_samples)]]
+                     sample.loss_mask, sample.logprobs,
+                     advantage=None if credit is None else credit[i])
+            for i, sample in enumerate(samples)]
+
+
+def turn_advantages(group: Sequence[Trajectory], scorable: Sequence[bool]
+                    ) -> list[list[float] | None]:
+    """Per episode of ``group``, the advantage of each of its samples (``samples()``, in
+    order; None for an episode that is not ``scorable`` or has no sample): the episode's
+    reward minus the mean reward of the group's scorable episodes that reached the same
+    state, over the std of the group's scorable rewards + 1e-4 (TRL's group scale).
+
+    A sample's state is its prompt tokens. Episodes of one task start from the same state,
+    so a first sample's advantage is TRL's; where episodes part, each later state has its
+    own baseline. So a turn that did right after an earlier wrong turn (an answer read
+    correctly from a wrong note) is no longer pushed down with the episode: among the
+    episodes that reached its state, it did as well as they did. A state only one episode
+    reached gets 0. Episodes of one sample each are plain GRPO.
+    """
+    import torch
+    from trl.trainer.utils import nanstd
+
+    rewards = [t.reward for t, ok in zip(group, scorable, strict=True) if ok]
+    if len(rewards) < 2:
+        return [None] * len(group)
+    scale = float(nanstd(torch.tensor(rewards, dtype=torch.float32))) + 1e-4
+    reached: dict[tuple[int, ...], list[float]] = {}
+    for t, ok in zip(group, scorable, strict=True):
+        for state in {tuple(s.prompt_ids) for s in t.samples()} if ok else ():
+            reached.setdefault(state, []).append(t.reward)
+
+    def baseline(sample: Any) -> float:
+        rewards = reached[tuple(sample.prompt_ids)]
+        return sum(rewards) / len(rewards)
+
+    return [[(t.reward - baseline(s)) / scale for s in t.samples()] or None if ok else None
+            for t, ok in zip(group, scorable, strict=True)]
 
 
 def _task_id(prompt: Any) -> str:
@@ -982,6 +1036,9 @@ def _trainer_class() -> type:
         def extra_rows(self) -> list[ExtraRow]:
             return self.env_rollout.take_extra_rows()
 
+        def row_advantages(self) -> list[float | None] | None:
+            return self.env_rollout.take_row_advantages()
+
         def on_scored_batch(self, batch: ScoredBatch) -> None:
             log_metrics(self, {**self.env_rollout.take_metrics(),
                                **batch_metrics(self, batch, self.reference_kl)})
@@ -1067,6 +1124,11 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
                              tokenizer=tokenizer, calls_apart=steps_per_generation_batch(config),
                              options=options, rollout=rollout, pipeline=pipeline, policy=policy,
                              rollouts_file=output_dir / ROLLOUTS_FILE, harness=harness)
+    if env_rollout.options.turn_credit and config.scale_rewards != "group":
+        env_rollout.close()
+        raise InvalidArgumentError(
+            f"turn_credit scales advantages as TRL's scale_rewards='group' does, but the GRPO"
+            f" args set scale_rewards={config.scale_rewards!r}: drop one of the two")
     task_ids = env_rollout.env_task_ids()
     if len(task_ids) * config.num_generations < config.generation_batch_size:
         env_rollout.close()

@@ -224,6 +224,7 @@ class ExtraRow:
         prompt_ids, completion_ids: the sample, split before its first sampled token.
         loss_mask: per completion token, 1 where the policy sampled it.
         logprobs: per completion token, its sampling log-probability; None when unknown.
+        advantage: its own advantage; None: row ``source``'s.
     """
 
     source: int
@@ -231,6 +232,7 @@ class ExtraRow:
     completion_ids: list[int]
     loss_mask: list[int]
     logprobs: list[float] | None = None
+    advantage: float | None = None
 
 
 class ScoredBatchHook:
@@ -246,6 +248,11 @@ class ScoredBatchHook:
     def extra_rows(self) -> list[ExtraRow]:
         """Rows to add to the batch just scored (default: none)."""
         return []
+
+    def row_advantages(self) -> list[float | None] | None:
+        """Per row of the batch just scored, an advantage to train it with instead of
+        TRL's (None in the list: TRL's), or None for TRL's throughout (the default)."""
+        return None
 
     def token_weights(self, batch: ScoredBatch) -> Any:
         """``(B, C)`` positive weights of each completion token's advantage (importance
@@ -267,6 +274,12 @@ class ScoredBatchHook:
 
         output = super()._generate_and_score_completions(inputs)  # type: ignore[misc]
         if self.model.training:  # type: ignore[attr-defined]
+            own = self.row_advantages()
+            if own is not None:
+                output["advantages"] = torch.tensor(
+                    [float(a) if o is None else o
+                     for a, o in zip(output["advantages"].tolist(), own, strict=True)],
+                    dtype=output["advantages"].dtype, device=output["advantages"].device)
             output = append_rows(self, output, self.extra_rows())
         loss_mask = output["completion_mask"]
         if output.get("tool_mask") is not None:
@@ -347,7 +360,9 @@ def append_rows(trainer: Any, output: dict[str, Any], rows: list[ExtraRow]) -> d
         output[key] if key in output else torch.ones_like(output["completion_mask"]),
         pad if key.endswith("_ids") else 0), new[key]]) for key in new}
     advantages = output["advantages"]
-    merged["advantages"] = torch.cat([advantages, advantages[[r.source for r in rows]]])
+    merged["advantages"] = torch.cat([advantages, torch.stack([
+        advantages[r.source] if r.advantage is None else advantages.new_tensor(r.advantage)
+        for r in rows])])
     batch = ScoredBatch(  # the new rows alone, as wide as the merged batch
         input_ids=torch.cat([merged["prompt_ids"][-len(rows):],
                              merged["completion_ids"][-len(rows):]], dim=1),

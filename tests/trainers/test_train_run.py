@@ -328,8 +328,8 @@ stages:
       args: {max_steps: 2, per_device_train_batch_size: 4, num_generations: 2,
              logging_steps: 1, save_steps: 10}
       # An untrained model's episodes run out of turns, in flat groups: kept in the loss
-      # (not masked), their rows still go in.
-      options: {dynamic_sampling: false, mask_finish_reasons: []}
+      # (not masked), their rows still go in, each credited against its state's episodes.
+      options: {dynamic_sampling: false, mask_finish_reasons: [], turn_credit: true}
 """
 
 
