@@ -288,7 +288,6 @@ def _plain_loss_trainer_class() -> type:
     return PlainLossSFTTrainer
 
 
-
 def sft_trainer(model: Any, dataset: Any, *, output_dir: str | os.PathLike,
                 args: dict | None = None, tokenizer: Any = None, callbacks: Sequence[Any] = (),
                 kind: str = "sft", console: Any = None) -> Any:

@@ -395,6 +395,10 @@ def append_rows(trainer: Any, output: dict[str, Any], rows: list[ExtraRow]) -> d
     return {**output, **merged}
 
 
+#: The most bytes of float32 logits :class:`PlainLogpsOffGPU` computes at once.
+_PLAIN_LOGITS_BYTES = 512 * 2**20
+
+
 class PlainLogpsOffGPU:
     """Mixin for a ``GRPOTrainer`` subclass (listed before it): on tensors off CUDA, the
     log-probs (and entropies) of completion tokens come from the model's own logits at the
@@ -427,7 +431,12 @@ class PlainLogpsOffGPU:
                 model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
                 compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss,
                 **multimodal)
-        batch_size = batch_size or input_ids.size(0)
+        # Whole logits are materialised here: rows go through in chunks whose float32
+        # logits stay within _PLAIN_LOGITS_BYTES (a large vocabulary on a CPU).
+        head = getattr(getattr(model, "module", model), "get_output_embeddings", lambda: None)()
+        vocab = head.weight.size(0) if head is not None else 1
+        fits = max(1, _PLAIN_LOGITS_BYTES // (4 * (logits_to_keep + 1) * vocab))
+        batch_size = min(batch_size or input_ids.size(0), fits)
         all_logps, all_entropies = [], []
         for start in range(0, input_ids.size(0), batch_size):
             ids = input_ids[start:start + batch_size]

@@ -15,6 +15,7 @@ pytest.importorskip("trl")
 
 from agentgym.core.policies import Sampling
 from agentgym.rollout.loop import RolloutConfig
+from agentgym.trainers import trl_adapter
 from agentgym.trainers.grpo import grpo_config, task_dataset
 from agentgym.trainers.trl_adapter import (
     PlainLogpsOffGPU,
@@ -241,7 +242,8 @@ def test_a_frozen_copy_keeps_scoring_the_weights_it_copied(tiny_model_dir: Path,
         model, tokenizer = load_model_and_tokenizer(tiny_model_dir, padding_side="left")
 
 
-def test_plain_logps_off_gpu_score_as_trls_fused_head(tiny_model_dir: Path, tmp_path: Path):
+def test_plain_logps_off_gpu_score_as_trls_fused_head(tiny_model_dir: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch):
     import torch
     from trl import GRPOTrainer
 
@@ -270,6 +272,11 @@ def test_plain_logps_off_gpu_score_as_trls_fused_head(tiny_model_dir: Path, tmp_
     torch.testing.assert_close(logps, fused, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(entropy, fused_entropy, rtol=1e-4, atol=1e-5)
     assert float(logps[1, 3]) == 0.0 and float(entropy[1, 3]) == 0.0  # padding scores 0
+    # Logits that would not fit at once go through a row at a time, scoring the same.
+    monkeypatch.setattr(trl_adapter, "_PLAIN_LOGITS_BYTES", 1)
+    one_by_one, _, _ = plain._get_per_token_logps_and_entropies(plain.model, *args,
+                                                               batch_size=2)
+    torch.testing.assert_close(one_by_one, logps.detach())
     logps.sum().backward()  # the loss trains through it
     assert plain.model.get_output_embeddings().weight.grad is not None
 
