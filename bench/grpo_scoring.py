@@ -1,14 +1,15 @@
 """GRPO's scoring pass on a CPU: TRL's fused LM head against agentgym's plain logits.
 
-    python bench/grpo_scoring.py [--rows 64] [--prompt 650] [--completion 96] [--repeats 5]
-                                 [--json]
+    python bench/grpo_scoring.py [--rows 64] [--prompt 650] [--completion 96] [--vocab 2048]
+                                 [--repeats 5] [--json]
 
 GRPO scores each batch's completion tokens (log-probs and entropies) and trains through
 them. TRL's fused LM head projects only the scored positions where Triton runs, and every
 position elsewhere, prompts included; off CUDA, agentgym's trainer takes the model's logits
 at the completion positions instead (:class:`~agentgym.trainers.trl_adapter.PlainLogpsOffGPU`).
 Both are real ``GRPOTrainer`` s (built, not trained) over the same tiny model
-(``agentgym.testing.build_tiny_model``, hidden 128, 2 layers: the CPU recipes' size) and
+(``agentgym.testing.build_tiny_model``, hidden 128, 2 layers and a ``vocab``-token
+vocabulary: the memory and web CPU recipes' sizes) and
 the same batch, shaped like an agent's: ``rows`` rows, prompts left-padded to ``prompt``
 tokens (each 30-100% of it long), completions right-padded to ``completion`` (each 10-100%
 of it). Measured: the wall time of one forward and backward pass through the scoring (the
@@ -67,6 +68,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=650)
     parser.add_argument("--completion", type=int, default=96)
+    parser.add_argument("--vocab", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
@@ -81,7 +83,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder)
-        model_dir = build_tiny_model(out / "model", hidden_size=128, num_layers=2)
+        model_dir = build_tiny_model(out / "model", hidden_size=128, num_layers=2,
+                                     vocab_size=options.vocab)
         fused, plain = _trainer(GRPOTrainer, model_dir, out), _trainer(Plain, model_dir, out)
         ids, mask = _batch(fused.model.config.vocab_size, options.rows, options.prompt,
                            options.completion)
