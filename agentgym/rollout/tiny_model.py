@@ -163,7 +163,7 @@ def build_tiny_model(
             model is saved (0: random weights). A pretrained LM copies a name or a number
             from its prompt with induction heads, which form early in its pretraining; a
             tiny random model has none and a few hundred demonstrations do not grow them
-            (README, Results). These steps do, on random token sequences over the whole
+            (docs/results.md). These steps do, on random token sequences over the whole
             vocabulary (:func:`_pretrain_copy`). At hidden size 128 and 2 layers the copy
             forms suddenly at about 700 steps; 1,400 steps take 5-6 minutes on 2 CPU
             cores, and fewer than 1,000 may stop before it forms. The weights are then the

@@ -60,7 +60,8 @@ whose episodes all sampled the same tokens), and the count ``groups/count`` (gro
 trained on); the
 trainer adds ``episodes/in_loss``, ``episodes/mean_length``,
 ``advantage/{mean_abs,max,min}`` and ``kl/ref`` from the batch TRL scored, and warns when
-no group carries signal or the policy looks collapsed for ``warn_after_steps`` steps.
+no group carries signal, the policy looks collapsed, or it has drifted from its
+starting model (``max_kl``) for ``warn_after_steps`` steps.
 
 :func:`train_grpo` prints one line per logged step (:mod:`agentgym.trainers.console`) and
 keeps ``log_rollouts`` groups of each rollout call in ``rollouts.jsonl`` in its
@@ -174,6 +175,8 @@ class GRPOOptions:
             collapsed policy, before a warning (0: never warn).
         min_entropy: mean token entropy (nats, TRL's ``entropy``) below which the policy
             counts as collapsed.
+        max_kl: ``kl/ref`` at or above which the policy counts as drifting from the
+            stage's starting model (0: never warn of drift).
         log_rollouts: groups of each rollout call (one call per generation batch: every
             step with TRL's defaults) whose episodes are kept in ``rollouts.jsonl`` in the
             stage folder, for ``agentgym view``; the first groups trained on, whole (0:
@@ -196,6 +199,7 @@ class GRPOOptions:
     measure_kl: bool = True
     warn_after_steps: int = 3
     min_entropy: float = 0.02
+    max_kl: float = 0.2
     log_rollouts: int = 1
     asynchronous: AsyncOptions | None = None
     turn_credit: bool = False
@@ -223,6 +227,9 @@ class GRPOOptions:
         if self.min_entropy < 0:
             raise InvalidArgumentError(f"min_entropy must be >= 0 (0: no entropy warning), got"
                                        f" {self.min_entropy}")
+        if self.max_kl < 0:
+            raise InvalidArgumentError(f"max_kl must be >= 0 (0: no drift warning), got"
+                                       f" {self.max_kl}")
         if self.log_rollouts < 0:
             raise InvalidArgumentError(f"log_rollouts must be >= 0 groups per rollout call (0: keep"
                                        f" none), got {self.log_rollouts}")
@@ -1024,7 +1031,7 @@ def _trainer_class() -> type:
             if options.measure_kl:  # before any update (and before resume loads weights)
                 self.reference_kl = ReferenceKL(self)
             self.add_callback(LearningHealth(options.warn_after_steps, options.min_entropy,
-                                             options.dynamic_sampling))
+                                             options.dynamic_sampling, options.max_kl))
             self.add_callback(SkipNonFiniteSteps(self))
             self.add_callback(_StepTimer(self))
 

@@ -25,8 +25,9 @@ H200: the engine's sampling then failed on NaN probabilities and ended the run).
 The rollout logs the group shares (``dynamic_sampling/flat_fraction``,
 ``groups/with_variance``, ``groups/identical``; see :mod:`agentgym.trainers.grpo`), TRL its
 ``entropy`` and ``clip_ratio/*``. :class:`LearningHealth` reads each log and warns, on the
-``agentgym.trainers.health`` logger, when no group has carried a learning signal, or the
-policy looks collapsed, for several logged steps in a row. Steps without these keys (no
+``agentgym.trainers.health`` logger, when no group has carried a learning signal, the
+policy looks collapsed, or it has drifted far from its starting model, for several logged
+steps in a row. Steps without these keys (no
 generation in them) leave the counts as they are.
 """
 
@@ -158,19 +159,30 @@ class LearningHealth(TrainerCallback):
 
     * No signal: ``groups/with_variance`` is 0 (every group's rewards were equal, so every
       advantage is 0) for ``after_steps`` logged steps in a row.
-    * Collapse: ``groups/identical`` is 1 (every group's episodes were the same tokens) or
-      TRL's ``entropy`` is below ``min_entropy`` (on a step that trained some tokens), for
-      ``after_steps`` logged steps in a row.
+    * Collapse: ``groups/identical`` is 1 (every group's episodes were the same tokens), or
+      TRL's ``entropy`` is below ``min_entropy`` on a step that trained some tokens while
+      under a quarter of its groups had reward variance, for ``after_steps`` logged steps
+      in a row. (Low entropy alone is no collapse: a small model sure of its format
+      samples at 0.01-0.03 nats a token, and its groups still vary where it is unsure.)
+    * Drift: ``kl/ref`` is at least ``max_kl`` for ``after_steps`` logged steps in a row.
+      A run that learns moves its policy a little (``kl/ref`` up to 0.06 in the recipes'
+      GRPO stages); the runs that drifted to 0.25 and beyond lost on held-out tasks, their
+      tool calls breaking more often as they went (docs/results.md). Steps that log no
+      ``kl/ref`` (no generation in them) leave the count as it is.
 
     Each warning repeats every ``after_steps`` steps while the condition lasts;
     ``after_steps=0`` turns them off. ``dynamic_sampling`` tailors the advice.
     """
 
+    #: Below this share of groups with reward variance, low entropy counts as collapse.
+    COLLAPSED_VARIANCE = 0.25
+
     def __init__(self, after_steps: int = 3, min_entropy: float = 0.02,
-                 dynamic_sampling: bool = True):
+                 dynamic_sampling: bool = True, max_kl: float = 0.2):
         self.after_steps, self.min_entropy = after_steps, min_entropy
-        self.dynamic_sampling = dynamic_sampling
-        self.flat_steps = self.collapsed_steps = 0
+        self.dynamic_sampling, self.max_kl = dynamic_sampling, max_kl
+        self.flat_steps = self.collapsed_steps = self.drift_steps = 0
+        self.first: dict[str, float] = {}  # the stage's first logged pass rate, tool errors
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None,
                **kwargs: Any) -> None:
@@ -187,8 +199,9 @@ class LearningHealth(TrainerCallback):
             reasons.append("every group's episodes were identical")
         entropy = _number(logs.get("entropy"))
         if entropy is not None and (_number(logs.get("episodes/in_loss")) or 0) > 0 \
-                and entropy < self.min_entropy:
-            reasons.append(f"mean token entropy {entropy:.3g} < min_entropy {self.min_entropy}")
+                and entropy < self.min_entropy and with_variance < self.COLLAPSED_VARIANCE:
+            reasons.append(f"mean token entropy {entropy:.3g} < min_entropy {self.min_entropy},"
+                           f" {with_variance:.0%} of the groups with reward variance")
         self.collapsed_steps = self.collapsed_steps + 1 if reasons else 0
         if self.collapsed_steps and self.collapsed_steps % self.after_steps == 0:
             logger.warning(
@@ -197,6 +210,32 @@ class LearningHealth(TrainerCallback):
                 " carry no signal. Raise rollout.temperature, lower learning_rate, keep"
                 " clip-higher (epsilon_high) on, or set beta > 0 to hold the policy near its"
                 " starting model (kl/ref shows how far it has moved).")
+        self._check_drift(step, logs)
+
+    def _check_drift(self, step: int, logs: dict) -> None:
+        for key in ("env/pass_rate", "env/tool_errors"):
+            value = _number(logs.get(key))
+            if value is not None:
+                self.first.setdefault(key, value)
+        kl = _number(logs.get("kl/ref"))
+        if kl is None or self.max_kl <= 0:
+            return
+        self.drift_steps = self.drift_steps + 1 if kl >= self.max_kl else 0
+        if not self.drift_steps or self.drift_steps % self.after_steps:
+            return
+        trend = "; ".join(
+            f"{name} {_number(logs.get(key)):.2f} (first step {self.first[key]:.2f})"
+            for key, name in (("env/pass_rate", "training pass rate"),
+                              ("env/tool_errors", "tool errors per episode"))
+            if key in self.first and _number(logs.get(key)) is not None)
+        logger.warning(
+            f"GRPO step {step}: the policy has drifted from the stage's starting model for"
+            f" {self.drift_steps} steps (kl/ref {kl:.3g} >= max_kl {self.max_kl}"
+            + (f"; {trend}" if trend else "") + "). Runs that moved this far lost on"
+            " held-out tasks unless their training reward rose with it: the updates follow"
+            " the noise of few groups. Lower learning_rate, set beta > 0 (a KL penalty toward"
+            " the starting model), train fewer steps, or keep checkpoints (save_steps) to"
+            " evaluate one from before the drift.")
 
     def _no_signal(self, step: int, logs: dict) -> str:
         message = (f"GRPO step {step}: no learning signal for {self.flat_steps} steps: in every"

@@ -46,7 +46,7 @@ def _feed(health: LearningHealth, logs: list[dict]) -> None:
 HEALTHY = {"groups/with_variance": 0.5, "groups/identical": 0.0, "entropy": 1.2,
            "episodes/in_loss": 1.0, "env/pass_rate": 0.4}
 FLAT = {**HEALTHY, "groups/with_variance": 0.0, "env/pass_rate": 1.0}
-LOW_ENTROPY = {**HEALTHY, "entropy": 0.001}
+LOW_ENTROPY = {**HEALTHY, "entropy": 0.001, "groups/with_variance": 0.125}
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -78,7 +78,35 @@ def test_low_entropy_counts_only_on_steps_that_trained_tokens(
     assert _warnings(caplog) == []
     _feed(LearningHealth(after_steps=2), [LOW_ENTROPY] * 2)
     (warning,) = _warnings(caplog)
-    assert "collapsed for 2 steps (mean token entropy 0.001 < min_entropy 0.02)" in warning
+    assert "collapsed for 2 steps (mean token entropy 0.001 < min_entropy 0.02, 12% of" \
+        in warning
+    caplog.clear()
+    # A model sure of its format samples at low entropy and still learns where its groups
+    # vary (the memory recipe: 0.011-0.026 nats, half its groups or more with variance).
+    _feed(LearningHealth(after_steps=2), [{**LOW_ENTROPY, "groups/with_variance": 0.5}] * 4)
+    assert _warnings(caplog) == []
+
+
+def test_drift_from_the_starting_model_is_warned_of_with_its_trend(
+        caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.WARNING, logger="agentgym.trainers.health")
+    start = {**HEALTHY, "kl/ref": 0.0, "env/pass_rate": 0.34, "env/tool_errors": 0.34}
+    drifted = {**HEALTHY, "kl/ref": 0.33, "env/pass_rate": 0.39, "env/tool_errors": 0.85}
+    no_generation = {"loss": 0.1}  # a step that reuses the batch: no kl/ref, no streak break
+    _feed(LearningHealth(after_steps=3), [start, drifted, no_generation, drifted,
+                                          {**drifted, "kl/ref": 0.1}, drifted, drifted])
+    assert _warnings(caplog) == []  # the dip under max_kl broke the streak
+    _feed(LearningHealth(after_steps=3), [start, drifted, no_generation, drifted, drifted])
+    (warning,) = _warnings(caplog)
+    assert warning.startswith("GRPO step 5: the policy has drifted")
+    assert "kl/ref 0.33 >= max_kl 0.2" in warning
+    assert "training pass rate 0.39 (first step 0.34)" in warning
+    assert "tool errors per episode 0.85 (first step 0.34)" in warning
+    assert "Lower learning_rate, set beta > 0" in warning
+    caplog.clear()
+    _feed(LearningHealth(after_steps=3, max_kl=0.0), [drifted] * 6)
+    _feed(LearningHealth(after_steps=3, max_kl=0.5), [drifted] * 6)
+    assert _warnings(caplog) == []
 
 
 def test_no_signal_advice_follows_the_options(caplog: pytest.LogCaptureFixture):
@@ -102,6 +130,8 @@ def test_health_options_are_checked():
         GRPOOptions(warn_after_steps=-1)
     with pytest.raises(ValueError, match="min_entropy must be >= 0"):
         GRPOOptions(min_entropy=-0.1)
+    with pytest.raises(ValueError, match=r"max_kl must be >= 0 \(0: no drift warning\)"):
+        GRPOOptions(max_kl=-1)
 
 
 def test_every_grpo_option_and_health_metric_is_documented():
