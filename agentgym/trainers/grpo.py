@@ -131,7 +131,8 @@ from agentgym.trainers.trl_adapter import (
     vllm_generate,
 )
 
-__all__ = ["EnvRollout", "GRPOOptions", "grpo_config", "train_grpo", "turn_advantages"]
+__all__ = ["EnvRollout", "GRPOOptions", "batch_advantages", "grpo_config", "train_grpo",
+           "turn_advantages"]
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +189,16 @@ class GRPOOptions:
             against the episodes of its group that reached the same state, not against
             the whole group (:func:`turn_advantages`). Needs ``scale_rewards: group``
             (TRL's default). An episode of one sample is trained exactly as without it.
+        baseline: what an episode's reward is compared with. ``group`` (GRPO): the mean
+            of its group's, TRL's advantage. ``batch``: the mean of the whole rollout
+            call's scorable episodes, over their std (REINFORCE++'s global baseline), so a
+            group that always passes is pushed up and one that always fails down, as
+            rejection fine-tuning learns from every success; needs ``dynamic_sampling:
+            false`` (no group is flat under it) and no ``turn_credit``.
+        negative_scale: factor on every negative advantage (1: GRPO's; 0: successes
+            alone, online rejection fine-tuning). Below 1, an update pushes up what
+            passed more than it pushes down what failed, which keeps a low-entropy
+            policy from spreading its mass onto tokens no episode sampled.
     """
 
     dynamic_sampling: bool = True
@@ -203,6 +214,8 @@ class GRPOOptions:
     log_rollouts: int = 1
     asynchronous: AsyncOptions | None = None
     turn_credit: bool = False
+    baseline: str = "group"
+    negative_scale: float = 1.0
 
     @classmethod
     def from_config(cls, values: dict[str, Any]) -> GRPOOptions:
@@ -230,6 +243,18 @@ class GRPOOptions:
         if self.max_kl < 0:
             raise InvalidArgumentError(f"max_kl must be >= 0 (0: no drift warning), got"
                                        f" {self.max_kl}")
+        if self.baseline not in ("group", "batch"):
+            raise InvalidArgumentError(
+                f"baseline must be 'group' or 'batch', got {self.baseline!r}")
+        if self.baseline == "batch" and (self.dynamic_sampling or self.turn_credit):
+            raise InvalidArgumentError(
+                "baseline: batch gives every group signal (an always-passing group is pushed"
+                " up), so it replaces neither dynamic_sampling nor turn_credit's own"
+                " baselines: set dynamic_sampling: false and turn_credit: false")
+        if not 0 <= self.negative_scale <= 1:
+            raise InvalidArgumentError(
+                f"negative_scale must be in [0, 1] (1: GRPO's advantages), got"
+                f" {self.negative_scale}")
         if self.log_rollouts < 0:
             raise InvalidArgumentError(f"log_rollouts must be >= 0 groups per rollout call (0: keep"
                                        f" none), got {self.log_rollouts}")
@@ -477,7 +502,8 @@ class EnvRollout:
         episode's last sample, :func:`turn_advantages`), or None to keep TRL's; None when
         ``turn_credit`` is off. Taken once."""
         rows, self._row_advantages = self._row_advantages, []
-        return rows if self.options.turn_credit and rows else None
+        own = self.options.turn_credit or self.options.baseline == "batch"
+        return rows if own and rows else None
 
     def take_extra_rows(self) -> list[ExtraRow]:
         """The last call's further rows (episodes of several samples), once: for the
@@ -756,10 +782,16 @@ class EnvRollout:
             "prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward",
             "finish_reason", "task_id")}
         self._extra_rows, self._row_advantages = [], []
+        scorable = [[index not in episodes.masked and not self._masked(t) for t in group]
+                    for index, group in enumerate(episodes.groups)]
+        batch_credits = (batch_advantages(episodes.groups, scorable)
+                         if self.options.baseline == "batch" else None)
         for index, group in enumerate(episodes.groups):
             credits: list[list[float] | None] = [None] * len(group)
-            if self.options.turn_credit and index not in episodes.masked:
-                credits = turn_advantages(group, [not self._masked(t) for t in group])
+            if batch_credits is not None:
+                credits = batch_credits[index]
+            elif self.options.turn_credit and index not in episodes.masked:
+                credits = turn_advantages(group, scorable[index])
             for t, credit in zip(group, credits, strict=True):
                 if not (self._masked(t) or index in episodes.masked):
                     self._extra_rows += _earlier_rows(t, len(out["prompt_ids"]), credit)
@@ -929,6 +961,26 @@ def turn_advantages(group: Sequence[Trajectory], scorable: Sequence[bool]
             for t, ok in zip(group, scorable, strict=True)]
 
 
+def batch_advantages(groups: Sequence[Sequence[Trajectory]], scorable: Sequence[Sequence[bool]]
+                     ) -> list[list[list[float] | None]]:
+    """Per group, per episode, the advantage of each of its samples under a batch baseline
+    (``baseline: batch``): the episode's reward minus the mean reward of every scorable
+    episode of ``groups``, over their std + 1e-4; None for an episode that is not
+    scorable or has no sample. Every sample of an episode shares its advantage."""
+    import torch
+    from trl.trainer.utils import nanstd
+
+    rewards = [t.reward for group, oks in zip(groups, scorable, strict=True)
+               for t, ok in zip(group, oks, strict=True) if ok]
+    if len(rewards) < 2:
+        return [[None] * len(group) for group in groups]
+    mean = sum(rewards) / len(rewards)
+    scale = float(nanstd(torch.tensor(rewards, dtype=torch.float32))) + 1e-4
+    return [[[(t.reward - mean) / scale] * len(t.samples()) or None if ok else None
+             for t, ok in zip(group, oks, strict=True)]
+            for group, oks in zip(groups, scorable, strict=True)]
+
+
 def _task_id(prompt: Any) -> str:
     if isinstance(prompt, str):
         return prompt
@@ -1045,6 +1097,11 @@ def _trainer_class() -> type:
 
         def row_advantages(self) -> list[float | None] | None:
             return self.env_rollout.take_row_advantages()
+
+        def shape_advantages(self, advantages: Any) -> Any:
+            scale = self.env_rollout.options.negative_scale
+            return advantages if scale == 1 else advantages.where(
+                advantages >= 0, advantages * scale)
 
         def on_scored_batch(self, batch: ScoredBatch) -> None:
             log_metrics(self, {**self.env_rollout.take_metrics(),

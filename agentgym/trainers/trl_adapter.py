@@ -254,6 +254,11 @@ class ScoredBatchHook:
         TRL's (None in the list: TRL's), or None for TRL's throughout (the default)."""
         return None
 
+    def shape_advantages(self, advantages: Any) -> Any:
+        """The batch's advantages (``(B,)``, the extra rows' included) as trained on
+        (default: as they are)."""
+        return advantages
+
     def token_weights(self, batch: ScoredBatch) -> Any:
         """``(B, C)`` positive weights of each completion token's advantage (importance
         weights), or None for none. A weight ``w`` scales the token's clipped surrogate
@@ -281,6 +286,7 @@ class ScoredBatchHook:
                      for a, o in zip(output["advantages"].tolist(), own, strict=True)],
                     dtype=output["advantages"].dtype, device=output["advantages"].device)
             output = append_rows(self, output, self.extra_rows())
+            output["advantages"] = self.shape_advantages(output["advantages"])
         loss_mask = output["completion_mask"]
         if output.get("tool_mask") is not None:
             loss_mask = loss_mask * output["tool_mask"]

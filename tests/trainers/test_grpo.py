@@ -659,3 +659,26 @@ def test_grpo_on_a_sandboxed_plugin_env(tiny_model_dir: Path, tmp_path: Path) ->
     assert all(log["time/init_s"] > 0 and log["time/tool_s"] > 0 for log in steps)
     # Later steps found their sandboxes already started during the optimizer step.
     assert [log["prefetch/hits"] for log in steps[1:]] == [8.0, 8.0]
+
+
+@pytest.mark.parametrize("baseline", ["group", "batch"])
+def test_a_batch_baseline_learns_from_flat_groups(tiny_model_dir: Path, tmp_path: Path,
+                                                  baseline: str) -> None:
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = _tokenizer(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    # Every group is flat (a task's attempts all pass or all fail), so GRPO's group
+    # baseline gives every episode advantage 0; against the batch's mean they differ.
+    policy = CalculatorScript(tokenizer, lambda expr, attempt: (
+        "right" if eval(expr) % 2 else "wrong"))
+    logs = _Logs()
+    _train(model, tmp_path / "run", policy, 1, tokenizer=tokenizer, callbacks=[logs.callback],
+           args={"per_device_train_batch_size": 16},
+           options=GRPOOptions(prefetch=False, dynamic_sampling=False, baseline=baseline,
+                               negative_scale=0.5, measure_kl=False))
+    (step,) = [log for log in logs.logs if "env/pass_rate" in log]
+    assert 0 < step["env/pass_rate"] < 1  # both kinds of group in the batch
+    changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+    assert bool(changed) == (baseline == "batch")
