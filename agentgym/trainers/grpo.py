@@ -191,7 +191,8 @@ class GRPOOptions:
             (TRL's default). An episode of one sample is trained exactly as without it.
         baseline: what an episode's reward is compared with. ``group`` (GRPO): the mean
             of its group's, TRL's advantage. ``batch``: the mean of the whole rollout
-            call's scorable episodes, over their std (REINFORCE++'s global baseline), so a
+            call's scorable episodes, over their std (REINFORCE++'s global baseline; not
+            with ``scale_rewards: none``), so a
             group that always passes is pushed up and one that always fails down, as
             rejection fine-tuning learns from every success; needs ``dynamic_sampling:
             false`` (no group is flat under it) and no ``turn_credit``.
@@ -499,8 +500,9 @@ class EnvRollout:
 
     def take_row_advantages(self) -> list[float | None] | None:
         """Per row of the last call's output, its own advantage (``turn_credit``: the
-        episode's last sample, :func:`turn_advantages`), or None to keep TRL's; None when
-        ``turn_credit`` is off. Taken once."""
+        episode's last sample, :func:`turn_advantages`; ``baseline: batch``:
+        :func:`batch_advantages`), or None to keep TRL's; None when neither is on. Taken
+        once."""
         rows, self._row_advantages = self._row_advantages, []
         own = self.options.turn_credit or self.options.baseline == "batch"
         return rows if own and rows else None
@@ -941,13 +943,10 @@ def turn_advantages(group: Sequence[Trajectory], scorable: Sequence[bool]
     episodes that reached its state, it did as well as they did. A state only one episode
     reached gets 0. Episodes of one sample each are plain GRPO.
     """
-    import torch
-    from trl.trainer.utils import nanstd
-
     rewards = [t.reward for t, ok in zip(group, scorable, strict=True) if ok]
     if len(rewards) < 2:
         return [None] * len(group)
-    scale = float(nanstd(torch.tensor(rewards, dtype=torch.float32))) + 1e-4
+    scale = _reward_scale(rewards)
     reached: dict[tuple[int, ...], list[float]] = {}
     for t, ok in zip(group, scorable, strict=True):
         for state in {tuple(s.prompt_ids) for s in t.samples()} if ok else ():
@@ -967,18 +966,22 @@ def batch_advantages(groups: Sequence[Sequence[Trajectory]], scorable: Sequence[
     (``baseline: batch``): the episode's reward minus the mean reward of every scorable
     episode of ``groups``, over their std + 1e-4; None for an episode that is not
     scorable or has no sample. Every sample of an episode shares its advantage."""
-    import torch
-    from trl.trainer.utils import nanstd
-
     rewards = [t.reward for group, oks in zip(groups, scorable, strict=True)
                for t, ok in zip(group, oks, strict=True) if ok]
     if len(rewards) < 2:
         return [[None] * len(group) for group in groups]
-    mean = sum(rewards) / len(rewards)
-    scale = float(nanstd(torch.tensor(rewards, dtype=torch.float32))) + 1e-4
+    mean, scale = sum(rewards) / len(rewards), _reward_scale(rewards)
     return [[[(t.reward - mean) / scale] * len(t.samples()) or None if ok else None
              for t, ok in zip(group, oks, strict=True)]
             for group, oks in zip(groups, scorable, strict=True)]
+
+
+def _reward_scale(rewards: Sequence[float]) -> float:
+    """What TRL divides advantages by: the rewards' std (unbiased, as TRL's) + 1e-4."""
+    import torch
+    from trl.trainer.utils import nanstd
+
+    return float(nanstd(torch.tensor(rewards, dtype=torch.float32))) + 1e-4
 
 
 def _task_id(prompt: Any) -> str:
@@ -1193,6 +1196,11 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
         raise InvalidArgumentError(
             f"turn_credit scales advantages as TRL's scale_rewards='group' does, but the GRPO"
             f" args set scale_rewards={config.scale_rewards!r}: drop one of the two")
+    if env_rollout.options.baseline == "batch" and config.scale_rewards == "none":
+        env_rollout.close()
+        raise InvalidArgumentError(
+            "baseline: batch divides advantages by the batch's reward std, but the GRPO args"
+            " set scale_rewards='none': drop one of the two")
     task_ids = env_rollout.env_task_ids()
     if len(task_ids) * config.num_generations < config.generation_batch_size:
         env_rollout.close()

@@ -82,3 +82,14 @@ def test_negative_scale_scales_only_negative_advantages():
     trainer.env_rollout.options = GRPOOptions()
     same = torch.tensor([1.0, -1.0])
     assert trainer_class.shape_advantages(trainer, same) is same
+
+
+def test_a_batch_baseline_scales_by_the_batch_std(tiny_model_dir, tmp_path):
+    from agentgym.trainers.grpo import train_grpo
+
+    with pytest.raises(InvalidArgumentError, match="scale_rewards='none'"):
+        train_grpo(tiny_model_dir, "calculator", output_dir=tmp_path,
+                   args={"scale_rewards": "none", "max_steps": 1,
+                         "per_device_train_batch_size": 4, "num_generations": 2},
+                   options=GRPOOptions(baseline="batch", dynamic_sampling=False,
+                                       prefetch=False))
