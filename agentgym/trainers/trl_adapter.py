@@ -19,7 +19,8 @@ minor versions these were checked against (``trl>=1.16,<1.17``); widen the pin o
 * :class:`ModelCardHook`: the model card written beside checkpoints is agentgym's.
 * :class:`ScoredBatchHook`, :class:`ScoredBatch`: see each generation batch TRL has scored
   (its advantages, its loss mask) before it trains on it, and add rows to it
-  (:class:`ExtraRow`, :func:`append_rows`: an episode of several samples).
+  (:class:`ExtraRow`, :func:`append_rows`: an episode of several samples), and leave out
+  the rows that cannot move the weights (:func:`drop_inert_rows`).
 * :class:`PlainLogpsOffGPU`: without CUDA, score completions from the model's logits at
   the completion positions rather than TRL's fused LM head over every position.
 * :func:`completion_logps`, :func:`is_peft_trainer`, :func:`adapters_disabled`,
@@ -41,7 +42,8 @@ from typing import Any
 
 __all__ = ["ExtraRow", "ModelCardHook", "PlainLogpsOffGPU", "ScoredBatch", "ScoredBatchHook",
            "TrainSamplerHook",
-           "adapters_disabled", "append_rows", "completion_logps", "frozen_copy",
+           "adapters_disabled", "append_rows", "completion_logps", "drop_inert_rows",
+           "frozen_copy",
            "is_peft_trainer",
            "log_metrics", "quiet_expected_warnings", "repeat_sampler_layout",
            "steps_per_generation_batch", "stop_token_ids", "takes_logits_to_keep",
@@ -302,6 +304,8 @@ class ScoredBatchHook:
         if weights is not None:
             # TRL's loss takes (B, T) advantages as they are (it unsqueezes (B,) ones).
             output["advantages"] = output["advantages"].reshape(-1, 1) * weights
+        if self.model.training:  # type: ignore[attr-defined]
+            output = drop_inert_rows(self, output)
         return output
 
 
@@ -399,6 +403,59 @@ def append_rows(trainer: Any, output: dict[str, Any], rows: list[ExtraRow]) -> d
     merged["num_items_in_batch"] = output["num_items_in_batch"] + \
         trainer.accelerator.gather(added).sum()
     return {**output, **merged}
+
+
+#: Loss types whose loss is a sum over tokens divided by one normalizer for the whole
+#: generation batch (its ``num_items_in_batch``): a row that adds 0 to the sum can be left out
+#: and every optimizer step's gradient, summed over the generation batch, stays the same.
+SUMMED_LOSSES = ("dapo", "cispo")
+
+
+def drop_inert_rows(trainer: Any, output: dict[str, Any]) -> dict[str, Any]:
+    """``output`` (a scored generation batch, as :func:`append_rows` takes it) without the
+    rows whose every loss token has advantage 0: with no KL term (``beta == 0``) and a
+    summed loss (:data:`SUMMED_LOSSES`) they add exactly nothing to the gradient, yet cost a
+    forward and a backward pass in each of the ``num_iterations`` passes over the batch.
+    Without dynamic sampling most rows are such (a group whose episodes all passed, or all
+    failed), and with ``negative_scale: 0`` every failure is. ``num_items_in_batch`` keeps
+    counting their tokens, so the loss of what is trained is scaled as before. Enough
+    inert rows stay for the batch to split into ``steps_per_generation`` equal parts, at
+    least one a part; TRL's per-step ``entropy`` and ``clip_ratio`` then describe the rows
+    trained on. Logs ``rows/trained``, the fraction of the batch's rows kept."""
+    import torch
+
+    # Relies on: GRPOTrainer.beta, args.loss_type, args.top_entropy_quantile (the entropy
+    # mask's quantile is taken over each step's rows, so leaving rows out would move it),
+    # args.steps_per_generation, and the output keys listed at
+    # ScoredBatchHook._generate_and_score_completions: per-row tensors and lists (first
+    # dimension B) besides the scalar num_items_in_batch.
+    args = trainer.args
+    if (trainer.beta != 0.0 or args.loss_type not in SUMMED_LOSSES
+            or args.top_entropy_quantile < 1.0):
+        return output
+    advantages = output["advantages"]
+    rows = len(advantages)
+    mask = output["completion_mask"]
+    if output.get("tool_mask") is not None:
+        mask = mask * output["tool_mask"]
+    per_token = advantages if advantages.dim() == 2 else advantages.reshape(-1, 1)
+    live = ((per_token != 0) & (mask > 0)).any(dim=1)
+    steps = max(1, args.steps_per_generation)
+    keep = min(rows, max(steps, -(-int(live.sum()) // steps) * steps))
+    log_metrics(trainer, {"rows/trained": keep / rows})
+    if keep == rows:
+        return output
+    # The inert rows kept to fill the parts: ones with tokens in the loss first, so TRL's
+    # entropy is read on sampled tokens.
+    tokens = mask.sum(dim=1) > 0
+    order = torch.cat([live.nonzero().flatten(), (~live & tokens).nonzero().flatten(),
+                       (~live & ~tokens).nonzero().flatten()])
+    index = order[:keep].sort().values
+    listed = index.tolist()
+    return {key: value[index.to(value.device)] if torch.is_tensor(value) and value.dim() > 0
+            and value.size(0) == rows
+            else [value[i] for i in listed] if isinstance(value, list) and len(value) == rows
+            else value for key, value in output.items()}
 
 
 #: The most bytes of float32 logits :class:`PlainLogpsOffGPU` computes at once.

@@ -682,3 +682,39 @@ def test_a_batch_baseline_learns_from_flat_groups(tiny_model_dir: Path, tmp_path
     assert 0 < step["env/pass_rate"] < 1  # both kinds of group in the batch
     changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
     assert bool(changed) == (baseline == "batch")
+
+
+def test_leaving_out_inert_rows_keeps_the_update(tiny_model_dir: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from agentgym.trainers import trl_adapter
+
+    tokenizer = _tokenizer(tiny_model_dir)
+    keep_all = trl_adapter.drop_inert_rows
+
+    def step(drop: bool) -> tuple[dict[str, torch.Tensor], list[dict]]:
+        monkeypatch.setattr(trl_adapter, "drop_inert_rows",
+                            keep_all if drop else lambda trainer, output: output)
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+        # Tasks whose answer is even always pass (flat groups, advantage 0), the rest
+        # pass on odd attempts only: half the rows carry gradient.
+        policy = CalculatorScript(tokenizer, lambda expr, attempt: (
+            "right" if eval(expr) % 2 == 0 or attempt % 2 else "wrong"))
+        logs = _Logs()
+        _train(model, tmp_path / f"drop-{drop}", policy, 1, tokenizer=tokenizer,
+               callbacks=[logs.callback], args={"per_device_train_batch_size": 16,
+                                                "optim": "sgd"},  # the update is the gradient
+               options=GRPOOptions(prefetch=False, dynamic_sampling=False, measure_kl=False))
+        return model.state_dict(), logs.logs
+
+    start = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
+    dropped, logs = step(drop=True)
+    kept, _ = step(drop=False)
+    (trained,) = [log for log in logs if "rows/trained" in log]
+    assert 0 < trained["rows/trained"] < 1
+    moved = [k for k in start if not torch.equal(start[k], dropped[k])]
+    assert moved
+    for key in start:
+        torch.testing.assert_close(dropped[key] - start[key], kept[key] - start[key],
+                                   rtol=1e-4, atol=1e-8, msg=key)

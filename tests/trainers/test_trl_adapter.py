@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 pytest.importorskip("trl")
 
@@ -316,3 +317,62 @@ def test_the_scored_batch_is_what_the_hook_expects():
         assert f'output["{key}"]' in source or f'"{key}":' in source, key
     assert list(inspect.signature(GRPOTrainer._generate_and_score_completions).parameters) == [
         "self", "inputs"]
+
+
+def _scored(advantages: list[Any], tokens: list[int]) -> dict[str, Any]:
+    """A scored batch as TRL returns it: row i has ``tokens[i]`` completion tokens in the
+    loss (of 3) and advantage ``advantages[i]`` (a number, or one per token)."""
+    rows = len(advantages)
+    mask = torch.tensor([[1] * n + [0] * (3 - n) for n in tokens])
+    if any(isinstance(a, list) for a in advantages):
+        advantages = [a if isinstance(a, list) else [a] * 3 for a in advantages]
+    return {"prompt_ids": torch.arange(rows * 2).reshape(rows, 2),
+            "prompt_mask": torch.ones(rows, 2, dtype=torch.long),
+            "completion_ids": torch.arange(rows * 3).reshape(rows, 3),
+            "completion_mask": mask, "old_per_token_logps": -torch.rand(rows, 3),
+            "advantages": torch.tensor(advantages, dtype=torch.float),
+            "num_items_in_batch": mask.sum(), "prompts": [f"p{i}" for i in range(rows)]}
+
+
+def _inert_trainer(steps: int, beta: float = 0.0, loss_type: str = "dapo") -> Any:
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    return SimpleNamespace(beta=beta, model=SimpleNamespace(training=True),
+                           _metrics={"train": defaultdict(list)},
+                           args=SimpleNamespace(loss_type=loss_type, steps_per_generation=steps,
+                                                top_entropy_quantile=1.0))
+
+
+def test_rows_that_cannot_move_the_weights_are_left_out():
+    trainer = _inert_trainer(steps=2)
+    # Rows 1 and 4 carry gradient; 0 and 2 have advantage 0; 3 has no token in the loss;
+    # 5's advantage lies on a token outside the loss only.
+    output = _scored([0.0, 1.5, 0.0, -0.2, -0.4, [0.0, 0.0, 2.0]], [3, 2, 1, 0, 3, 2])
+    kept = trl_adapter.drop_inert_rows(trainer, output)
+    assert kept["prompts"] == ["p1", "p4"]
+    for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask",
+                "old_per_token_logps", "advantages"):
+        assert torch.equal(kept[key], output[key][[1, 4]]), key
+    assert kept["num_items_in_batch"] is output["num_items_in_batch"]  # the loss's scale
+    assert trainer._metrics["train"]["rows/trained"] == [pytest.approx(2 / 6)]
+
+
+def test_inert_rows_fill_every_step_and_tokens_come_first():
+    trainer = _inert_trainer(steps=4)
+    output = _scored([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [2, 0, 0, 1, 3, 0, 2, 1])
+    kept = trl_adapter.drop_inert_rows(trainer, output)
+    # One row with signal, three inert ones beside it, those with tokens in the loss first.
+    assert kept["prompts"] == ["p0", "p3", "p4", "p6"]
+    nothing = trl_adapter.drop_inert_rows(_inert_trainer(steps=2), _scored([0.0] * 4, [1] * 4))
+    assert len(nothing["prompts"]) == 2  # one row a step, however flat the batch
+
+
+@pytest.mark.parametrize(("beta", "loss_type", "quantile"),
+                         [(0.04, "dapo", 1.0), (0.0, "grpo", 1.0), (0.0, "dapo", 0.2)])
+def test_rows_stay_where_leaving_them_out_would_change_the_loss(beta: float, loss_type: str,
+                                                                quantile: float):
+    trainer = _inert_trainer(steps=1, beta=beta, loss_type=loss_type)
+    trainer.args.top_entropy_quantile = quantile  # the entropy mask's quantile is per step
+    output = _scored([1.0, 0.0, 0.0], [2, 2, 2])
+    assert trl_adapter.drop_inert_rows(trainer, output) is output

@@ -82,7 +82,9 @@ class _ScoredByTRL:
 
 class _Hooked(ScoredBatchHook, _ScoredByTRL):
     model = SimpleNamespace(training=True)
-    args = SimpleNamespace(steps_per_generation=1)
+    # A per-row loss ("grpo"): every row stays, the zero-advantage one included.
+    args = SimpleNamespace(steps_per_generation=1, loss_type="grpo", top_entropy_quantile=1.0)
+    beta = 0.0
     _tokenizer = SimpleNamespace(pad_token_id=0, eos_token_id=0)
     accelerator = SimpleNamespace(gather=lambda tensor: tensor)
 
