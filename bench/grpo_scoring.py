@@ -1,4 +1,5 @@
-"""GRPO's scoring pass on a CPU: TRL's fused LM head against agentgym's plain logits.
+"""GRPO's scoring pass on a CPU: TRL's fused LM head against agentgym's plain logits, and
+those with rows grouped by length.
 
     python bench/grpo_scoring.py [--rows 64] [--prompt 650] [--completion 96] [--vocab 2048]
                                  [--repeats 5] [--json]
@@ -12,8 +13,11 @@ Both are real ``GRPOTrainer`` s (built, not trained) over the same tiny model
 vocabulary: the memory and web CPU recipes' sizes) and
 the same batch, shaped like an agent's: ``rows`` rows, prompts left-padded to ``prompt``
 tokens (each 30-100% of it long), completions right-padded to ``completion`` (each 10-100%
-of it). Measured: the wall time of one forward and backward pass through the scoring (the
-loss's share of a GRPO step), the median of ``repeats`` runs of each path, taken in turns.
+of it). The plain path scores rows in groups of similar length, each cut to its own
+columns (:func:`~agentgym.trainers.trl_adapter.length_groups`); ``plain_one_width`` is it
+with every row in one group, at the batch's width, as it was before. Measured: the wall
+time of one forward and backward pass through the scoring (the loss's share of a GRPO
+step), the median of ``repeats`` runs of each path, taken in turns.
 """
 
 from __future__ import annotations
@@ -54,7 +58,10 @@ def _batch(vocab: int, rows: int, prompt: int, completion: int) -> tuple[Any, An
     return ids, mask
 
 
-def _time(trainer: Any, ids: Any, mask: Any, completion: int) -> float:
+def _time(trainer: Any, ids: Any, mask: Any, completion: int, ratio: float) -> float:
+    from agentgym.trainers import trl_adapter
+
+    trl_adapter._LENGTH_RATIO = ratio
     began = time.perf_counter()
     logps, _, _ = trainer._get_per_token_logps_and_entropies(
         trainer.model, ids, mask, completion, batch_size=len(ids), compute_entropy=True)
@@ -76,6 +83,7 @@ def main() -> None:
     from trl import GRPOTrainer
 
     from agentgym.testing import build_tiny_model
+    from agentgym.trainers import trl_adapter
     from agentgym.trainers.trl_adapter import PlainLogpsOffGPU
 
     class Plain(PlainLogpsOffGPU, GRPOTrainer):
@@ -88,13 +96,18 @@ def main() -> None:
         fused, plain = _trainer(GRPOTrainer, model_dir, out), _trainer(Plain, model_dir, out)
         ids, mask = _batch(fused.model.config.vocab_size, options.rows, options.prompt,
                            options.completion)
-        times: dict[str, list[float]] = {"fused": [], "plain": []}
+        paths = (("fused", fused, 1.0), ("one_width", plain, float("inf")),
+                 ("grouped", plain, trl_adapter._LENGTH_RATIO))
+        times: dict[str, list[float]] = {name: [] for name, _, _ in paths}
         for _ in range(options.repeats + 1):  # the first round warms up
-            for name, trainer in (("fused", fused), ("plain", plain)):
-                times[name].append(_time(trainer, ids, mask, options.completion))
-    fused_s, plain_s = (statistics.median(times[k][1:]) for k in ("fused", "plain"))
-    print_results({"fused_head_s": fused_s, "plain_logits_s": plain_s,
-                   "speedup": fused_s / plain_s}, options.json)
+            for name, trainer, ratio in paths:
+                times[name].append(_time(trainer, ids, mask, options.completion, ratio))
+    fused_s, one_width_s, grouped_s = (statistics.median(times[name][1:])
+                                       for name, _, _ in paths)
+    print_results({"fused_head_s": fused_s, "plain_one_width_s": one_width_s,
+                   "plain_grouped_s": grouped_s, "plain_vs_fused": fused_s / one_width_s,
+                   "grouped_vs_one_width": one_width_s / grouped_s,
+                   "grouped_vs_fused": fused_s / grouped_s}, options.json)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ minor versions these were checked against (``trl>=1.16,<1.17``); widen the pin o
   (:class:`ExtraRow`, :func:`append_rows`: an episode of several samples), and leave out
   the rows that cannot move the weights (:func:`drop_inert_rows`).
 * :class:`PlainLogpsOffGPU`: without CUDA, score completions from the model's logits at
-  the completion positions rather than TRL's fused LM head over every position.
+  the completion positions rather than TRL's fused LM head over every position, rows
+  grouped by length (:func:`length_groups`) rather than all at the batch's width.
 * :func:`completion_logps`, :func:`is_peft_trainer`, :func:`adapters_disabled`,
   :func:`frozen_copy`: score a batch's completion tokens as TRL does, under the trained
   model, its base (LoRA) or a copy.
@@ -40,14 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ExtraRow", "ModelCardHook", "PlainLogpsOffGPU", "ScoredBatch", "ScoredBatchHook",
-           "TrainSamplerHook",
-           "adapters_disabled", "append_rows", "completion_logps", "drop_inert_rows",
-           "frozen_copy",
-           "is_peft_trainer",
-           "log_metrics", "quiet_expected_warnings", "repeat_sampler_layout",
-           "steps_per_generation_batch", "stop_token_ids", "takes_logits_to_keep",
-           "use_console_callback", "vllm_generate"]
+__all__ = ["ExtraRow", "LengthGroup", "ModelCardHook", "PlainLogpsOffGPU", "ScoredBatch",
+           "ScoredBatchHook", "TrainSamplerHook", "adapters_disabled", "append_rows",
+           "completion_logps", "drop_inert_rows", "frozen_copy", "is_peft_trainer",
+           "length_groups", "log_metrics", "quiet_expected_warnings",
+           "repeat_sampler_layout", "steps_per_generation_batch", "stop_token_ids",
+           "takes_logits_to_keep", "takes_position_ids", "use_console_callback",
+           "vllm_generate"]
 
 
 def log_metrics(trainer: Any, metrics: dict[str, float]) -> None:
@@ -471,8 +471,12 @@ class PlainLogpsOffGPU:
     Triton runs and every position elsewhere: on a CPU that is every prompt token too, the
     LM head is a large share of a small model's step, and an agent's prompts are long (a
     memory-env GRPO step of 265 rows spent 38% of its time in that kernel). The numbers are
-    the same (a test compares them). Anything beyond plain text rows (images, MoE aux loss,
-    a model whose forward takes no ``logits_to_keep``) takes TRL's path."""
+    the same (a test compares them). Rows are scored in groups of similar length, each cut
+    to the columns its rows attend (:func:`length_groups`): a batch comes padded to its
+    longest prompt and longest completion, and an agent's rows vary several-fold. Positions
+    are counted from each row's first token (``position_ids``), so cutting left padding moves
+    none. Anything beyond plain text rows (images, MoE aux loss, a model whose forward takes
+    no ``logits_to_keep``) takes TRL's path."""
 
     # Relies on: GRPOTrainer._get_per_token_logps_and_entropies(model, input_ids,
     # attention_mask, logits_to_keep, batch_size=None, compute_entropy=False,
@@ -498,26 +502,99 @@ class PlainLogpsOffGPU:
         # logits stay within _PLAIN_LOGITS_BYTES (a large vocabulary on a CPU).
         head = getattr(getattr(model, "module", model), "get_output_embeddings", lambda: None)()
         vocab = head.weight.size(0) if head is not None else 1
-        fits = max(1, _PLAIN_LOGITS_BYTES // (4 * (logits_to_keep + 1) * vocab))
-        batch_size = min(batch_size or input_ids.size(0), fits)
-        all_logps, all_entropies = [], []
-        for start in range(0, input_ids.size(0), batch_size):
-            ids = input_ids[start:start + batch_size]
-            mask = attention_mask[start:start + batch_size]
-            with self.accelerator.autocast():  # type: ignore[attr-defined]
-                logits = model(input_ids=ids, attention_mask=mask, use_cache=False,
-                               logits_to_keep=logits_to_keep + 1).logits
-            log_probs = torch.log_softmax(
-                logits[:, :-1].float() / self.temperature, dim=-1)  # type: ignore[attr-defined]
-            padding = mask[:, -logits_to_keep:] == 0
-            targets = ids[:, -logits_to_keep:]
-            all_logps.append(log_probs.gather(-1, targets[..., None]).squeeze(-1)
-                             .masked_fill(padding, 0))
-            if compute_entropy:
-                entropy = -(log_probs.exp() * log_probs).sum(-1)
-                all_entropies.append(entropy.masked_fill(padding, 0))
-        return (torch.cat(all_logps), torch.cat(all_entropies) if compute_entropy else None,
-                None)
+        rows, width = input_ids.shape
+        prompt_width = width - logits_to_keep
+        all_logps = input_ids.new_zeros((rows, logits_to_keep), dtype=torch.float32)
+        all_entropies = torch.zeros_like(all_logps) if compute_entropy else None
+        positions = takes_position_ids(model)
+        for group in length_groups(attention_mask, prompt_width, trim_left=positions):
+            ids, mask = input_ids[group.rows, group.start:group.end], \
+                attention_mask[group.rows, group.start:group.end]
+            keep = group.end - prompt_width  # the group's completion columns
+            if keep <= 0:
+                continue  # no completion token attended: every log-prob stays 0
+            fits = max(1, _PLAIN_LOGITS_BYTES // (4 * (keep + 1) * vocab))
+            step = min(batch_size or len(ids), fits)
+            for first in range(0, len(ids), step):
+                chunk_ids, chunk_mask = ids[first:first + step], mask[first:first + step]
+                extra = {"position_ids": (chunk_mask.cumsum(1) - 1).clamp(min=0)} \
+                    if positions else {}
+                with self.accelerator.autocast():  # type: ignore[attr-defined]
+                    logits = model(input_ids=chunk_ids, attention_mask=chunk_mask,
+                                   use_cache=False, logits_to_keep=keep + 1, **extra).logits
+                log_probs = torch.log_softmax(
+                    logits[:, :-1].float() / self.temperature,  # type: ignore[attr-defined]
+                    dim=-1)
+                padding = chunk_mask[:, -keep:] == 0
+                targets = chunk_ids[:, -keep:]
+                where = group.rows[first:first + step]
+                all_logps[where, :keep] = log_probs.gather(-1, targets[..., None]) \
+                    .squeeze(-1).masked_fill(padding, 0)
+                if all_entropies is not None:
+                    entropy = -(log_probs.exp() * log_probs).sum(-1)
+                    all_entropies[where, :keep] = entropy.masked_fill(padding, 0)
+        return all_logps, all_entropies, None
+
+
+@dataclass
+class LengthGroup:
+    """Rows of a left-padded batch scored together, and the columns ``[start, end)`` that
+    hold all their attended tokens."""
+
+    rows: Any
+    start: int
+    end: int
+
+
+#: Rows whose attended spans differ by up to this factor share a forward pass.
+_LENGTH_RATIO = 1.5
+
+
+def length_groups(attention_mask: Any, prompt_width: int,
+                  trim_left: bool = True) -> list[LengthGroup]:
+    """The rows of a batch (``attention_mask`` ``(B, W)``: prompts left-padded to
+    ``prompt_width``, then completions right-padded) in groups of similar length, each
+    with the columns its rows need: from the first attended column of any of them (0
+    without ``trim_left``) to the last, and at least to the prompt's end.
+
+    A batch is padded to its longest prompt and its longest completion; an agent's rows
+    vary (a memory env's windows run from 30 to 650 tokens), and a forward pass over the
+    padding costs as much as over tokens. Sorted by attended span and cut where a span
+    grows past :data:`_LENGTH_RATIO` times its group's first, at most that share of a
+    group's columns is padding."""
+    import torch
+
+    attended = attention_mask > 0
+    width = attention_mask.size(1)
+    columns = torch.arange(width, device=attention_mask.device)
+    first = torch.where(attended, columns, width).min(dim=1).values.clamp(max=prompt_width - 1)
+    last = torch.where(attended, columns, -1).max(dim=1).values.clamp(min=prompt_width - 1)
+    if not trim_left:
+        first = torch.zeros_like(first)
+    span = last - first + 1
+    order = span.argsort(stable=True).tolist()
+    groups: list[list[int]] = []
+    for row in order:
+        if not groups or int(span[row]) > _LENGTH_RATIO * int(span[groups[-1][0]]):
+            groups.append([])
+        groups[-1].append(row)
+    out = []
+    for rows in groups:
+        index = torch.tensor(sorted(rows), device=attention_mask.device)
+        out.append(LengthGroup(index, int(first[index].min()), int(last[index].max()) + 1))
+    return out
+
+
+def takes_position_ids(model: Any) -> bool:
+    """Whether ``model``'s forward takes ``position_ids`` (so left padding can be cut
+    without moving any token's position)."""
+    import inspect
+
+    model = getattr(model, "module", model)
+    try:
+        return "position_ids" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def takes_logits_to_keep(model: Any) -> bool:

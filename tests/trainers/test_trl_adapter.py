@@ -282,6 +282,47 @@ def test_plain_logps_off_gpu_score_as_trls_fused_head(tiny_model_dir: Path, tmp_
     assert plain.model.get_output_embeddings().weight.grad is not None
 
 
+def test_rows_of_other_lengths_score_as_each_alone(tiny_model_dir: Path, tmp_path: Path):
+    import torch
+    from trl import GRPOTrainer
+
+    from agentgym.rollout.models import load_model_and_tokenizer
+
+    class Plain(PlainLogpsOffGPU, GRPOTrainer):
+        pass
+
+    model, tokenizer = load_model_and_tokenizer(tiny_model_dir, padding_side="left")
+    plain = Plain(model=model, reward_funcs=[_zero_reward], processing_class=tokenizer,
+                  args=grpo_config(tmp_path, {"max_steps": 1, "per_device_train_batch_size": 4,
+                                              "num_generations": 2}),
+                  train_dataset=task_dataset([f"t{i}" for i in range(8)]))
+    # Prompts of 3 to 40 tokens, completions of 0 to 12: one batch padded to 40 + 12.
+    shapes = [(40, 12), (3, 2), (10, 0), (25, 7), (4, 12), (38, 1)]
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, model.config.vocab_size, (len(shapes), 52), generator=generator)
+    mask = torch.zeros_like(ids)
+    for row, (prompt, completion) in enumerate(shapes):
+        mask[row, 40 - prompt:40 + completion] = 1
+    groups = trl_adapter.length_groups(mask, 40)
+    assert sorted(row for g in groups for row in g.rows.tolist()) == list(range(len(shapes)))
+    assert len(groups) > 1 and all(g.end - g.start < 52 for g in groups[:-1])
+    logps, entropy, _ = plain._get_per_token_logps_and_entropies(
+        model, ids, mask, 12, compute_entropy=True)
+    fused, fused_entropy, _ = GRPOTrainer._get_per_token_logps_and_entropies(
+        plain, model, ids, mask, 12, compute_entropy=True)
+    torch.testing.assert_close(logps, fused, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(entropy, fused_entropy, rtol=1e-4, atol=1e-5)
+    for row, (prompt, completion) in enumerate(shapes):  # each row alone, unpadded
+        alone = ids[row:row + 1, 40 - prompt:40 + max(completion, 1)]
+        with torch.no_grad():
+            logits = model(input_ids=alone).logits[0, prompt - 1:prompt - 1 + completion]
+        expected = torch.log_softmax(logits / plain.temperature, -1).gather(
+            -1, alone[0, prompt:prompt + completion, None]).squeeze(-1)
+        torch.testing.assert_close(logps[row, :completion].detach(), expected,
+                                   rtol=1e-4, atol=1e-5)
+        assert not logps[row, completion:].any()  # padding scores 0
+
+
 def test_adapters_disabled_scores_the_base_model(tiny_model_dir: Path, tmp_path: Path):
     import torch
     from peft import LoraConfig
