@@ -43,11 +43,10 @@ from typing import Any
 
 __all__ = ["ExtraRow", "LengthGroup", "ModelCardHook", "PlainLogpsOffGPU", "ScoredBatch",
            "ScoredBatchHook", "TrainSamplerHook", "adapters_disabled", "append_rows",
-           "completion_logps", "drop_inert_rows", "frozen_copy", "is_peft_trainer",
-           "length_groups", "log_metrics", "quiet_expected_warnings",
+           "completion_logps", "drop_inert_rows", "forward_takes", "frozen_copy",
+           "is_peft_trainer", "length_groups", "log_metrics", "quiet_expected_warnings",
            "repeat_sampler_layout", "steps_per_generation_batch", "stop_token_ids",
-           "takes_logits_to_keep", "takes_position_ids", "use_console_callback",
-           "vllm_generate"]
+           "takes_logits_to_keep", "use_console_callback", "vllm_generate"]
 
 
 def log_metrics(trainer: Any, metrics: dict[str, float]) -> None:
@@ -478,6 +477,10 @@ class PlainLogpsOffGPU:
     none. Anything beyond plain text rows (images, MoE aux loss, a model whose forward takes
     no ``logits_to_keep``) takes TRL's path."""
 
+    #: Rows whose attended spans differ by up to this factor share a forward pass
+    #: (:func:`length_groups`; ``inf``: every row in one, at the batch's width).
+    length_ratio: float = 1.5
+
     # Relies on: GRPOTrainer._get_per_token_logps_and_entropies(model, input_ids,
     # attention_mask, logits_to_keep, batch_size=None, compute_entropy=False,
     # compute_aux_loss=False, **multimodal inputs) -> (logps, entropies or None, aux or None),
@@ -506,8 +509,9 @@ class PlainLogpsOffGPU:
         prompt_width = width - logits_to_keep
         all_logps = input_ids.new_zeros((rows, logits_to_keep), dtype=torch.float32)
         all_entropies = torch.zeros_like(all_logps) if compute_entropy else None
-        positions = takes_position_ids(model)
-        for group in length_groups(attention_mask, prompt_width, trim_left=positions):
+        positions = forward_takes(model, "position_ids")  # left padding can go
+        for group in length_groups(attention_mask, prompt_width, trim_left=positions,
+                                   ratio=self.length_ratio):
             ids, mask = input_ids[group.rows, group.start:group.end], \
                 attention_mask[group.rows, group.start:group.end]
             keep = group.end - prompt_width  # the group's completion columns
@@ -546,12 +550,8 @@ class LengthGroup:
     end: int
 
 
-#: Rows whose attended spans differ by up to this factor share a forward pass.
-_LENGTH_RATIO = 1.5
-
-
-def length_groups(attention_mask: Any, prompt_width: int,
-                  trim_left: bool = True) -> list[LengthGroup]:
+def length_groups(attention_mask: Any, prompt_width: int, trim_left: bool = True,
+                  ratio: float = 1.5) -> list[LengthGroup]:
     """The rows of a batch (``attention_mask`` ``(B, W)``: prompts left-padded to
     ``prompt_width``, then completions right-padded) in groups of similar length, each
     with the columns its rows need: from the first attended column of any of them (0
@@ -560,8 +560,8 @@ def length_groups(attention_mask: Any, prompt_width: int,
     A batch is padded to its longest prompt and its longest completion; an agent's rows
     vary (a memory env's windows run from 30 to 650 tokens), and a forward pass over the
     padding costs as much as over tokens. Sorted by attended span and cut where a span
-    grows past :data:`_LENGTH_RATIO` times its group's first, at most that share of a
-    group's columns is padding."""
+    grows past ``ratio`` times its group's first, at most that share of a group's columns
+    is padding."""
     import torch
 
     attended = attention_mask > 0
@@ -575,7 +575,7 @@ def length_groups(attention_mask: Any, prompt_width: int,
     order = span.argsort(stable=True).tolist()
     groups: list[list[int]] = []
     for row in order:
-        if not groups or int(span[row]) > _LENGTH_RATIO * int(span[groups[-1][0]]):
+        if not groups or int(span[row]) > ratio * int(span[groups[-1][0]]):
             groups.append([])
         groups[-1].append(row)
     out = []
@@ -585,14 +585,14 @@ def length_groups(attention_mask: Any, prompt_width: int,
     return out
 
 
-def takes_position_ids(model: Any) -> bool:
-    """Whether ``model``'s forward takes ``position_ids`` (so left padding can be cut
-    without moving any token's position)."""
+def forward_takes(model: Any, name: str) -> bool:
+    """Whether ``model``'s forward takes the argument ``name`` (unwrapped from DDP or
+    accelerate first)."""
     import inspect
 
     model = getattr(model, "module", model)
     try:
-        return "position_ids" in inspect.signature(model.forward).parameters
+        return name in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
         return False
 
@@ -600,13 +600,7 @@ def takes_position_ids(model: Any) -> bool:
 def takes_logits_to_keep(model: Any) -> bool:
     """Whether ``model``'s forward takes ``logits_to_keep`` (transformers' causal LMs do:
     an int keeps the last N positions, a 1-D tensor of positions keeps those)."""
-    import inspect
-
-    model = getattr(model, "module", model)  # unwrapped from DDP/accelerate, if wrapped
-    try:
-        return "logits_to_keep" in inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return False
+    return forward_takes(model, "logits_to_keep")
 
 
 def completion_logps(trainer: Any, batch: ScoredBatch, rows: Any, model: Any = None) -> Any:

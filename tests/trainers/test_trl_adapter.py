@@ -306,6 +306,7 @@ def test_rows_of_other_lengths_score_as_each_alone(tiny_model_dir: Path, tmp_pat
     groups = trl_adapter.length_groups(mask, 40)
     assert sorted(row for g in groups for row in g.rows.tolist()) == list(range(len(shapes)))
     assert len(groups) > 1 and all(g.end - g.start < 52 for g in groups[:-1])
+    assert len(trl_adapter.length_groups(mask, 40, ratio=float("inf"))) == 1
     logps, entropy, _ = plain._get_per_token_logps_and_entropies(
         model, ids, mask, 12, compute_entropy=True)
     fused, fused_entropy, _ = GRPOTrainer._get_per_token_logps_and_entropies(
