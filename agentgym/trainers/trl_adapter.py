@@ -514,9 +514,7 @@ class PlainLogpsOffGPU:
                                    ratio=self.length_ratio):
             ids, mask = input_ids[group.rows, group.start:group.end], \
                 attention_mask[group.rows, group.start:group.end]
-            keep = group.end - prompt_width  # the group's completion columns
-            if keep <= 0:
-                continue  # no completion token attended: every log-prob stays 0
+            keep = group.end - prompt_width  # the group's completion columns, at least 1
             fits = max(1, _PLAIN_LOGITS_BYTES // (4 * (keep + 1) * vocab))
             step = min(batch_size or len(ids), fits)
             for first in range(0, len(ids), step):
@@ -555,7 +553,7 @@ def length_groups(attention_mask: Any, prompt_width: int, trim_left: bool = True
     """The rows of a batch (``attention_mask`` ``(B, W)``: prompts left-padded to
     ``prompt_width``, then completions right-padded) in groups of similar length, each
     with the columns its rows need: from the first attended column of any of them (0
-    without ``trim_left``) to the last, and at least to the prompt's end.
+    without ``trim_left``) to the last, and at least one column past the prompt's end.
 
     A batch is padded to its longest prompt and its longest completion; an agent's rows
     vary (a memory env's windows run from 30 to 650 tokens), and a forward pass over the
@@ -568,7 +566,10 @@ def length_groups(attention_mask: Any, prompt_width: int, trim_left: bool = True
     width = attention_mask.size(1)
     columns = torch.arange(width, device=attention_mask.device)
     first = torch.where(attended, columns, width).min(dim=1).values.clamp(max=prompt_width - 1)
-    last = torch.where(attended, columns, -1).max(dim=1).values.clamp(min=prompt_width - 1)
+    # At least one completion column, padding or not: a group whose rows all completed
+    # nothing still goes through the model, so the loss stays on the autograd graph (a step
+    # of such rows trains nothing, but its backward must not fail).
+    last = torch.where(attended, columns, -1).max(dim=1).values.clamp(min=prompt_width)
     if not trim_left:
         first = torch.zeros_like(first)
     span = last - first + 1

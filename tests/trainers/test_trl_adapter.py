@@ -322,6 +322,14 @@ def test_rows_of_other_lengths_score_as_each_alone(tiny_model_dir: Path, tmp_pat
         torch.testing.assert_close(logps[row, :completion].detach(), expected,
                                    rtol=1e-4, atol=1e-5)
         assert not logps[row, completion:].any()  # padding scores 0
+    # A step whose rows completed nothing still trains through the model (a zero update),
+    # as under TRL's own scoring: its backward must not fail.
+    nothing = mask.clone()
+    nothing[:, 40:] = 0
+    logps, _, _ = plain._get_per_token_logps_and_entropies(model, ids, nothing, 12)
+    assert not logps.any()
+    logps.sum().backward()
+    assert model.get_output_embeddings().weight.grad is not None
 
 
 def test_adapters_disabled_scores_the_base_model(tiny_model_dir: Path, tmp_path: Path):
