@@ -618,8 +618,8 @@ def validate_command(env_id: str, env_kwargs: tuple[str, ...], tasks: int | None
 
     Known-wrong solutions are a task's metadata["wrong_solutions"] (docs/plugins.md);
     probes come from the plugins (docs/reward-integrity.md). Prints the checks that failed,
-    the probes played and a summary; exits 0 when every check holds, 1 when one fails, 2
-    on a usage error.
+    the probes played and a summary; exits 0 when every check holds, 1 when one fails or
+    the env cannot be made, 2 on a bad option value.
     """
     from agentgym.core.errors import UnknownIdError
     from agentgym.rollout.validate import DEFAULT_TASKS, avalidate, env_kwargs_with_backend
