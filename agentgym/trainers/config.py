@@ -268,6 +268,12 @@ class GRPOStage:
     """``{grpo: {...}}``: GRPO (DAPO defaults) on the env through the rollout pipeline."""
 
     kind: ClassVar[str] = "grpo"
+    #: How many of the env's tasks, in order from ``first_task``, GRPO draws its groups
+    #: from; null: every task from ``first_task`` on.
+    tasks: int | None = field(default=None, metadata={"min": 1})
+    #: The index of the first of them; null: 0 without ``tasks``, else right after the
+    #: tasks the run's earlier stages used (:meth:`TrainConfig.first_task`).
+    first_task: int | None = field(default=None, metadata={"min": 0})
     #: ``trl.GRPOConfig`` fields.
     args: dict[str, Any] = field(default_factory=dict, metadata={"trl": "GRPOConfig"})
     #: :class:`agentgym.trainers.grpo.GRPOOptions` fields.
@@ -301,20 +307,24 @@ class TrainConfig:
         """Where stage ``index`` writes: ``<output_dir>/<index:02d>-<kind>``."""
         return self.output_dir / f"{index:02d}-{self.stages[index].kind}"
 
-    def rft_first_task(self, index: int) -> int:
-        """The first task the ``rft`` stage ``index`` attempts: its ``first_task``, or else
-        the one after every task the run's earlier stages were shown solved or attempted (an
-        ``sft`` stage's demonstrations, each policy of a mixture from the first task; an
-        ``rft`` stage's attempts), so that it learns from problems new to the model."""
+    def first_task(self, index: int) -> int:
+        """The first task the ``rft`` or ``grpo`` stage ``index`` draws from: its
+        ``first_task``; else, for an ``rft`` stage or a ``grpo`` stage with ``tasks``, the
+        one after every task the run's earlier stages were shown solved or used (an ``sft``
+        stage's demonstrations, each policy of a mixture from the first task; an ``rft``
+        stage's attempts; a ``grpo`` stage's ``tasks``), so that it learns from problems
+        new to the model; else (``grpo`` over every task) 0."""
         stage = self.stages[index]
-        if isinstance(stage, RFTStage) and stage.first_task is not None:
+        if isinstance(stage, RFTStage | GRPOStage) and stage.first_task is not None:
             return stage.first_task
+        if isinstance(stage, GRPOStage) and stage.tasks is None:
+            return 0
         end = 0
         for i, earlier in enumerate(self.stages[:index]):
             if isinstance(earlier, SFTStage):
                 end = max([end] + [demo.episodes for demo in earlier.demonstrations or ()])
-            elif isinstance(earlier, RFTStage):
-                end = max(end, self.rft_first_task(i) + earlier.tasks)
+            elif isinstance(earlier, RFTStage | GRPOStage) and earlier.tasks is not None:
+                end = max(end, self.first_task(i) + earlier.tasks)
         return end
 
     def to_dict(self) -> dict[str, Any]:

@@ -1163,7 +1163,8 @@ def __getattr__(name: str) -> Any:  # the trainer class imports trl only when as
 
 
 def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = None,
-               output_dir: str | Path, args: dict[str, Any] | None = None,
+               output_dir: str | Path, tasks: int | None = None, first_task: int = 0,
+               args: dict[str, Any] | None = None,
                options: GRPOOptions | None = None, rollout: RolloutConfig | None = None,
                pipeline: PipelineConfig | None = None, tokenizer: Any = None,
                lora: dict[str, Any] | None = None, resume: bool = False,
@@ -1176,7 +1177,9 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
     from the last checkpoint in ``output_dir``. Each logged step is one line on ``console``
     (a rich Console; default: standard error; :mod:`agentgym.trainers.console`), and
     ``options.log_rollouts`` groups of each rollout call go to ``output_dir/rollouts.jsonl``.
-    ``harness``: an agent program plays the episodes (:class:`EnvRollout`).
+    ``harness``: an agent program plays the episodes (:class:`EnvRollout`). The groups
+    are drawn from ``tasks`` of the env's tasks in order from its ``first_task``-th
+    (``tasks=None``: every task from there on), e.g. past those the demonstrations showed.
     Saves the final model, its tokenizer and model card to ``output_dir/final`` and returns
     the trainer.
     """
@@ -1201,13 +1204,20 @@ def train_grpo(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = N
         raise InvalidArgumentError(
             "baseline: batch divides advantages by the batch's reward std, but the GRPO args"
             " set scale_rewards='none': drop one of the two")
-    task_ids = env_rollout.env_task_ids()
+    all_tasks = env_rollout.env_task_ids()
+    task_ids = all_tasks[first_task:None if tasks is None else first_task + tasks]
+    if tasks is not None and len(task_ids) < tasks:
+        env_rollout.close()
+        raise InvalidArgumentError(
+            f"GRPO was given tasks={tasks} from first_task={first_task}, but {env_id} has"
+            f" {len(all_tasks)} tasks: lower tasks or first_task, or add tasks (env kwargs)")
     if len(task_ids) * config.num_generations < config.generation_batch_size:
         env_rollout.close()
         needed = math.ceil(config.generation_batch_size / config.num_generations)
         raise InvalidArgumentError(
-            f"{env_id} has {len(task_ids)} tasks but a generation batch needs {needed}"
-            " different ones: add tasks (env kwargs) or lower per_device_train_batch_size")
+            f"GRPO draws from {len(task_ids)} of {env_id}'s tasks (first_task={first_task},"
+            f" tasks={tasks}) but a generation batch needs {needed} different ones: add tasks"
+            " (the stage's tasks, or env kwargs) or lower per_device_train_batch_size")
     peft_config = None
     if lora is not None:
         from peft import LoraConfig

@@ -371,14 +371,15 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
 
         train_rft(model, config.env.id, env_kwargs=dict(config.env.kwargs),
                   output_dir=stage_dir, tasks=stage.tasks, attempts=stage.attempts,
-                  first_task=config.rft_first_task(index), threshold=stage.threshold,
+                  first_task=config.first_task(index), threshold=stage.threshold,
                   rollout=rollout, pipeline=pipeline, sft_args=args, resume=resume,
                   callbacks=callbacks, console=console)
     else:
         from agentgym.trainers.grpo import GRPOOptions, train_grpo
 
         train_grpo(model, config.env.id, env_kwargs=dict(config.env.kwargs),
-                   output_dir=stage_dir, args=args, options=GRPOOptions.from_config(stage.options),
+                   output_dir=stage_dir, tasks=stage.tasks, first_task=config.first_task(index),
+                   args=args, options=GRPOOptions.from_config(stage.options),
                    rollout=rollout, pipeline=pipeline, lora=stage.lora, resume=resume,
                    callbacks=callbacks, console=console, harness=config.env.harness)
 

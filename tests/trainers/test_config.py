@@ -202,7 +202,21 @@ def test_rft_starts_after_the_tasks_the_run_has_used():
         {"sft": {"demonstrations": {"policy": "oracle", "episodes": 2}}}, {"rft": {"tasks": 1}}]})
     # From task 0 with nothing before it; after the mixture's 5 (each policy plays from task
     # 0); after the earlier rft's tasks 5-8; as given; after that one's 20-21.
-    assert [config.rft_first_task(i) for i in (0, 2, 3, 4, 6)] == [0, 5, 20, 22, 23]
+    assert [config.first_task(i) for i in (0, 2, 3, 4, 6)] == [0, 5, 20, 22, 23]
+
+
+def test_grpo_draws_from_every_task_unless_given_tasks():
+    demos = {"sft": {"demonstrations": {"policy": "oracle", "episodes": 6}}}
+    config = parse_config({**BASE, "stages": [
+        demos, {"grpo": {}}, {"grpo": {"tasks": 4}}, {"grpo": {"first_task": 3}},
+        {"rft": {"tasks": 2}}, {"grpo": {"tasks": 2, "first_task": 30}}, {"grpo": {"tasks": 1}}]})
+    assert config.stages[1] == GRPOStage()
+    # Every task; after the demonstrations' 6; as given (and an open range counts for
+    # nothing after it); after the grpo stage's tasks 6-9; as given; after that one's 30-31.
+    assert [config.first_task(i) for i in range(1, 7)] == [0, 6, 3, 10, 30, 32]
+    found = problems(stages=[{"grpo": {"tasks": 0, "first_task": -1}}])
+    assert found["stages[0].grpo.tasks"] == "must be >= 1, got 0"
+    assert found["stages[0].grpo.first_task"] == "must be >= 0, got -1"
 
 
 def test_sft_takes_exactly_one_source(tmp_path: Path):

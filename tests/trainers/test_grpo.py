@@ -497,6 +497,30 @@ def test_an_episode_error_is_said_once_with_its_message(
     assert said[0].split()[1:3] == ["of", "8"] and "the model failed: simulated" in said[0]
 
 
+def test_grpo_draws_its_groups_from_the_stage_s_tasks(tiny_model_dir: Path,
+                                                     tmp_path: Path) -> None:
+    import agentgym
+    from agentgym.core.errors import InvalidArgumentError
+
+    tokenizer = _tokenizer(tiny_model_dir)
+    policy = CalculatorScript(tokenizer, lambda expr, attempt: ("right", "wrong")[attempt % 2])
+    env = agentgym.make("calculator", num_tasks=16)
+    chosen = set(env.task_ids()[8:12])
+    env.close()
+    trainer = _train(str(tiny_model_dir), tmp_path / "run", policy, 2, tokenizer=tokenizer,
+                     tasks=4, first_task=8)
+    kept = read_trajectories(tmp_path / "run" / "rollouts.jsonl")
+    played = {t.task_id for t in [*kept, *trainer.rollout_func.last]}
+    assert played and played <= chosen, (played, chosen)
+    with pytest.raises(InvalidArgumentError, match="tasks=10 from first_task=8, but calculator"
+                                                   " has 16 tasks"):
+        _train(str(tiny_model_dir), tmp_path / "short", policy, 1, tokenizer=tokenizer,
+               tasks=10, first_task=8)
+    with pytest.raises(InvalidArgumentError, match="draws from 1 of calculator's tasks"):
+        _train(str(tiny_model_dir), tmp_path / "few", policy, 1, tokenizer=tokenizer,
+               tasks=1, first_task=8)
+
+
 def test_a_collapsed_policy_is_warned_of(tiny_model_dir: Path, tmp_path: Path,
                                          caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger=HEALTH_LOGGER)
