@@ -159,6 +159,9 @@ def _decode(policy: HFPolicy, requests: list[tuple[list[int], Sampling]]) -> lis
     rows = list(range(size))  # the request behind each row of the batch
 
     cache = DynamicCache(config=model.config)
+    recurrent = getattr(cache, "is_linear", None)  # per layer, in transformers >= 5.25
+    if recurrent and all(recurrent):
+        raise _recurrent_model(model, "every layer is a recurrent (linear attention) layer")
     # transformers 5.24 renamed past_key_values to cache (the old name goes in 5.40)
     takes_cache = "cache" in inspect.signature(model.forward).parameters
     cache_arg = {"cache" if takes_cache else "past_key_values": cache}
@@ -173,11 +176,8 @@ def _decode(policy: HFPolicy, requests: list[tuple[list[int], Sampling]]) -> lis
     ).logits[:, -1, :]
     try:
         filled = cache.get_seq_length()
-    except ValueError as e:  # transformers: a cache of recurrent (linear attention) layers
-        raise AgentGymError(
-            f"{type(model).__name__} keeps a recurrent state ({e}); HFPolicy left-pads the"
-            " prompts of a batch, and padding would run through that state: sample from"
-            " this model with vLLM (the vllm: or openai: policies)") from e
+    except ValueError as e:  # transformers < 5.25: a cache of recurrent layers only
+        raise _recurrent_model(model, str(e)) from e
     if filled != width:
         raise RuntimeError(
             f"{type(model).__name__} did not fill the KV cache HFPolicy passed it"
@@ -237,3 +237,13 @@ def _decode(policy: HFPolicy, requests: list[tuple[list[int], Sampling]]) -> lis
         Generation(tokens[r], logprobs[r], finish[r], metrics={"batch_size": size})
         for r in range(size)
     ]
+
+
+def _recurrent_model(model: Any, why: str) -> AgentGymError:
+    """A model whose state would carry a batch's left padding: Mamba-style layers only, with
+    no attention cache (the loop checks this before it decodes, whatever transformers says
+    about the cache's length)."""
+    return AgentGymError(
+        f"{type(model).__name__} keeps a recurrent state ({why}); HFPolicy left-pads the"
+        " prompts of a batch, and padding would run through that state: sample from this"
+        " model with vLLM (the vllm: or openai: policies)")
