@@ -159,7 +159,9 @@ def _decode(policy: HFPolicy, requests: list[tuple[list[int], Sampling]]) -> lis
     rows = list(range(size))  # the request behind each row of the batch
 
     cache = DynamicCache(config=model.config)
-    recurrent = getattr(cache, "is_linear", None)  # per layer, in transformers >= 5.25
+    # Per layer, where transformers has it (5.25 does); 5.25 also gives such a cache a
+    # length, so the ValueError below no longer flags it.
+    recurrent = getattr(cache, "is_linear", None)
     if recurrent and all(recurrent):
         raise _recurrent_model(model, "every layer is a recurrent (linear attention) layer")
     # transformers 5.24 renamed past_key_values to cache (the old name goes in 5.40)
@@ -176,7 +178,7 @@ def _decode(policy: HFPolicy, requests: list[tuple[list[int], Sampling]]) -> lis
     ).logits[:, -1, :]
     try:
         filled = cache.get_seq_length()
-    except ValueError as e:  # transformers < 5.25: a cache of recurrent layers only
+    except ValueError as e:  # older transformers: a cache of recurrent layers only
         raise _recurrent_model(model, str(e)) from e
     if filled != width:
         raise RuntimeError(
