@@ -217,7 +217,8 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
     #: its own messages (:mod:`agentgym.core.context`); and the errors this class writes
     #: (unreadable calls, unknown tools, arguments that do not fit, crashed tools) name
     #: no value the agent wrote, so that no reply repeats it. The env's own tools must
-    #: not repeat their arguments either.
+    #: not repeat their arguments either; in case one does, a :class:`ToolError`'s text has
+    #: every argument value it repeats cut out (``_unrepeated``).
     context_replies_only: bool = False
 
     def __init__(
@@ -682,13 +683,48 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
             episode.submitted, episode.submission = True, done.answer
             return done.message, None
         except ToolError as e:
-            error = f"{call.name}: {e}"
+            said = str(e) if not self.context_replies_only else _unrepeated(str(e), call.arguments)
+            error = f"{call.name}: {said}"
         except SandboxError:
             raise  # the episode cannot go on: its rollout ends it with this reason
         except Exception as e:  # a crashing tool is the agent's problem to see, not ours
             said = "" if self.context_replies_only else f": {e}"
             error = f"{call.name} failed: {type(e).__name__}{said}"
         return f"Error: {error}", error
+
+
+#: Values shorter than this may stay in a tool's error (:func:`_unrepeated`): a few
+#: characters a call carry too little to rebuild a history, and cutting every "1" or "to"
+#: from an error would leave it unreadable.
+MIN_REPEATED_CHARS = 3
+
+
+def _unrepeated(text: str, arguments: Any) -> str:
+    """A tool's error ``text`` with every value of ``arguments`` it repeats cut out, the
+    numbers also in their normalised form (``"007"`` read as 7): under
+    :attr:`AgentEnv.context_replies_only` an error that repeats an argument would carry
+    the agent's text into its next window, whatever tool (a plugin's own) wrote it."""
+    values: list[str] = []
+
+    def collect(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                collect(key)
+                collect(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                collect(item)
+        elif value is not None and not isinstance(value, bool):
+            written = str(value).strip()
+            values.append(written)
+            if written.lstrip("+-").isdigit():
+                values.append(str(int(written)))
+
+    collect(arguments)
+    for value in sorted(set(values), key=len, reverse=True):
+        if len(value) >= MIN_REPEATED_CHARS:
+            text = text.replace(value, "(your value)")
+    return text
 
 
 def _validate_quietly(tool: Any, arguments: Any) -> None:

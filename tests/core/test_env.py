@@ -109,6 +109,7 @@ SECRET = "Ann plays the oboe"
     f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{SECRET}</tool_call>',
     call(SECRET), call("calculator", **{SECRET: 1}), call("calculator", expression=[SECRET]),
     call("submit", answer={"x": SECRET}),
+    call("calculator", expression=f"oboe {SECRET} +"),  # the tool's own error would repeat it
 ])
 def test_an_env_that_shows_replies_only_repeats_nothing_the_agent_wrote(env, action):
     """Under ``context_replies_only`` the core's errors name no value of the agent's: an

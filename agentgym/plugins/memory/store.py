@@ -146,14 +146,16 @@ class MemoryStore:
             row = self._db.execute("SELECT id, text, tags FROM notes WHERE id = ?",
                                    (note_id,)).fetchone()
         if row is None:
-            raise ToolError(f"no memory with id {note_id}; {self._ids_hint()}")
+            # The error does not repeat the id: an env whose window hides the agent's own
+            # messages must not hand its text back (agentgym.core.context, "Replies only").
+            raise ToolError(f"no memory with that id; {self._ids_hint()}")
         return _note(row)
 
     def search(self, query: str, k: int = 5) -> list[Note]:
         """The ``k`` notes that match ``query``'s words best (BM25), best first. A note
         matches when it holds any of the words; those holding more, and rarer, rank higher."""
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_RESULTS:
-            raise ToolError(f"k={k!r}: ask for 1 to {MAX_RESULTS} results")
+            raise ToolError(f"k must be a whole number from 1 to {MAX_RESULTS}")
         words = _WORD.findall(str(query).lower())
         if not words:
             raise ToolError("the query has no words to search for")

@@ -50,14 +50,15 @@ def test_update_delete_and_ids_that_never_come_back(store, tmp_path):
     assert store.search("beta") == []
     third = store.write("gamma")
     assert third.id == 3  # not 2: an id an agent wrote down never means another note
-    with pytest.raises(ToolError, match=r"no memory with id 2; the latest ids are 1, 3"):
+    with pytest.raises(ToolError, match=r"no memory with that id; the latest ids are 1, 3"):
         store.read(2)
     with pytest.raises(ToolError, match="not a memory id"):
         store.read("two")
     assert store.read("[3]").text == "gamma"
     for huge in (2 ** 63, -(2 ** 63) - 1, 10 ** 40, "99999999999999999999"):  # past SQLite's
-        with pytest.raises(ToolError, match=f"no memory with id {int(huge)}; the latest"):
+        with pytest.raises(ToolError, match="no memory with that id; the latest") as error:
             (store.read, store.delete, lambda i: store.update(i, "x"))[int(huge) % 3](huge)
+        assert str(int(huge)) not in str(error.value)  # no echo: a window could carry it
     store.close()
     reopened = MemoryStore(tmp_path / "memory.db")  # a file a person can open afterwards
     assert [n.text for n in reopened.all()] == ["alpha two", "gamma"]
