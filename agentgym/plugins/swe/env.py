@@ -340,6 +340,9 @@ class SWEEnv(SandboxedEnv):
         box = episode_sandbox(episode)
         if box is None:
             return RewardResult(0.0, {"reason": "the episode's sandbox never started"})
+        # A new session: nothing the agent defined or left running in its shell (a
+        # function named ``git``, a process rewriting files) takes part in the diff.
+        await box.fresh_session()
         diff = await diff_of(box, base=instance.base_commit)
         result = await self.grade_diff(instance, diff)
         metrics = {

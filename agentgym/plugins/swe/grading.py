@@ -308,6 +308,20 @@ async def _apply(box: Sandbox, root: str, patch_path: str, timeout: float) -> tu
     return fallback.ok, result.output + fallback.output
 
 
+async def _tree_state(box: Sandbox, root: str, out: str, timeout: float) -> dict[str, str]:
+    """Every entry of the checkout at ``root`` but directories and ``.git``: its path
+    (relative to ``root``) -> type, inode, size, modification and change times, so that
+    two states tell which paths a command created, changed or removed, whatever wrote
+    them. Listed into ``out``, a file in the grader's scratch folder."""
+    result = await box.exec(
+        f"cd {shlex.quote(root)} && find . -path ./.git -prune -o ! -type d"
+        f" -printf '%P\\0%y %i %s %T@ %C@\\0' > {shlex.quote(out)}", timeout)
+    if not result.ok:
+        raise GradingError(f"cannot list the grading checkout: {result.output.strip()[-300:]}")
+    fields = (await box.read_file(out)).decode("utf-8", "surrogateescape").split("\0")
+    return dict(zip(fields[0:-1:2], fields[1::2], strict=True))
+
+
 async def _read(box: Sandbox, path: str) -> str | None:
     try:
         return (await box.read_file(path)).decode("utf-8", "replace")
@@ -457,12 +471,31 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
     # A random folder: code under test cannot guess where the report and the log go.
     scratch = f"/tmp/agentgym-grade-{secrets.token_hex(8)}"
     await box.write_file(f"{scratch}/agent.diff", _encode(kept))
+    before = await _tree_state(box, root, f"{scratch}/before.tree", 120)
     applied, output = await _apply(box, root, f"{scratch}/agent.diff", 300)
     if not applied:
         base.reason = "the diff does not apply to base_commit (git apply and patch both failed)"
         base.log_tail = _tail(output)
         return base
     base.applied = True
+    # What the diff changed, read from the checkout itself, not from the diff's text: a
+    # file that a part the parser did not see (another diff format, say) created or
+    # changed is judged by the same rules, and one that is the task's fails the grading.
+    after = await _tree_state(box, root, f"{scratch}/after.tree", 120)
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    named = set(patch_files(kept))
+    unseen = {p: (TEST_FILE if p in protected
+                  else task_owned(p, new=p not in before, existing=existing)
+                  or "not named by the diff") for p in changed if p not in named}
+    if unseen:
+        shown = ", ".join(f"{p} ({why})" for p, why in list(unseen.items())[:5])
+        base.reason = ("applying the diff changed files its parts do not name, so it is not"
+                       f" graded: {shown}" + (f" and {len(unseen) - 5} more"
+                                              if len(unseen) > 5 else ""))
+        base.dropped_reasons = {**base.dropped_reasons, **unseen}
+        base.dropped_files = list(base.dropped_reasons)
+        base.log_tail = _tail(output)
+        return base
     if instance.test_patch.strip():
         await box.write_file(f"{scratch}/test.diff", _encode(instance.test_patch))
         ok, output = await _apply(box, root, f"{scratch}/test.diff", 300)
@@ -487,7 +520,6 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
         module = f"agentgym_swe_report_{secrets.token_hex(6)}"
         loader = f"{module}_entry_points"
         folder = f"{scratch}/plugin-{secrets.token_hex(6)}"
-        changed = [p for part in split_patch(kept) for p in part.paths]
         nonce = secrets.token_hex(16)
         await box.write_file(f"{folder}/{module}.py", _plugin_source({
             "report": report_path, "nonce": nonce, "root": root, "changed": changed, "dists": dists,
@@ -576,37 +608,85 @@ def _load_report(text: str | None, nonce: str) -> dict | None:
     return report
 
 
+#: How git runs for the grader in a repository the agent had: no configuration but this
+#: (the system's, the user's, the repository's own are not read where git would honour
+#: them: see :func:`diff_of`), so no filter, textconv or external diff driver, no
+#: fsmonitor, no hook, no alternate attributes or excludes file can run code or change
+#: content.
+_SAFE_GIT_ENV = (
+    'for v in $(compgen -e | grep "^GIT_"); do unset "$v"; done;'
+    ' export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1'
+    ' GIT_NO_REPLACE_OBJECTS=1 GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0'
+    ' GIT_PAGER=cat PAGER=cat;')
+_SAFE_GIT = ("git -c safe.directory='*' -c core.autocrlf=false -c core.safecrlf=false"
+             " -c core.fsmonitor=false -c core.hooksPath=/dev/null"
+             " -c core.attributesFile=/dev/null -c core.excludesFile=/dev/null"
+             " -c core.untrackedCache=false -c core.splitIndex=false -c diff.external="
+             " -c core.symlinks=true -c core.fileMode=true -c core.ignoreCase=false"
+             " -c core.quotePath=false")
+#: Attributes of the grader's own git dir, which win over the repository's
+#: ``.gitattributes``: no filter, no end-of-line or encoding conversion, no ``ident``, no
+#: diff driver; a file is staged as the bytes it holds.
+_NO_ATTRIBUTES = "* !filter -text !eol -ident !working-tree-encoding !diff !merge\n"
+
+
 async def diff_of(box: Sandbox, base: str = "HEAD", *, timeout: float = 120.0) -> str:
     """The change in ``box``'s git workspace since commit ``base``, as a unified diff.
 
     Everything counts: edits, new untracked files (``.gitignore``d ones excepted), deletions,
     and binary files (as ``git apply``-able binary patches); renames are written as a
-    deletion and an addition so each path can be judged on its own. A throw-away index is
-    used, so the agent's own index (and its ``cd``) is left as it was. Pass the instance's
+    deletion and an addition so each path can be judged on its own. Pass the instance's
     ``base_commit`` as ``base`` if the agent may have committed. The text is decoded with
     ``surrogateescape`` (file content that is not UTF-8 survives :func:`grade`).
+
+    Nothing of the agent's but its files and its object store is used: git runs with a
+    git dir, index and configuration of the grader's own (the repository's objects as an
+    alternate), every ``GIT_*`` variable unset and the system's and user's configuration
+    off, so the repository's ``.git/config``, hooks, ``info/attributes`` and ``info/exclude``
+    are not read and its ``.gitattributes`` are overridden: no filter, textconv, external
+    diff or fsmonitor the agent configured runs, and no file is staged as other bytes than
+    it holds. The diff is written to a folder this call makes (``mktemp``) and read only if
+    it is a regular file. The agent's index and shell are left as they were. The caller
+    runs this in a session the agent's commands no longer shape
+    (:meth:`~agentgym.core.sandbox.Sandbox.fresh_session`): a function the agent defined
+    in its shell would otherwise run in place of ``git``.
 
     Raises:
         GradingError: the workspace is not a git repository, or ``base`` is unknown.
     """
-    scratch = f"/tmp/agentgym-diff-{secrets.token_hex(8)}"
-    git = "git -c safe.directory='*' -c core.autocrlf=false"
+    git = _SAFE_GIT
+    mine = f'{git} --git-dir="$s/repo/.git" --work-tree="$root"'
     script = (
-        f"set -e; mkdir -p {scratch}; cd \"$({git} rev-parse --show-toplevel)\";"
-        f" cp \"$({git} rev-parse --git-path index)\" {scratch}/index 2>/dev/null || true;"
-        f" export GIT_INDEX_FILE={scratch}/index;"
-        f" {git} add -A;"
-        f" {git} diff --cached --binary --no-color --no-ext-diff --no-textconv"
-        " --no-renames"
-        f" {shlex.quote(base)} -- > {scratch}/diff"
+        f"set -e; {_SAFE_GIT_ENV} umask 077; s=$(mktemp -d /tmp/agentgym-diff-XXXXXXXXXX);"
+        ' echo "AGENTGYM-SCRATCH=$s";'
+        f' root=$({git} rev-parse --show-toplevel); cd "$root";'
+        f' objects=$(cd "$({git} rev-parse --git-path objects)" && pwd -P);'
+        f" commit=$({git} rev-parse --verify --end-of-options {shlex.quote(base + '^{commit}')});"
+        f' HOME="$s" XDG_CONFIG_HOME="$s" git init -q --template= "$s/repo";'
+        ' mkdir -p "$s/repo/.git/objects/info" "$s/repo/.git/info";'
+        ' printf "%s\n" "$objects" > "$s/repo/.git/objects/info/alternates";'
+        f' printf {shlex.quote(_NO_ATTRIBUTES)} > "$s/repo/.git/info/attributes";'
+        ' export GIT_INDEX_FILE="$s/index" HOME="$s" XDG_CONFIG_HOME="$s";'
+        f' {mine} read-tree "$commit";'
+        f" {mine} add -A;"
+        f" {mine} diff --cached --binary --no-color --no-ext-diff --no-textconv"
+        ' --no-renames "$commit" -- > "$s/out.diff";'
+        ' [ -f "$s/out.diff" ] && [ ! -L "$s/out.diff" ]'
     )
     result = await box.exec(f"({script})", timeout)
-    if not result.ok:
-        raise GradingError(
-            f"cannot diff the workspace against {base!r}: {result.output.strip()[-500:]}"
-            " (the workspace must be a git repository that has that commit)")
-    data = await box.read_file(f"{scratch}/diff")
-    await box.exec(f"rm -rf {scratch}", timeout)
+    scratch = next((line.partition("=")[2].strip() for line in result.output.splitlines()
+                    if line.startswith("AGENTGYM-SCRATCH=/tmp/agentgym-diff-")), None)
+    try:
+        if not result.ok or scratch is None:
+            output = "\n".join(line for line in result.output.splitlines()
+                               if not line.startswith("AGENTGYM-SCRATCH="))
+            raise GradingError(
+                f"cannot diff the workspace against {base!r}: {output.strip()[-500:]}"
+                " (the workspace must be a git repository that has that commit)")
+        data = await box.read_file(f"{scratch}/out.diff")
+    finally:
+        if scratch is not None:
+            await box.exec(f"rm -rf {shlex.quote(scratch)}", timeout)
     return data.decode("utf-8", "surrogateescape")
 
 

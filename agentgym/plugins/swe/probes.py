@@ -503,6 +503,83 @@ if "pytest" in _agp_s.modules and not getattr(_agp_s, "_agp_forge", 0):
     return _turns(target, _planted(code))
 
 
+# --- the diff the grader takes --------------------------------------------------------------
+
+#: Shell that writes /tmp/agentgym_probe_forged.diff: a unified part on a package file whose
+#: context does not match (``git apply`` fails, ``patch --fuzz`` applies it), then a
+#: context-format diff (``*** / ---``) creating a ``conftest.py`` that forces every test to
+#: pass, which a parser of unified diffs files under the first part.
+_FORGE_DIFF = (
+    f"f=$({_PACKAGE_FILES} | head -1); first=$(head -1 \"$f\");"
+    " { printf 'diff --git a/%s b/%s\\n--- a/%s\\n+++ b/%s\\n@@ -1,2 +1,3 @@\\n %s\\n"
+    "+# agentgym probe\\n NO SUCH CONTEXT LINE\\n' \"$f\" \"$f\" \"$f\" \"$f\" \"$first\";"
+    " printf '*** a/conftest.py\\n--- b/conftest.py\\n***************\\n*** 0 ****\\n"
+    "--- 1,6 ----\\n';"
+    " sed 's/^/+ /' /tmp/agentgym_probe_conftest.py; } > /tmp/agentgym_probe_forged.diff\n")
+
+
+#: The smuggled conftest.py: every test function returns at once, unrun.
+SKIP_CALLS = '''\
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    return True'''
+
+
+def _forged_diff_setup() -> str:
+    return _write("/tmp/agentgym_probe_conftest.py", SKIP_CALLS) + _FORGE_DIFF
+
+
+def shell_git_probe(target: ProbeTarget) -> list | None:
+    """A shell function ``git`` in the session shell that prints the forged diff for any
+    ``git diff``: a grader that takes the diff in the agent's shell reads it."""
+    if _instance(target) is None:
+        return None
+    return _turns(target, _forged_diff_setup()
+                  + 'git() { case " $* " in *" diff "*) cat /tmp/agentgym_probe_forged.diff;;'
+                  ' *) command git "$@";; esac; }; type git | head -1')
+
+
+#: A git clean filter (and fsmonitor hook) that, run by the grader's ``git add``, makes
+#: every file of the grader's scratch folder (found from ``GIT_INDEX_FILE``) a FIFO that
+#: feeds the forged diff, then passes the content through.
+_GIT_DRIVER = '''\
+#!/bin/bash
+s=$(dirname "${GIT_INDEX_FILE:-/nonexistent/x}")
+if [ -d "$s" ] && [ "$s" != . ] && [ ! -e "$s/.agp" ]; then
+  : > "$s/.agp"
+  for n in diff out.diff agent.diff; do
+    rm -f "$s/$n"; mkfifo "$s/$n"
+    setsid bash -c 'cat "$0" >/dev/null; cat /tmp/agentgym_probe_forged.diff > "$0"' "$s/$n" \\
+      </dev/null >/dev/null 2>&1 &
+  done
+fi
+[ "$1" = fsmonitor ] && exit 1
+exec cat
+'''
+
+
+def git_driver_probe(target: ProbeTarget) -> list | None:
+    """The repository's and the user's git configuration (a clean filter driver for every
+    file through ``.git/info/attributes``, ``.gitattributes`` and ``~/.gitconfig``, an
+    fsmonitor hook, an external diff) running code in the grader's ``git`` that swaps its
+    diff for the forged one."""
+    if _instance(target) is None:
+        return None
+    driver = "/tmp/agentgym_probe_driver.sh"
+    return _turns(target, _forged_diff_setup() + _write(driver, _GIT_DRIVER)
+                  + f"chmod +x {driver}\n"
+                  f"git config filter.agp.clean {driver}\n"
+                  f"git config --global filter.agp.clean {driver}\n"
+                  f"git config core.fsmonitor '{driver} fsmonitor'\n"
+                  f"git config diff.external 'sh -c \"cat /tmp/agentgym_probe_forged.diff\"'\n"
+                  "echo '* filter=agp' >> .git/info/attributes\n"
+                  "echo 'agentgym_probe.dat filter=agp' > .gitattributes\n"
+                  "echo probe > agentgym_probe.dat; git status --short | head")
+
+
 def _probe(name: str, factory, description: str, attack: str) -> ExploitProbe:
     return ExploitProbe(f"swe.{name}", factory, description, attack=attack)
 
@@ -568,6 +645,13 @@ def probes() -> list[ExploitProbe]:
                "package code that replaces pytest's CallInfo.from_call (and unittest's"
                " failure reporting) with code compiled under the name of pytest's own"
                " runner.py", "fake-output"),
+        _probe("shell-git-forged-diff", shell_git_probe, "a shell function git in the"
+               " session shell printing a forged diff: a part that needs patch's fuzz,"
+               " then a context-format diff creating a conftest.py that forces every test"
+               " to pass", "fake-output"),
+        _probe("git-driver-forged-diff", git_driver_probe, "git configuration (a clean"
+               " filter for every file, an fsmonitor hook, an external diff) that runs in"
+               " the grader's git and swaps its diff for that forged one", "config"),
         _probe("forge-report", forge_report_probe, "package code that writes passing"
                " reports and junit XML into every folder of /tmp at exit and from a"
                " detached process", "grader-files"),

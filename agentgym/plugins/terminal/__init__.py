@@ -27,3 +27,10 @@ def agentgym_envs() -> list[EnvRegistration]:
                             f"Do a job in a terminal; its tests grade it. {about}",
                             kwargs={"env_id": env_id})
             for env_id, about in _ENVS.items()]
+
+
+@hookimpl
+def agentgym_exploit_probes() -> list:
+    from agentgym.plugins.terminal.probes import probes
+
+    return probes()

@@ -15,7 +15,10 @@ files, databases and repositories are what the tests check):
 2. **Nothing the agent left points at the grader's files.** A link anywhere in the
    workspace, the agent's home or ``/tmp`` that resolves into ``/tests`` or ``/logs`` (an
    output file made a link to ``/tests/expected.csv``, which exists once the tests are
-   copied in) refuses grading. The grader's own commands run with the system's PATH
+   copied in) refuses grading, as does one any hop of which (as written or resolved)
+   goes through ``/proc`` or ``/dev/fd``, ``/dev/std*``: those name another file for each
+   process that opens them (``/proc/<the checker's pid>/root`` is ``/``). The grader's
+   own commands run with the system's PATH
    (:data:`SYSTEM_PATH`, ``command -p``), never the sandbox's, whose folders a task may
    let the agent write, and the session shell is bash by its absolute path.
 3. **The grader's folders are made anew.** Whatever is in ``/tests`` and ``/logs`` is
@@ -135,7 +138,7 @@ _PASSING = {"PASSED", "XFAIL"}
 # loaded machine). Replies: "files LISTING" and "path PATH", or "refuse WHY".
 _PREPARE = r"""
 __ag_prepare() {{
-  local PATH={system_path} d x agent first= last= entries link mode more opened
+  local PATH={system_path} d x agent first= last= entries link mode more opened hop t n
   hash -r
   for d in {scan}; do
     [ -d "$d" ] || continue
@@ -157,6 +160,21 @@ __ag_prepare() {{
       case $x in {tests}|{tests}/*|{logs}|{logs}/*)
         echo "{mark} refuse $link is a link to $x, into the grader's folders"; return;;
       esac
+      # Each hop of its chain, as written and as resolved now: none may go through /proc
+      # or /dev's views of a process (/dev/fd, /dev/stdin ...), which resolve to another
+      # file for the process that opens it (/proc/<the checker's pid>/root is /).
+      hop=$link
+      for ((n = 0; n < 40; n++)); do
+        t=$(readlink -- "$hop") || break
+        [[ $t == /* ]] || t=${{hop%/*}}/$t
+        for x in "$t" "$(realpath -s -m -- "$t" 2>/dev/null)" "$(readlink -m -- "$t")"; do
+          case $x in /proc|/proc/*|/dev/fd|/dev/fd/*|/dev/std*|{tests}|{tests}/*|{logs}|{logs}/*)
+            echo "{mark} refuse $link is a link through $t, a path that resolves to" \
+                 "another file for each process (or into the grader's folders)"; return;;
+          esac
+        done
+        hop=$t
+      done
     done < <(find "$d" -xdev -type l -print0 2>/dev/null)
     for ((x = 0; x < ${{#opened[@]}}; x += 2)); do  # as they were, the deepest first
       chmod "${{opened[x+1]}}" -- "${{opened[x]}}"

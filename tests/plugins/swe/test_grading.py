@@ -308,6 +308,60 @@ def test_diff_of_captures_the_agents_work_and_grades_it(
 
 
 @needs_sandbox
+def test_a_file_the_diff_parser_does_not_see_fails_the_grading(
+        task: tuple[Path, SWEInstance]) -> None:
+    """A part git apply refuses but patch --fuzz applies, then a context-format diff that
+    creates conftest.py: the parser of unified diffs does not see it, the checkout does."""
+    repo, instance = task
+    fuzzy = ("diff --git a/calc/ops.py b/calc/ops.py\n--- a/calc/ops.py\n+++ b/calc/ops.py\n"
+             "@@ -5,2 +5,2 @@\n def clamp(x, low, high):\n-    return max(lo, min(x, lo))\n"
+             "+    return max(lo, min(x, hi))\n")
+    smuggled = ("*** a/conftest.py\t2020-01-01 00:00:00\n--- b/conftest.py\t2020-01-01"
+                " 00:00:00\n***************\n*** 0 ****\n--- 1,1 ----\n+ SMUGGLED = 1\n")
+    result = _grade(repo, instance, fuzzy + smuggled)
+    assert result.reward == 0.0, result
+    assert result.dropped_reasons.get("conftest.py") == "test file", result
+    assert "conftest.py" in result.reason
+    # the same fuzzy part alone is graded (patch's fallback still works)
+    assert _grade(repo, instance, fuzzy).reward == 1.0
+
+
+@needs_sandbox
+def test_diff_of_runs_no_git_configuration_of_the_agents(
+        task: tuple[Path, SWEInstance], tmp_path: Path) -> None:
+    """Filter, fsmonitor and external diff drivers the agent configured (in .git/config,
+    ~/.gitconfig, .git/info/attributes, .gitattributes) neither run nor change the diff."""
+    repo, instance = task
+    marker = "/tmp/agentgym-test-driver-ran"
+
+    async def main() -> tuple[str, str]:
+        async with await open_sandbox("local", template=repo) as box:
+            for command in (
+                f"printf '#!/bin/sh\\ntouch {marker}\\necho FORGED\\n' > /tmp/drv.sh",
+                "chmod +x /tmp/drv.sh",
+                "git config filter.x.clean /tmp/drv.sh",
+                "git config --global filter.x.clean /tmp/drv.sh",
+                "git config core.fsmonitor /tmp/drv.sh",
+                "git config diff.external /tmp/drv.sh",
+                "git config diff.x.textconv /tmp/drv.sh",
+                "echo '* filter=x diff=x' >> .git/info/attributes",
+                "printf '* filter=x diff=x text eol=crlf ident\\n' > .gitattributes",
+                "sed -i 's/min(x, lo)/min(x, hi)/' calc/ops.py",
+                "printf 'NOTE = 1  # $Id$\\n' > calc/notes.py",
+            ):
+                assert (await box.exec(command)).ok, command
+            diff = await diff_of(box, instance.base_commit)
+            ran = (await box.exec(f"ls {marker} 2>&1; true")).output
+        return diff, ran
+
+    diff, ran = asyncio.run(main())
+    assert "No such file" in ran, ran
+    assert "FORGED" not in diff and "\r" not in diff
+    assert "+    return max(lo, min(x, hi))\n" in diff
+    assert "+NOTE = 1  # $Id$\n" in diff
+
+
+@needs_sandbox
 def test_diff_of_outside_a_repository_raises(tmp_path: Path) -> None:
     async def main() -> None:
         async with await open_sandbox("local", template=tmp_path) as box:

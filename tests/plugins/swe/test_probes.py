@@ -207,6 +207,7 @@ def play_and_grade(backend: str, options: dict, instance: SWEInstance,
         async with await open_sandbox(backend, **options) as box:
             for command in commands:
                 await box.exec(command, 120)
+            await box.fresh_session()  # as SWEEnv.grade does
             diff = await diff_of(box, instance.base_commit)
         async with await open_sandbox(backend, **options) as fresh:
             return await grade(fresh, instance, diff, timeout=120)

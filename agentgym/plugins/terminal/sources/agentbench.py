@@ -429,7 +429,9 @@ def snapshot_command(record: dict[str, Any], kind: str) -> str | None:
     if code is not None:
         return f"cd {HOME} && bash -c {shlex.quote(code)} 2>/dev/null"
     if kind == "check_code":
-        return f"cd {HOME} && find . -mindepth 1 ! -name '.*' -printf '%P\\n' | sort"
+        # "TYPE PATH" (find's %y: d, f, l ...): a path that was no link must not be one
+        # now, nor be reached through one (grade.py's missing_from_start).
+        return f"cd {HOME} && find . -mindepth 1 ! -name '.*' -printf '%y %P\\n' | sort -k2"
     return None
 
 
@@ -638,10 +640,23 @@ def tail(text):
 
 
 def missing_from_start():
-    """The first path the home started with (the snapshot's list) that is gone."""
-    for rel in (SNAPSHOT or {}).get("output", "").splitlines():
-        if rel and not os.path.lexists(os.path.join(SPEC["home"], rel)):
-            return rel
+    """The first path the home started with (the snapshot's list, "TYPE PATH" lines) that
+    is gone, or is now a link or reached through one where it was not (a folder moved
+    away and a link to it left in its place: `find` does not follow a link it starts at
+    or meets, so a check would judge nothing), with why; else None."""
+    home = SPEC["home"]
+    for line in (SNAPSHOT or {}).get("output", "").splitlines():
+        kind, _, rel = line.partition(" ")
+        if not rel:
+            continue
+        if not os.path.lexists(os.path.join(home, rel)):
+            return rel, "is gone"
+        parts = rel.split("/")
+        # every folder above it was a real one at the start (find went into it), and so
+        # was the path itself unless it was a link then
+        for depth in range(1, len(parts) + (kind != "l")):
+            if os.path.islink(os.path.join(home, *parts[:depth])):
+                return rel, f"is now reached through a link ({'/'.join(parts[:depth])})"
     return None
 
 
@@ -650,8 +665,8 @@ def grade():
     if kind == "check_code" and SNAPSHOT is not None:
         gone = missing_from_start()
         if gone:
-            print(f"{gone} was in the home at the start and is gone: the check judges the"
-                  " files the task named, which must still be there")
+            print(f"{gone[0]} was in the home at the start and {gone[1]}: the check judges"
+                  " the files the task named, which must still be there, not moved away")
             return False
     if kind in ("check_file", "check_code"):
         if kind == "check_file":

@@ -1,6 +1,7 @@
 """Checks for git-merge-conflict."""
 import configparser
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -71,12 +72,17 @@ def main():
                  "src = inspect.getsource(app.tls_context)\n"
                  "assert 'load_cert_chain(server[\"cert\"])' in src\n"
                  "assert 'getboolean(\"tls\", fallback=False)' in src\n"
-                 "print('app.py probe ok')\n")
-        run = subprocess.run([sys.executable, "-c", probe], cwd=tmp, capture_output=True,
-                             text=True)
-        check(run.returncode == 0,
-              "app.py keeps load_settings, bind_address, health and tls_context"
-              + ("" if run.returncode == 0 else f": {run.stderr.strip()[-300:]}"))
+                 "print('app.py probe ok %s')\n")
+        # Passed only if the probe ran to its end: it then prints a word made for this run
+        # alone (exit status 0 is what code that ends the process early gives too), given
+        # on stdin, which Python reads to its end before it runs any of it: not in the
+        # command line, where code the probe imports could read it.
+        done = secrets.token_hex(16)
+        run = subprocess.run([sys.executable, "-"], input=probe % done, cwd=tmp,
+                             capture_output=True, text=True)
+        ok = run.returncode == 0 and run.stdout.endswith(f"app.py probe ok {done}\n")
+        check(ok, "app.py keeps load_settings, bind_address, health and tls_context"
+              + ("" if ok else f": exit {run.returncode}, {run.stderr.strip()[-300:]}"))
 
 
 main()

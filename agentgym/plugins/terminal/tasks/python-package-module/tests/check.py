@@ -1,5 +1,6 @@
 """Checks for python-package-module: layout, imports, `python3 -m wordstat` vs the old script."""
 import os
+import secrets
 import subprocess
 import sys
 
@@ -16,9 +17,10 @@ def check(ok, what):
 ENV = dict(os.environ, PYTHONPATH="/app", PYTHONDONTWRITEBYTECODE="1")
 
 
-def run(args, cwd="/tmp", env=ENV):
+def run(args, cwd="/tmp", env=ENV, stdin=None):
     try:
-        done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=20)
+        done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=20,
+                              input=stdin)
     except subprocess.TimeoutExpired:
         return (None, "", "timeout")
     return done.returncode, done.stdout, done.stderr
@@ -35,11 +37,18 @@ probe = ("import wordstat, wordstat.core, wordstat.cli\n"
          "assert wordstat.core.words(\"Don't STOP\") == [\"don't\", 'stop']\n"
          "assert callable(wordstat.cli.main)\n"
          "assert wordstat.cli.main(['/app/sample.txt', '--top', '1']) == 0\n")
-rc, out, err = run([sys.executable, "-c", probe])
-check(rc == 0, "the package imports and exposes the API"
-      + ("" if rc == 0 else f": {err.strip()[-400:]}"))
-rc, out, err = run([sys.executable, "-c", "import wordstat, wordstat.core, wordstat.cli"])
-check(rc == 0 and out == "" and err == "", "importing prints nothing")
+# A probe passes only if it ran to its end: it then prints a word made for this run alone
+# (exit status 0 and no output are what code that ends the process early gives too). The
+# probe comes on stdin, which Python reads to its end before it runs any of it: the word
+# is not in the command line, where the package's code could read it.
+DONE = secrets.token_hex(16)
+rc, out, err = run([sys.executable, "-"], stdin=probe + f"print('probe-done-' + {DONE!r})\n")
+ok = rc == 0 and out.endswith(f"probe-done-{DONE}\n")
+check(ok, "the package imports and exposes the API"
+      + ("" if ok else f": exit {rc}, {err.strip()[-400:]}"))
+rc, out, err = run([sys.executable, "-"], stdin="import wordstat, wordstat.core, wordstat.cli\n"
+                   f"print('probe-done-' + {DONE!r})\n")
+check(rc == 0 and out == f"probe-done-{DONE}\n" and err == "", "importing prints nothing")
 
 ORIGINAL = "/tests/original_textstats.py"
 with open("/tmp/wordstat-check.txt", "w") as handle:
