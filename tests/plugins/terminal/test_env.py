@@ -14,6 +14,7 @@ from agentgym.core.errors import InvalidArgumentError
 from agentgym.core.sandbox import SandboxError, SandboxSpecError
 from agentgym.plugins.terminal.env import BUILTIN_TASKS, TerminalEnv
 from agentgym.plugins.terminal.formats import load_tasks
+from agentgym.plugins.terminal.probes import probes as terminal_probes
 from agentgym.testing import assert_valid, check_env
 from agentgym.toolkits.probes import PROBES, shell_probes
 
@@ -210,9 +211,10 @@ def test_validate_runs_a_users_task_folder(local, agentgym_cli) -> None:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
-    # oracle, noop, the wrong solution, and every generic shell probe (none paid)
-    assert (result["tasks"], result["checked"], result["ok"]) == (1, 3 + len(shell_probes()),
-                                                                  True)
+    # oracle, noop, the wrong solution, every generic shell probe and the terminal
+    # family's own (none paid)
+    probes = len(shell_probes()) + len(terminal_probes())
+    assert (result["tasks"], result["checked"], result["ok"]) == (1, 3 + probes, True)
 
 
 def test_a_missing_base_image_is_named(docker, tmp_path) -> None:

@@ -19,6 +19,7 @@ import pytest
 from agentgym.core.errors import AgentGymError
 from agentgym.core.probes import ATTACKS, ProbeTarget
 from agentgym.plugins.terminal.env import TerminalEnv
+from agentgym.plugins.terminal.probes import probes as terminal_probes
 from agentgym.rollout.validate import probes_for
 from agentgym.testing import assert_valid
 from agentgym.toolkits import episode_sandbox
@@ -267,7 +268,7 @@ def test_no_probe_is_paid_on_a_sample_of_each_env_id_local(env_id) -> None:
     tasks = SAMPLES.get(env_id) or [ids[i * len(ids) // 5] for i in range(5)]
     report = assert_valid(env_id, task_ids=tasks, backend="local", probes=True,
                           concurrency=4)
-    assert len(report.probe_counts()) == len(shell_probes())
+    assert len(report.probe_counts()) == len(shell_probes()) + len(terminal_probes())
 
 
 @pytest.mark.slow
