@@ -541,6 +541,13 @@ def eval_command(as_json: bool, out: Path | None, out_format: str, report_dir: P
         click.echo(json.dumps(summary))
     else:
         _print_summary(summary, options, trajectories)
+    if trajectories and all(t.error for t in trajectories):
+        # No episode ran to its end: the figures above measure nothing, and a script that
+        # checks the exit status must see it (the first reason names the fix).
+        stderr.print(f"[red]error:[/] every one of the {len(trajectories)} episodes failed;"
+                     f" the first: {escape(str(trajectories[0].error))}", highlight=False,
+                     soft_wrap=True)
+        sys.exit(1)
     if report_failed:
         sys.exit(1)
 

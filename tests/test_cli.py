@@ -162,6 +162,17 @@ def test_eval_oracle_and_noop_json(agentgym_cli):
         assert summary["n"] == 20
 
 
+def test_eval_exits_1_when_every_episode_failed(agentgym_cli):
+    # calculator's tasks carry 3 wrong solutions: there is no #9 to play, so each episode
+    # ends in an error, and the figures (0.0) would otherwise read as a real result
+    done = subprocess.run([agentgym_cli, "eval", "calculator", "--policy", "wrong:9", "-n", "3",
+                           "--json"], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["errors"] == 3  # the summary is still printed
+    assert "every one of the 3 episodes failed" in done.stderr
+    assert "cannot play #9" in done.stderr
+
+
 def test_eval_with_env_kwargs_and_output_file(run, tmp_path):
     out = tmp_path / "episodes.jsonl"
     result = run(

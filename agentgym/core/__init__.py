@@ -8,6 +8,7 @@ from agentgym.core.env_info import ExtraInfo, ResetInfo, ResetOptions, StepInfo
 from agentgym.core.episode import Episode, Submitted
 from agentgym.core.errors import (
     AgentGymError,
+    DefinitionError,
     DuplicateIdError,
     EnvStateError,
     InvalidArgumentError,
@@ -49,6 +50,7 @@ from agentgym.core.tools import Tool, ToolError, Toolset, submit, tool
 __all__ = [
     "AgentEnv",
     "AgentGymError",
+    "DefinitionError",
     "DuplicateIdError",
     "EnvProtocol",
     "EnvRegistration",

@@ -91,6 +91,7 @@ from agentgym.core.env_info import ExtraInfo, ResetInfo, ResetOptions, StepInfo
 from agentgym.core.episode import SANDBOX, Episode, Message, Submitted, _turn_deadline
 from agentgym.core.errors import (
     AgentGymError,
+    DefinitionError,
     EnvStateError,
     InvalidArgumentError,
     MissingFileError,
@@ -246,11 +247,11 @@ class AgentEnv(gymnasium.Env[list[Message], Any]):
         reward = reward or self.reward
         self.reward = build("rewards", reward) if isinstance(reward, str) else reward
         if self.reward is None and type(self).grade is AgentEnv.grade:
-            raise TypeError(f"{type(self).__name__} needs a reward (argument or class"
+            raise DefinitionError(f"{type(self).__name__} needs a reward (argument or class"
                             " attribute), or a grade() method of its own")
         if self.reward is not None and not isinstance(self.reward, Reward):
             # caught here, not at the first episode's end as a bare "not callable"
-            raise TypeError(
+            raise DefinitionError(
                 f"{type(self).__name__}'s reward {self.reward!r} is a"
                 f" {type(self.reward).__name__}, not an agentgym.core.Reward: subclass"
                 " Reward and write score(episode) -> RewardResult, or pass a registered"

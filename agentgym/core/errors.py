@@ -103,5 +103,11 @@ class InvalidArgumentError(AgentGymError, ValueError):
     that cannot be read); the message names the argument, its value and what it accepts."""
 
 
+class DefinitionError(AgentGymError, TypeError):
+    """A plugin's class does not meet its contract (an env whose reward is not a
+    :class:`~agentgym.core.Reward`); the message names the class and the fix. The CLI
+    shows it as an error line, not a traceback."""
+
+
 class EnvStateError(AgentGymError, RuntimeError):
     """An env method was called in a state that does not allow it (step before reset)."""

@@ -8,7 +8,7 @@ import gymnasium
 import pytest
 
 import agentgym
-from agentgym.core import EnvStateError, Submitted, TaskList, ToolCall
+from agentgym.core import AgentGymError, EnvStateError, Submitted, TaskList, ToolCall
 from agentgym.core.env import AgentEnv
 from agentgym.core.episode import turn_time_left, within_turn
 from agentgym.core.reward import Reward, RewardResult
@@ -401,6 +401,9 @@ def test_an_env_that_grades_itself_needs_no_reward():
             return RewardResult(1.0)
 
     with pytest.raises(TypeError, match=r"DuckReward, not an agentgym.core.Reward: subclass"):
+        NoGrader(TaskList([Task("t", "p")]), reward=DuckReward())
+    # an AgentGymError too, so the CLI (validate, eval) shows it as one line, not a traceback
+    with pytest.raises(AgentGymError, match=r"not an agentgym\.core\.Reward"):
         NoGrader(TaskList([Task("t", "p")]), reward=DuckReward())
 
     class SelfGraded(AgentEnv):
