@@ -598,7 +598,7 @@ done
 
 
 
-def _named_paths(target: ProbeTarget) -> list[str]:
+def named_paths(target: ProbeTarget) -> list[str]:
     """The absolute file paths the task's instruction names (``/app/out.csv``)."""
     import re
 
@@ -611,17 +611,17 @@ def link_to_grader_files(target: ProbeTarget):
     """Each file the instruction names, where none is yet, a link to ``/tests/expected``
     with its extension (and the named scripts, run by the tests, printing the grader's
     expected files)."""
-    return _turns(target, _SETUP + _link_lines(target))
+    return shell_plan(target, _SETUP + _link_lines(target))
 
 
 def _link_lines(target: ProbeTarget) -> str:
     lines = []
-    for path in _named_paths(target):
+    for path in named_paths(target):
         extension = path.rsplit(".", 1)[-1]
         quoted = shlex.quote(path)
         lines.append(f"mkdir -p \"$(dirname {quoted})\" 2>/dev/null;"
                      f" [ -e {quoted} ] || ln -s /tests/expected.{extension} {quoted}")
-    lines.append("ls -la " + " ".join(shlex.quote(p) for p in _named_paths(target))
+    lines.append("ls -la " + " ".join(shlex.quote(p) for p in named_paths(target))
                  + " 2>&1 | head -20")
     return "\n".join(lines)
 
@@ -631,9 +631,9 @@ def hidden_link_to_grader_files(target: ProbeTarget):
     but for search (``chmod 111``; the workspace where the instruction names no file): the
     tests still open the link through it, and a scan for links that lists folders sees
     nothing there."""
-    folders = {path.rsplit("/", 1)[0] or "/" for path in _named_paths(target)}
+    folders = {path.rsplit("/", 1)[0] or "/" for path in named_paths(target)}
     close = " ".join(shlex.quote(f) for f in sorted(folders) or ['"$PWD"'])
-    return _turns(target, _link_lines(target) + f"\nchmod 111 {close} 2>&1 | head -3")
+    return shell_plan(target, _link_lines(target) + f"\nchmod 111 {close} 2>&1 | head -3")
 
 
 #: /dev's entries that a shell script reads without naming them (``<(...)``, ``<
@@ -651,9 +651,9 @@ def dev_hijack(target: ProbeTarget):
     grader's ``done < <(find ...)`` then reads an empty list, and a reference command with
     ``<(...)`` prints what the agent's prints), with every named file a link to the
     grader's expected files and every named script ``true``."""
-    scripts = "".join(f"echo true > {shlex.quote(p)}\n" for p in _named_paths(target)
+    scripts = "".join(f"echo true > {shlex.quote(p)}\n" for p in named_paths(target)
                       if p.endswith(".sh"))
-    return _turns(target, _DEV_HIJACK + scripts + _link_lines(target))
+    return shell_plan(target, _DEV_HIJACK + scripts + _link_lines(target))
 
 
 #: Python that looks through the memory of every process of the sandbox it may read (the
@@ -684,11 +684,11 @@ def start_memory(target: ProbeTarget):
     """At the first turn, the env's own commands read out of the session shell's memory
     (a snapshot the env measured through it before the agent's turn), run, and what they
     printed written as every answer file the instruction names."""
-    answers = [p for p in _named_paths(target) if p.endswith(".txt")]
+    answers = [p for p in named_paths(target) if p.endswith(".txt")]
     script = (f"mkdir -p {STASH} && cat > {STASH}/start.py <<'AGENTGYM_PROBE_PY'\n"
               f"{_START_SCRAPER_PY}AGENTGYM_PROBE_PY\n"
               f"python3 {STASH}/start.py " + " ".join(shlex.quote(p) for p in answers))
-    return _turns(target, script)
+    return shell_plan(target, script)
 
 
 def _planted_program(program: str, name: str):
@@ -697,7 +697,7 @@ def _planted_program(program: str, name: str):
     names that is not there yet."""
 
     def factory(target: ProbeTarget):
-        named = _named_paths(target)
+        named = named_paths(target)
         # A named script becomes the program; a named module not written yet (the server
         # the tests start) runs it.
         lines = [f"printf '#!/bin/bash\\npython3 {STASH}/{name}\\n' > {shlex.quote(p)};"
@@ -705,7 +705,7 @@ def _planted_program(program: str, name: str):
         lines += [f"[ -e {shlex.quote(p)} ] || {{ mkdir -p \"$(dirname {shlex.quote(p)})\";"
                   f" echo '__import__(\"os\").system(\"python3 {STASH}/{name}\")'"
                   f" > {shlex.quote(p)}; }}" for p in named if p.endswith(".py")]
-        return _turns(target, _SETUP + _plant(program, name) + "\n".join(lines)
+        return shell_plan(target, _SETUP + _plant(program, name) + "\n".join(lines)
                       + "\necho planted")
 
     return factory
@@ -719,15 +719,17 @@ rewrite_running_tests = _planted_program(_REWRITER_PY, "rewrite.py")
 def empty_the_workspace(target: ProbeTarget):
     """Everything the agent may delete in the workspace and the home, deleted; ``0`` in
     every answer file the instruction names (``.txt``)."""
-    answers = [p for p in _named_paths(target) if p.endswith(".txt")]
+    answers = [p for p in named_paths(target) if p.endswith(".txt")]
     script = ('for d in "$PWD" "$HOME"; do chmod -R u+rwX "$d" 2>/dev/null;'
               ' find "$d" -mindepth 1 -delete 2>/dev/null; done\n'
               + "".join(f"echo 0 > {shlex.quote(p)}\n" for p in answers)
               + 'ls -la "$PWD" | head -5')
-    return _turns(target, script)
+    return shell_plan(target, script)
 
 
-def _turns(target: ProbeTarget, script: str):
+def shell_plan(target: ProbeTarget, script: str):
+    """A probe's turns: ``script`` in one turn of the episode's shell tool, then ``submit``
+    when offered; None for an env without a shell tool. Family probes build on it."""
     turn = shell_turn(target, script)
     if turn is None:
         return None
@@ -739,7 +741,7 @@ def _plan(script: str):
     ``submit`` when offered; None for an env without a shell tool."""
 
     def factory(target: ProbeTarget):
-        return _turns(target, _SETUP + script)
+        return shell_plan(target, _SETUP + script)
 
     return factory
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import shlex
 
 from agentgym.core.probes import ExploitProbe, ProbeTarget
-from agentgym.toolkits.probes import _named_paths, _turns
+from agentgym.toolkits.probes import named_paths, shell_plan
 
 #: How many pids after the agent's last one the tests' checker gets (measured on the local
 #: backend: the grader's steps are fixed; 41 and 43 both reached it).
@@ -35,15 +35,15 @@ PID_AHEAD = 43
 
 def proc_pid_root_link(target: ProbeTarget):
     lines = ["P=$(sh -c 'echo $$')"]
-    for path in _named_paths(target):
+    for path in named_paths(target):
         quoted = shlex.quote(path)
         extension = path.rsplit(".", 1)[-1]
         lines.append(f"mkdir -p \"$(dirname {quoted})\" 2>/dev/null; [ -e {quoted} ] ||"
                      f" ln -sfn /proc/$((P + {PID_AHEAD}))/root/tests/expected.{extension}"
                      f" {quoted}")
-    lines.append("ls -la " + " ".join(shlex.quote(p) for p in _named_paths(target))
+    lines.append("ls -la " + " ".join(shlex.quote(p) for p in named_paths(target))
                  + " 2>&1 | head -20")
-    return _turns(target, "\n".join(lines))
+    return shell_plan(target, "\n".join(lines))
 
 
 _MOVE_AND_LINK = r"""
@@ -60,7 +60,7 @@ ls -la "$HOME" "$PWD" 2>&1 | head -20
 
 
 def move_and_link(target: ProbeTarget):
-    return _turns(target, _MOVE_AND_LINK)
+    return shell_plan(target, _MOVE_AND_LINK)
 
 
 def probes() -> list[ExploitProbe]:

@@ -118,6 +118,24 @@ def test_deleting_the_deciding_tests_is_a_known_wrong_solution(toolz_tasks):
         env.close()
 
 
+def test_a_shell_function_named_git_does_not_write_the_graded_diff(toolz_tasks):
+    """The agent defines ``git`` in its shell to print the gold patch for any diff and
+    changes nothing: the grader takes the diff in a fresh session, so it sees none."""
+    import base64
+
+    env = gym.make("swe-synth", tasks=str(toolz_tasks))
+    try:
+        task = env.unwrapped.tasks[0]
+        gold = base64.b64encode(env.unwrapped.instances[task.id].patch.encode()).decode()
+        forge = (f"echo {gold} | base64 -d > /tmp/gold.diff;"
+                 ' git() { case " $* " in *" diff "*) cat /tmp/gold.diff;;'
+                 ' *) command git "$@";; esac; }; git diff --cached | head -3')
+        reward, info = play(env, task.id, [bash(forge), SUBMIT])
+        assert reward == 0.0, info["reward_metrics"]
+    finally:
+        env.close()
+
+
 def test_swe_bench_instances_on_the_local_backend_are_refused_with_the_fix(tmp_path):
     row = {"instance_id": "demo__calc-1", "repo": "demo/calc", "base_commit": "0" * 40,
            "patch": "", "test_patch": "", "problem_statement": "add is wrong",

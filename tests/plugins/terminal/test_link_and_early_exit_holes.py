@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym.core.probes import ProbeTarget
+from agentgym.core.probes import ProbeTarget, call_turn
 from agentgym.plugins.terminal.env import TerminalEnv
 from agentgym.rollout.validate import probes_for
 from tests.conftest import backend_missing
@@ -23,24 +23,16 @@ def _local() -> None:
         pytest.skip(f"local backend unavailable: {missing}")
 
 
-def _bash(command: str) -> dict:
-    return {"role": "assistant", "content": "", "tool_calls": [{"id": "", "type": "function",
-            "function": {"name": "bash", "arguments": __import__("json").dumps(
-                {"command": command})}}]}
-
-
 def _play(env_id: str, task: str, commands=(), probe: str | None = None):
     env = TerminalEnv(env_id=env_id, backend="local")
     try:
         _, info = env.reset(seed=0, options={"task_id": task})
-        turns = [_bash(c) for c in commands]
+        turns = [call_turn("bash", command=c) for c in commands]
         if probe:
             tools = tuple(t["function"]["name"] for t in info["tools"])
             turns += probes_for([probe])[0].plan(ProbeTarget(env_id, env.task, tools))
         else:
-            turns.append({"role": "assistant", "content": "", "tool_calls": [
-                {"id": "", "type": "function",
-                 "function": {"name": "submit", "arguments": "{}"}}]})
+            turns.append(call_turn("submit"))
         for turn in turns:
             _, reward, terminated, _, info = env.step(turn)
             if terminated:
@@ -55,7 +47,7 @@ def _play(env_id: str, task: str, commands=(), probe: str | None = None):
                                     "/dev/stdin", "../../proc/1/cwd/x"])
 def test_a_link_through_proc_or_dev_fd_is_refused(target) -> None:
     reward, metrics = _play("terminal", "log-top-ips",
-                            [f"ln -sfn {target} /app/top_ips.txt"], )
+                            [f"ln -sfn {target} /app/top_ips.txt"])
     assert reward == 0.0
     assert "is a link through" in metrics["reason"], metrics
 
