@@ -530,7 +530,8 @@ async def grade(box: Sandbox, instance: SWEInstance, diff: str, *, test_cmd: str
             "import sys\n\n\ndef pytest_addhooks(pluginmanager):\n"
             f"    sys.modules[{module!r}].load_entry_points(pluginmanager)\n").encode())
         env += [f'export PYTHONPATH={shlex.quote(folder)}"${{PYTHONPATH:+:$PYTHONPATH}}"',
-                f"export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTEST_ADDOPTS='-p {module}'"
+                f"export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTEST_ADDOPTS='-p {module}"
+                " -o enable_assertion_pass_hook=true'"
                 f" PYTEST_PLUGINS={loader}"]
         command = _with_plugin_path(command, folder)
         setup_lines = [_with_plugin_path(line, folder) for line in setup_lines]
