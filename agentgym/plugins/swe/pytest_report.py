@@ -762,6 +762,10 @@ def pytest_assertion_pass(item, lineno, orig, expl):
     """Makes pytest build a passing assert's explanation, where the check runs."""
 
 
+if not hasattr(sys.modules.get("_pytest.hookspec"), "pytest_assertion_pass"):
+    del pytest_assertion_pass  # pytest < 5: an unknown hook; passing asserts go unchecked
+
+
 # --- session end -----------------------------------------------------------------------------
 
 
