@@ -259,6 +259,11 @@ class RFTStage:
     #: stages took demonstrations from or attempted (:meth:`TrainConfig.rft_first_task`).
     first_task: int | None = field(default=None, metadata={"min": 0})
     threshold: float = 1.0
+    #: Fine-tune the run's base model, not the current one, on everything the run's
+    #: stages trained on so far (kept demonstrations, kept attempts) and this stage's kept
+    #: attempts; the attempts are still the current model's. Expert iteration as ReST-EM
+    #: runs it: each round refits from the start, so no round builds on another's drift.
+    restart: bool = False
     #: ``trl.SFTConfig`` fields.
     args: dict[str, Any] = field(default_factory=dict, metadata={"trl": "SFTConfig"})
 

@@ -80,14 +80,16 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
               first_task: int = 0, threshold: float = 1.0, rollout: RolloutConfig | None = None,
               pipeline: PipelineConfig | None = None, sft_args: dict | None = None,
               resume: bool = False, callbacks: Sequence[Any] = (), tokenizer: Any = None,
-              policy: Any = None, console: Any = None) -> Any:
+              policy: Any = None, console: Any = None, train_from: Any = None,
+              also: Sequence[Trajectory] = (), tool_schemas: bool = True,
+              parser: Any = None) -> Any:
     """Rejection fine-tuning of ``model`` on ``env_id``.
 
     Collects ``attempts`` attempts at each of ``tasks`` tasks into
     ``output_dir/attempts.jsonl``, keeps :func:`successful` ones, logs how many were kept
     (``rft/attempts``, ``rft/kept``, ``rft/success_rate``, ``rft/tasks``,
-    ``rft/first_task`` through the trainer's logging,
-    so callbacks see them), and trains on them with
+    ``rft/first_task``, ``rft/also``: the earlier trajectories trained on too, through
+    the trainer's logging, so callbacks see them), and trains on them with
     :func:`~agentgym.trainers.sft.train_sft` (final model in ``output_dir/final``).
 
     Args:
@@ -111,6 +113,12 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
         policy: the token-level policy that makes the attempts; default:
             the engine over ``model``, i.e. its current weights.
         console: the rich Console each logged step is a line on (default: standard error).
+        train_from: a model folder to fine-tune instead of ``model``, which still makes the
+            attempts (``rft`` stages with ``restart``: the run's base model).
+        also: trajectories trained on with the kept attempts (earlier stages' kept
+            demonstrations and attempts); text-level ones are rendered as ``sft`` renders
+            them, with ``tool_schemas`` and ``parser`` (see
+            :func:`~agentgym.trainers.sft.trajectory_dataset`).
 
     Returns:
         The trained ``trl.SFTTrainer``.
@@ -155,10 +163,15 @@ def train_rft(model: Any, env_id: str, *, env_kwargs: dict[str, Any] | None = No
             f" FILE.jsonl), raise attempts (now {attempts}), or raise the sampling temperature"
             f" (now {temperature})"
         )
-    dataset = trajectory_dataset(kept, tokenizer)
+    if train_from is not None:
+        del model  # the attempts' model; the one fine-tuned starts from train_from
+        model, tokenizer = load_model_and_tokenizer(train_from, None)
+    dataset = trajectory_dataset([*also, *kept], tokenizer, tool_schemas=tool_schemas,
+                                 parser=parser)
     trainer = sft_trainer(model, dataset, output_dir=output_dir, args=sft_args,
                           tokenizer=tokenizer, callbacks=callbacks, kind="rft", console=console)
     trainer.log({"rft/attempts": float(len(tried)), "rft/kept": float(len(kept)),
+                 "rft/also": float(len(also)),
                  "rft/success_rate": len(kept) / len(tried), "rft/tasks": float(tasks),
                  "rft/first_task": float(first_task)})
     return run_and_save(trainer, resume=resume)

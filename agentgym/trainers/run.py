@@ -328,8 +328,7 @@ def _collect_demonstrations(config: TrainConfig, demo: Demonstrations, path: Pat
                     config=config.rollout.rollout_config(seed=config.seed),
                     skip=set(writer.done), on_done=done))
     trajectories = read_trajectories(path)
-    kept = [t for t in trajectories if t.error is None
-            and (demo.threshold is None or t.reward >= demo.threshold)]
+    kept = _kept_demonstrations(demo, trajectories)
     kept_by = ("every one that ended without an error" if demo.threshold is None
                else f"reward >= {demo.threshold}")
     console.print(f"demonstrations: kept {len(kept)} of {len(trajectories)} episodes of"
@@ -341,8 +340,34 @@ def _collect_demonstrations(config: TrainConfig, demo: Demonstrations, path: Pat
     return kept
 
 
+def _kept_demonstrations(demo: Demonstrations, trajectories: list[Any]) -> list[Any]:
+    return [t for t in trajectories if t.error is None
+            and (demo.threshold is None or t.reward >= demo.threshold)]
+
+
+def _trained_on(config: TrainConfig, index: int) -> list[Any]:
+    """What the ``sft`` and ``rft`` stages before stage ``index`` trained on, read back from
+    their folders: kept demonstrations (or the ``trajectories`` file) and kept attempts."""
+    from agentgym.rollout.trajectory import read_trajectories
+    from agentgym.trainers.rft import ATTEMPTS_FILE, successful
+
+    trained: list[Any] = []
+    for i, stage in enumerate(config.stages[:index]):
+        folder = config.stage_dir(i)
+        if isinstance(stage, SFTStage) and stage.trajectories is not None:
+            trained += read_trajectories(stage.trajectories)
+        elif isinstance(stage, SFTStage):
+            mixture = stage.demonstrations or []
+            for j, demo in enumerate(mixture):
+                name = DEMONSTRATIONS_FILE if len(mixture) == 1 else f"demonstrations-{j}.jsonl"
+                trained += _kept_demonstrations(demo, read_trajectories(folder / name))
+        elif isinstance(stage, RFTStage):
+            trained += successful(read_trajectories(folder / ATTEMPTS_FILE), stage.threshold)
+    return trained
+
+
 def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
-               callbacks: list[Any], console: Console) -> None:
+               callbacks: list[Any], console: Console, base: str | None = None) -> None:
     stage = config.stages[index]
     stage_dir = config.stage_dir(index)
     stage_dir.mkdir(parents=True, exist_ok=True)
@@ -369,11 +394,18 @@ def _run_stage(config: TrainConfig, index: int, model: str, resume: bool,
     elif isinstance(stage, RFTStage):
         from agentgym.trainers.rft import train_rft
 
+        also = _trained_on(config, index) if stage.restart else []
+        if stage.restart:
+            console.print(f"rft: restarting from {base}, on {len(also)} trajectories of the"
+                          " earlier stages and this stage's kept attempts")
         train_rft(model, config.env.id, env_kwargs=dict(config.env.kwargs),
                   output_dir=stage_dir, tasks=stage.tasks, attempts=stage.attempts,
                   first_task=config.first_task(index), threshold=stage.threshold,
                   rollout=rollout, pipeline=pipeline, sft_args=args, resume=resume,
-                  callbacks=callbacks, console=console)
+                  callbacks=callbacks, console=console,
+                  train_from=base if stage.restart else None, also=also,
+                  tool_schemas=config.rollout.episodes.tool_schemas,
+                  parser=config.env.kwargs.get("parser"))
     else:
         from agentgym.trainers.grpo import GRPOOptions, train_grpo
 
@@ -568,7 +600,7 @@ def _run(config: TrainConfig, resume: bool, console: Console) -> dict[str, Any]:
                 console.rule(title + (" (resuming)" if resuming else ""))
                 stage_started = time.perf_counter()
                 callback = MetricsCallback(metrics, names[i], stage.kind)
-                _run_stage(config, i, model, resuming, [callback], console)
+                _run_stage(config, i, model, resuming, [callback], console, base)
                 _free_memory()
                 seconds = time.perf_counter() - stage_started
                 _write_json(stage_dir / STAGE_FILE, {"kind": stage.kind, "model": model,

@@ -122,3 +122,51 @@ def test_collect_keeps_every_attempt_and_resumes(tmp_path):
                                resume=True, on_done=played.append))
     assert sorted(t.episode for t in played) == [4, 5]  # only the missing attempts ran
     assert sorted(t.episode for t in both) == list(range(6))
+
+
+def test_rft_can_fine_tune_another_model_on_earlier_trajectories_too(tiny_model_dir, tmp_path):
+    """``train_from`` and ``also`` (an ``rft`` stage with ``restart``): the attempts are the
+    policy's, the model fine-tuned is ``train_from``, on ``also`` and the kept attempts."""
+    from transformers import AutoModelForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    attempting = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    earlier = [Trajectory("calculator", "calculator-train-9", 0, reward=1.0, messages=[
+        {"role": "user", "content": "What is 2 + 2?"},
+        {"role": "assistant", "content": "<tool_call>\n{\"name\": \"submit\", \"arguments\":"
+                                         " {\"answer\": \"4\"}}\n</tool_call>"}])]
+    logs = Logs()
+    trainer = train_rft(attempting, "calculator", output_dir=tmp_path, tasks=4, attempts=1,
+                        policy=PlusOnly(tokenizer), sft_args=SFT, callbacks=[logs],
+                        train_from=str(tiny_model_dir), also=earlier)
+    assert trainer.model is not attempting
+    kept = [t for t in read_trajectories(tmp_path / ATTEMPTS_FILE) if t.reward == 1.0]
+    rows = [row["input_ids"] for row in trainer.train_dataset]
+    assert len(rows) == len(kept) + 1 == 3
+    assert sorted(t.prompt_ids + t.completion_ids for t in kept) == sorted(
+        r for r in rows if tokenizer.decode(r).count("What is 2 + 2?") == 0)
+    assert {"rft/kept": 2, "rft/also": 1}.items() <= logs.seen[0].items()
+
+
+def test_a_restarting_rft_stage_reads_what_the_earlier_stages_trained_on(tmp_path):
+    from agentgym.rollout.trajectory import TrajectoryWriter
+    from agentgym.trainers.config import parse_config
+    from agentgym.trainers.run import _trained_on
+
+    config = parse_config({
+        "model": {"tiny": {"hidden_size": 32}}, "output_dir": str(tmp_path / "run"),
+        "env": {"id": "calculator"},
+        "stages": [{"sft": {"demonstrations": {"policy": "oracle", "episodes": 3}}},
+                   {"rft": {"tasks": 3, "threshold": 0.5}},
+                   {"rft": {"tasks": 3, "restart": True}}]})
+    rows = {0: ("demonstrations.jsonl", [1.0, 0.0, 1.0]), 1: (ATTEMPTS_FILE, [0.5, 0.0, 1.0])}
+    for index, (name, rewards) in rows.items():
+        config.stage_dir(index).mkdir(parents=True)
+        with TrajectoryWriter(config.stage_dir(index) / name) as writer:
+            for episode, reward in enumerate(rewards):
+                writer.write(Trajectory("calculator", f"t{index}", episode, reward=reward))
+    trained = _trained_on(config, 2)
+    # the demonstrations the sft stage kept (reward >= 1.0) and the attempts rft kept (>= 0.5)
+    assert [(t.task_id, t.episode) for t in trained] == [("t0", 0), ("t0", 2), ("t1", 0),
+                                                         ("t1", 2)]
+    assert config.stages[2].restart and not config.stages[1].restart
