@@ -609,11 +609,11 @@ def pytest_runtest_makereport(item, call):
 # file of the diff, made up, or compiled under another file's name; or a method with no
 # code on a class of the agent's), or when it comes from elsewhere (a library's
 # matcher), equals every one of them, and the test code on the stack names neither it nor
-# its class. pytest runs the
-# explanation of a *passing* assert only with ``enable_assertion_pass_hook`` on
-# (:func:`pytest_configure`) and some ``pytest_assertion_pass`` implementation (this
-# plugin's); the check then runs where that explanation would compare the operands
-# (``_call_reprcompare``), and the rest of the explanation is skipped.
+# its class. pytest runs the explanation of a *passing* assert only with
+# ``enable_assertion_pass_hook`` on (:func:`pytest_configure`) and some
+# ``pytest_assertion_pass`` implementation (this plugin's); the check then runs where that
+# explanation would compare the operands (``_call_reprcompare``), and the rest of the
+# explanation is skipped.
 
 _HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
 
@@ -630,16 +630,17 @@ def _defined(cls, name):
 
 def _agents_method(klass, method):
     """Whether ``method``, found in ``klass``'s dict, is the agent's (see above)."""
-    function, seen = getattr(method, "__func__", method), 0
-    while function is not None and seen < 20:  # functools.wraps chains, too
+    function = getattr(method, "__func__", method)
+    for _ in range(20):  # down a functools.wraps chain
         code = getattr(function, "__code__", None)
         if code is not None and (_agents_file(code.co_filename) or not _genuine(code)):
             return True
-        if code is not None and getattr(function, "__wrapped__", None) is None:
-            return False
-        if code is None and getattr(function, "__wrapped__", None) is None:
+        inner = getattr(function, "__wrapped__", None)
+        if inner is None:
+            if code is not None:
+                return False
             break
-        function, seen = getattr(function, "__wrapped__", None), seen + 1
+        function = inner
     # no code (a builtin such as str.__ne__, a partial): the class must be its module's
     module = sys.modules.get(getattr(klass, "__module__", None) or "")
     holder = module
