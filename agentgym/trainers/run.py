@@ -300,10 +300,16 @@ def _demonstrations(config: TrainConfig, stage: SFTStage, stage_dir: Path,
     assert mixture
     kept = []
     for i, demo in enumerate(mixture):
-        # One file per policy of a mixture: resuming continues each where it stopped.
-        name = DEMONSTRATIONS_FILE if len(mixture) == 1 else f"demonstrations-{i}.jsonl"
-        kept += _collect_demonstrations(config, demo, stage_dir / name, console)
+        kept += _collect_demonstrations(config, demo, _demonstrations_file(stage_dir, i, mixture),
+                                        console)
     return kept
+
+
+def _demonstrations_file(stage_dir: Path, index: int, mixture: list[Demonstrations]) -> Path:
+    """Where policy ``index`` of an sft stage's mixture keeps its demonstrations: one file
+    per policy of a mixture, so resuming continues each where it stopped."""
+    return stage_dir / (DEMONSTRATIONS_FILE if len(mixture) == 1
+                        else f"demonstrations-{index}.jsonl")
 
 
 def _collect_demonstrations(config: TrainConfig, demo: Demonstrations, path: Path,
@@ -359,8 +365,8 @@ def _trained_on(config: TrainConfig, index: int) -> list[Any]:
         elif isinstance(stage, SFTStage):
             mixture = stage.demonstrations or []
             for j, demo in enumerate(mixture):
-                name = DEMONSTRATIONS_FILE if len(mixture) == 1 else f"demonstrations-{j}.jsonl"
-                trained += _kept_demonstrations(demo, read_trajectories(folder / name))
+                trained += _kept_demonstrations(
+                    demo, read_trajectories(_demonstrations_file(folder, j, mixture)))
         elif isinstance(stage, RFTStage):
             trained += successful(read_trajectories(folder / ATTEMPTS_FILE), stage.threshold)
     return trained

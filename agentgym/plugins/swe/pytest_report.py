@@ -610,10 +610,10 @@ def pytest_runtest_makereport(item, call):
 # code on a class of the agent's), or when it comes from elsewhere (a library's
 # matcher), equals every one of them, and the test code on the stack names neither it nor
 # its class. pytest runs the explanation of a *passing* assert only with
-# ``enable_assertion_pass_hook`` on (:func:`pytest_configure`) and some
-# ``pytest_assertion_pass`` implementation (this plugin's); the check then runs where that
-# explanation would compare the operands (``_call_reprcompare``), and the rest of the
-# explanation is skipped.
+# ``enable_assertion_pass_hook`` on (the grader passes ``-o enable_assertion_pass_hook=true``
+# with ``-p``) and some ``pytest_assertion_pass`` implementation (this plugin's); the check
+# then runs where that explanation would compare the operands (``_call_reprcompare``), and
+# the rest of the explanation is skipped.
 
 _HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
 
@@ -750,13 +750,6 @@ def _install_equality_checks():
     _before["base_assert_equal"] = unittest.TestCase._baseAssertEqual
     unittest.TestCase._baseAssertEqual = _checked_assert_equal
     _before["internals"] = snapshot()
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config):
-    # pytest rewrites a test module's asserts when collection imports it, after this
-    with contextlib.suppress(AttributeError, TypeError):
-        config._inicache["enable_assertion_pass_hook"] = True
 
 
 def pytest_assertion_pass(item, lineno, orig, expl):

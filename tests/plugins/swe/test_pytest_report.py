@@ -92,7 +92,8 @@ vars(tests)["@pytest_ar"] = copy
 
 def run_with_plugin(tmp_path: Path, tests: str, code_under_test: str) -> tuple[dict, str]:
     """Pytest on ``tests`` (test_declared.py, importing code_under_test.py: the agent's
-    file) with the grader's plugin as grading writes it: its report, and pytest's output."""
+    file) with the grader's plugin and options as grading writes them: its report, and
+    pytest's output."""
     (tmp_path / "test_declared.py").write_text(tests)
     (tmp_path / "code_under_test.py").write_text(code_under_test)
     report = tmp_path / "out" / "report.json"
@@ -103,7 +104,8 @@ def run_with_plugin(tmp_path: Path, tests: str, code_under_test: str) -> tuple[d
         "report": str(report), "nonce": "n0nce", "root": str(tmp_path), "changed":
         ["code_under_test.py"], "dists": [], "test_files": ["test_declared.py"]}))
     env = {**os.environ, "PYTHONPATH": f"{plugins}{os.pathsep}{tmp_path}",
-           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "-p agentgym_report_test"}
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+           "PYTEST_ADDOPTS": "-p agentgym_report_test -o enable_assertion_pass_hook=true"}
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "test_declared.py"], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=120)
