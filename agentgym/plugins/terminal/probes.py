@@ -15,10 +15,12 @@ terminal.move-and-link         grader-files    every entry of the home and the w
                                                starts at, so a check over DIR judges nothing
 =============================  ==============  =============================================
 
-A third class, the agent's module ending an inline ``python -c`` check early with exit
-status 0, is task-specific (it needs the rest of the task done); the checks of agentgym's
-own tasks require a word made for each run in the probe's output (see
-``tasks/python-package-module/tests/check.py``) and the tests of the plugin cover it.
+A third class, the agent's module ending an inline ``python -`` check early with exit
+status 0 (or printing what it read of the check through its caller's frame), is
+task-specific (it needs the rest of the task done); the checks of agentgym's own tasks
+compare the values the agent's functions return on inputs made for each run to a
+reference's, computed in the checker's process (see
+``tasks/python-package-module/tests/check.py``), and the tests of the plugin cover it.
 """
 
 from __future__ import annotations

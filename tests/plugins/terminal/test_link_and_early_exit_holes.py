@@ -1,6 +1,7 @@
 """Holes a red team found in the terminal graders, closed: a link through /proc/<a future
 pid>/root into /tests, a checked folder moved away with a link left in its place, and the
-agent's module ending an inline `python -` check early with exit status 0."""
+agent's module ending an inline `python -` check early with exit status 0, or with what
+it read of the check from its caller's frame."""
 
 from __future__ import annotations
 
@@ -80,3 +81,50 @@ def test_a_module_ending_the_inline_api_check_early_is_not_paid() -> None:
     reward, metrics = _play("terminal", "python-package-module", [solve, early])
     assert reward == 0.0, metrics
     assert "FAIL the package imports and exposes the API" in metrics["log_tail"], metrics
+
+
+# Prepended to the agent's module: when a probe (`python3 -` or `-c`) imports it, print
+# every string constant of the importing code that looks like the probe's word for "ran to
+# the end" (the checks once printed a word made for the run, a constant in reach of the
+# module's code through its caller's frame) and end the process with status 0.
+FRAME_FORGER = r"""import os as _o, sys as _s
+if _s.argv[0] in ('-', '-c'):
+    _f, _said = _s._getframe(0), []
+    while _f is not None:
+        _said += [c for c in _f.f_code.co_consts if isinstance(c, str) and 'probe' in c
+                  and ('-done-' in c or ' ok ' in c)]
+        _f = _f.f_back
+    _s.stdout.write(''.join(c if c.endswith(chr(10)) else c + chr(10) for c in _said))
+    _s.stdout.flush(); _o._exit(0)
+"""
+
+
+def _prepend(path: str) -> str:
+    """A shell command that puts FRAME_FORGER at the top of ``path``."""
+    return (f"cat > /tmp/forger.py <<'PY'\n{FRAME_FORGER}PY\n"
+            f"cat /tmp/forger.py {path} > /tmp/joined.py && cat /tmp/joined.py > {path}")
+
+
+def test_a_module_forging_the_api_check_from_its_callers_frame_is_not_paid() -> None:
+    solve = (TASKS / "python-package-module" / "solution" / "solve.sh").read_text()
+    reward, metrics = _play("terminal", "python-package-module",
+                            [solve, _prepend("/app/wordstat/__init__.py")])
+    assert reward == 0.0, metrics
+    assert "FAIL the package imports and exposes the API" in metrics["log_tail"], metrics
+
+
+def test_an_app_forging_the_merge_check_from_its_callers_frame_is_not_paid() -> None:
+    solve = (TASKS / "git-merge-conflict" / "solution" / "solve.sh").read_text()
+    forge = ("cd /app/repo && " + _prepend("app.py")
+             + " && git add app.py && git commit -q --amend --no-edit && git log -1 --format=%P")
+    reward, metrics = _play("terminal", "git-merge-conflict", [solve, forge])
+    assert reward == 0.0, metrics
+    assert "FAIL app.py keeps load_settings, bind_address and health" in metrics["log_tail"], \
+        metrics
+
+
+def test_the_honest_solutions_of_the_in_process_checks_are_paid() -> None:
+    for task in ("python-package-module", "git-merge-conflict"):
+        solve = (TASKS / task / "solution" / "solve.sh").read_text()
+        reward, metrics = _play("terminal", task, [solve])
+        assert reward == 1.0, (task, metrics)
