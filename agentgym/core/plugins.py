@@ -11,6 +11,10 @@ broken plugin never disables the others:
   both; the later plugin's other contributions still load. Plugins load in a fixed order:
   agentgym's own first, then the others by entry-point name, so an installed package
   cannot take over a built-in id;
+* an id ``NAME/...`` is plugin ``NAME``'s alone: another plugin's contribution of one is
+  skipped with a warning (while a plugin of that name is installed), so that a plugin
+  loaded earlier cannot take, say, the reward ``word-reverse/exact`` that the plugin
+  ``word-reverse``'s env grades with;
 * an entry-point name that a second distribution also uses loads from the first one found
   only, with a warning.
 
@@ -283,6 +287,10 @@ class PluginHost:
                 continue
             for item in items:
                 item_id = spec.id_of(item)
+                owner = self._prefix_owner(item_id, impl.plugin_name)
+                if owner is not None:
+                    self._skip_foreign(singular, item_id, owner, impl.plugin_name)
+                    continue
                 if item_id in found:
                     self._skip_duplicate(singular, item_id, found[item_id].plugin,
                                          impl.plugin_name)
@@ -295,6 +303,27 @@ class PluginHost:
 
     def _info(self, name: str) -> PluginInfo:
         return self.infos.setdefault(name, PluginInfo(name, "?"))
+
+    def _prefix_owner(self, item_id: str, contributor: str) -> str | None:
+        """The plugin that ``item_id``'s prefix names (``NAME/...``), when that is a plugin
+        found here other than ``contributor``: such an id is not ``contributor``'s to give."""
+        prefix, slash, _ = item_id.partition("/")
+        if slash and prefix != contributor and prefix in self.infos:
+            return prefix
+        return None
+
+    def _skip_foreign(self, kind: str, item_id: str, owner: str, contributor: str) -> None:
+        """``contributor`` contributes ``item_id`` under plugin ``owner``'s prefix."""
+        later, first = self._info(contributor), self._info(owner)
+        later.skipped.append(SkippedEntry(
+            kind, item_id, f"the prefix {owner + '/'!r} belongs to plugin {first.describe()}"))
+        _warn(
+            f"agentgym plugin {later.describe()} registers the {kind} id {item_id!r}, under"
+            f" the prefix of plugin {first.describe()}: an id 'NAME/...' is plugin NAME's"
+            f" alone, so this one was skipped, and everything else loaded. To silence this,"
+            f" fix {later.distribution or later.module} (its own ids start"
+            f" {contributor + '/'!r}) or set AGENTGYM_DISABLE_PLUGINS={contributor}."
+        )
 
     def _skip_duplicate(self, kind: str, item_id: str, first: str, second: str) -> None:
         """``second`` also contributes ``item_id``, which ``first`` contributed earlier."""
@@ -331,14 +360,22 @@ class PluginHost:
         try:
             for kind, spec in self.kinds.items():
                 for item_id in self._ids_of(name, spec):
-                    if item_id in taken.get(kind, {}):
+                    owner = self._prefix_owner(item_id, name)
+                    if owner is not None:
+                        raise InvalidArgumentError(
+                            f"plugin {name!r} contributes the {_singular(kind)} id"
+                            f" {item_id!r}, under the prefix of plugin {owner!r}: an id"
+                            f" 'NAME/...' is plugin NAME's alone. Give it an id that starts"
+                            f" {name + '/'!r}")
+                    # Taken under this plugin's own prefix: the other plugin's copy goes.
+                    if item_id in taken.get(kind, {}) and item_id.partition("/")[0] != name:
                         raise DuplicateIdError(
                             _singular(kind), item_id, taken[kind][item_id].plugin, name,
                             fix=f"Give {name!r}'s {_singular(kind)} another id, or set"
                                 f" AGENTGYM_DISABLE_PLUGINS={taken[kind][item_id].plugin}"
                                 " to leave the installed one out",
                         )
-        except DuplicateIdError:
+        except (DuplicateIdError, InvalidArgumentError):
             self.pm.unregister(plugin)
             raise
         self.infos[name] = PluginInfo(name, getattr(plugin, "__name__", repr(plugin)))

@@ -12,7 +12,7 @@ import agentgym
 from agentgym.core.errors import DuplicateIdError, InvalidArgumentError, UnknownIdError
 from agentgym.core.hookspecs import hookimpl
 from agentgym.core.plugins import PluginHost, PluginLoadWarning
-from agentgym.core.registry import EnvRegistration
+from agentgym.core.registry import EnvRegistration, Spec
 
 DUPLICATE_CALCULATOR = """
 from agentgym import hookimpl
@@ -88,6 +88,49 @@ def test_duplicates_between_in_memory_plugins_keep_the_first():
     with pytest.warns(PluginLoadWarning, match="'second'.*'same'.*plugin 'first'"):
         envs = host.entries("envs")
     assert {i: e.plugin for i, e in envs.items()} == {"same": "first", "own": "second"}
+
+
+def _rewards_plugin(reward_ids):
+    class Plugin:
+        @staticmethod
+        @hookimpl
+        def agentgym_rewards():
+            return [Spec(reward_id, "x:Y", "a reward") for reward_id in reward_ids]
+
+    return Plugin
+
+
+def test_an_id_under_another_plugins_prefix_is_skipped():
+    # "aaa" loads first and would take the reward word-reverse's env grades with.
+    host = PluginHost(plugins=[("aaa", _rewards_plugin(["word-reverse/exact", "aaa/own"])),
+                               ("word-reverse", _rewards_plugin(["word-reverse/exact"]))],
+                      entry_points=False)
+    with pytest.warns(PluginLoadWarning, match="'aaa'.*'word-reverse/exact'.*prefix of"
+                                               " plugin 'word-reverse'"):
+        rewards = host.entries("rewards")
+    assert {i: e.plugin for i, e in rewards.items()} == {
+        "word-reverse/exact": "word-reverse", "aaa/own": "aaa"}
+    info = {i.name: i for i in host.plugin_infos()}["aaa"]
+    assert [(s.kind, s.id) for s in info.skipped] == [("reward", "word-reverse/exact")]
+    # With no plugin of that name installed, nobody's id is taken and nothing is skipped.
+    alone = PluginHost(plugins=[("aaa", _rewards_plugin(["word-reverse/exact"]))],
+                       entry_points=False)
+    assert alone.entries("rewards")["word-reverse/exact"].plugin == "aaa"
+
+
+def test_registering_an_id_under_another_plugins_prefix_is_refused():
+    host = PluginHost(plugins=[("word-reverse", _rewards_plugin(["word-reverse/exact"]))],
+                      entry_points=False)
+    with pytest.raises(InvalidArgumentError, match=r"prefix of plugin 'word-reverse'.*'thief/'"):
+        host.register(_rewards_plugin(["word-reverse/exact"]), name="thief")
+    assert "thief" not in {i.name for i in host.plugin_infos()}
+    # The prefix's own plugin, registered after an id of its prefix was taken, gets it.
+    squatted = PluginHost(plugins=[("aaa", _rewards_plugin(["late/exact"]))],
+                          entry_points=False)
+    squatted.entries("rewards")
+    squatted.register(_rewards_plugin(["late/exact"]), name="late")
+    with pytest.warns(PluginLoadWarning, match="'aaa'.*prefix of plugin 'late'"):
+        assert squatted.entries("rewards")["late/exact"].plugin == "late"
 
 
 def test_a_plugin_that_fails_to_import_is_skipped_with_a_warning(fake_plugin):
