@@ -20,7 +20,9 @@
 The README's "The command line" has every command, plugins' included.
 
 Plugins add subcommands through the ``agentgym_cli_commands`` hook. ``--json`` prints one
-JSON object on stdout and nothing else; progress and diagnostics go to stderr.
+JSON object on stdout and nothing else; progress and diagnostics go to stderr. A command
+that fails prints ``{"error": MESSAGE, "exit_code": N}`` there instead (the message also
+goes to stderr, as without ``--json``).
 """
 
 from __future__ import annotations
@@ -103,10 +105,24 @@ class PluginCommands(click.Group):
         return super().get_command(ctx, name) or self._plugin_commands().get(name)
 
     def invoke(self, ctx: click.Context) -> Any:
+        # The command's own arguments, before click consumes them: whether it was asked
+        # for --json decides where a failure is reported too.
+        as_json = "--json" in ctx.args
         try:
-            return super().invoke(ctx)
-        except AgentGymError as e:
-            raise click.ClickException(str(e)) from e
+            try:
+                return super().invoke(ctx)
+            except AgentGymError as e:
+                raise click.ClickException(str(e)) from e
+        except click.ClickException as e:
+            if as_json:  # a script reading stdout gets an answer, not nothing
+                click.echo(json.dumps({"error": e.format_message(), "exit_code": e.exit_code}))
+            raise
+        except (click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as e:  # a bug: its traceback still goes to stderr
+            if as_json:
+                click.echo(json.dumps({"error": f"{type(e).__name__}: {e}", "exit_code": 1}))
+            raise
 
 
 @click.group(cls=PluginCommands, context_settings={"help_option_names": ["-h", "--help"]})

@@ -162,6 +162,22 @@ def test_eval_oracle_and_noop_json(agentgym_cli):
         assert summary["n"] == 20
 
 
+def test_a_failing_json_command_still_answers_on_stdout(run):
+    # A script that parses stdout gets the error as JSON, with the exit code; the message
+    # still goes to stderr for a person.
+    for args, code, words in (
+            (["eval", "no-such-env", "--policy", "oracle", "--json"], 1, "Unknown env"),
+            (["eval", "calculator", "--json"], 2, "Missing option '--policy'"),
+            (["validate", "calculator", "-e", "max_turns=abc", "--json"], 2, "max_turns")):
+        result = run(*args)
+        assert result.exit_code == code, result.output
+        answer = json.loads(result.stdout)
+        assert answer["exit_code"] == code and words in answer["error"], answer
+        assert words in result.stderr
+    result = run("eval", "no-such-env", "--policy", "oracle")  # without --json: stderr only
+    assert result.exit_code == 1 and result.stdout == ""
+
+
 def test_eval_exits_1_when_every_episode_failed(agentgym_cli):
     # calculator's tasks carry 3 wrong solutions: there is no #9 to play, so each episode
     # ends in an error, and the figures (0.0) would otherwise read as a real result
