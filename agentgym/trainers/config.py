@@ -214,7 +214,17 @@ class Demonstrations:
 
 
 @dataclass
-class SFTStage:
+class _Stage:
+    """What every stage kind has."""
+
+    #: Evaluate on the held-out tasks (``eval``) after this stage; false skips it, to
+    #: spend that time on training where an intermediate pass rate is not needed. The
+    #: run's "after" is the last stage evaluated.
+    eval: bool = field(default=True, kw_only=True)
+
+
+@dataclass
+class SFTStage(_Stage):
     """``{sft: {...}}``: supervised fine-tuning on the model tokens of trajectories, from a
     file (``trajectories``) or collected first (``demonstrations``); exactly one of them.
 
@@ -248,7 +258,7 @@ class SFTStage:
 
 
 @dataclass
-class RFTStage:
+class RFTStage(_Stage):
     """``{rft: {...}}``: rejection fine-tuning: ``attempts`` tries at each of ``tasks``
     tasks with the current model, SFT on the ones scoring at least ``threshold``."""
 
@@ -269,7 +279,7 @@ class RFTStage:
 
 
 @dataclass
-class GRPOStage:
+class GRPOStage(_Stage):
     """``{grpo: {...}}``: GRPO (DAPO defaults) on the env through the rollout pipeline."""
 
     kind: ClassVar[str] = "grpo"

@@ -14,9 +14,10 @@ YAML file) and, in ``output_dir``:
   (``<stage dir>/final``); a finished stage writes ``stage.json`` last. An ``sft`` stage
   with ``demonstrations`` first collects them into ``demonstrations.jsonl`` there (a
   mixture: ``demonstrations-N.jsonl``, one per policy);
-* evaluates the model after every stage on the same tasks with the same settings, and
-  prints a table of the pass rate by stage with each stage's change. Each evaluation's
-  episodes stay in ``eval/<stage>/`` (``eval/base/``, ``eval/00-sft/``, ...), an eval
+* evaluates the model after every stage (but those set ``eval: false``) on the same tasks
+  with the same settings, and prints a table of the pass rate by stage with each stage's
+  change. Each evaluation's episodes stay in ``eval/<stage>/`` (``eval/base/``,
+  ``eval/00-sft/``, ...), an eval
   report folder (``report.html``, ``summary.json``, ``trajectories.jsonl``);
 * a ``grpo`` stage keeps a sample of its training episodes in ``<stage dir>/rollouts.jsonl``
   (``options.log_rollouts`` groups per rollout call), so ``agentgym view RUN_DIR`` shows
@@ -613,7 +614,8 @@ def _run(config: TrainConfig, resume: bool, console: Console) -> dict[str, Any]:
                                                      "final": final, "seconds": seconds})
                 entry.update(skipped=False, seconds=seconds)
             model = final
-            result = evaluate(names[i], stage.kind, model, trained=i in pending)
+            result = evaluate(names[i], stage.kind, model, trained=i in pending) \
+                if stage.eval else None
             if result is not None:
                 entry["pass_rate"] = result["pass_rate"]
             stages.append(entry)

@@ -194,6 +194,15 @@ def test_stage_kinds_and_shapes():
     assert found["stages[0].rft.first_task"] == "must be >= 0, got -1"
 
 
+def test_every_stage_kind_may_skip_its_eval():
+    stages = parse_config({**BASE, "stages": [
+        {"sft": {"demonstrations": {"policy": "oracle", "episodes": 8}, "eval": False}},
+        {"rft": {"tasks": 8, "eval": False}}, {"grpo": {}}]}).stages
+    assert [stage.eval for stage in stages] == [False, False, True]
+    found = problems(stages=[{"rft": {"tasks": 8, "eval": "sometimes"}}])
+    assert "expected" in found["stages[0].rft.eval"], found
+
+
 def test_rft_starts_after_the_tasks_the_run_has_used():
     mixture = [{"policy": "oracle", "episodes": 3}, {"policy": "wrong", "episodes": 5}]
     config = parse_config({**BASE, "stages": [

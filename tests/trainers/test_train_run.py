@@ -352,3 +352,20 @@ def test_an_env_that_moves_the_context_window_trains_every_window(tmp_path: Path
     assert len(demo.windows) == demo.turns == 5 and len(set(demo.windows)) == 4  # search, answer
     for episode in read_trajectories(tmp_path / "run" / "01-grpo" / "rollouts.jsonl"):
         assert len(episode.samples()) == episode.turns > 1  # each turn's window is new
+
+
+@pytest.mark.slow  # a run of two short SFT stages (~15 s)
+def test_a_stage_set_eval_false_is_not_evaluated(tmp_path: Path, agentgym_cli: str):
+    config = tmp_path / "config.yaml"
+    sft = ("  - sft:\n      demonstrations: {policy: oracle, episodes: 4}\n"
+           "      args: {max_steps: 1, per_device_train_batch_size: 4, save_steps: 1}\n")
+    config.write_text(CONFIG.split("stages:")[0].replace("OUT", str(tmp_path / "run"))
+                      + "stages:\n" + sft + "      eval: false\n" + sft)
+    result = train(agentgym_cli, config, "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    evals = json.loads((tmp_path / "run" / "eval.json").read_text())
+    assert [e["stage"] for e in evals["stages"]] == ["base", "01-sft"]
+    assert "pass_rate" not in summary["stages"][0] and "pass_rate" in summary["stages"][1]
+    assert summary["pass_rate_after"] == evals["after"]["pass_rate"]
+    assert "eval 00-sft" not in result.stderr and "eval 01-sft" in result.stderr
