@@ -340,6 +340,30 @@ def agentgym_cli_commands():
     assert "hello" in CliRunner().invoke(main, ["--help"]).stdout
 
 
+def test_a_json_command_that_crashes_still_answers_on_stdout(fake_plugin):
+    fake_plugin(
+        "crasher",
+        """
+import click
+from agentgym import hookimpl
+
+@click.command("crash")
+@click.option("--json", "as_json", is_flag=True)
+def crash(as_json):
+    raise RuntimeError("a bug in the command")
+
+@hookimpl
+def agentgym_cli_commands():
+    return [crash]
+""",
+    )
+    result = CliRunner().invoke(main, ["crash", "--json"])
+    assert isinstance(result.exception, RuntimeError)  # the traceback is not swallowed
+    assert json.loads(result.stdout) == {"error": "RuntimeError: a bug in the command",
+                                         "exit_code": 1}
+    assert CliRunner().invoke(main, ["crash"]).stdout == ""
+
+
 # ---- validate -----------------------------------------------------------------------------
 
 

@@ -17,8 +17,8 @@ YAML file) and, in ``output_dir``:
 * evaluates the model after every stage (but those set ``eval: false``) on the same tasks
   with the same settings, and prints a table of the pass rate by stage with each stage's
   change. Each evaluation's episodes stay in ``eval/<stage>/`` (``eval/base/``,
-  ``eval/00-sft/``, ...), an eval
-  report folder (``report.html``, ``summary.json``, ``trajectories.jsonl``);
+  ``eval/00-sft/``, ...), an eval report folder (``report.html``, ``summary.json``,
+  ``trajectories.jsonl``);
 * a ``grpo`` stage keeps a sample of its training episodes in ``<stage dir>/rollouts.jsonl``
   (``options.log_rollouts`` groups per rollout call), so ``agentgym view RUN_DIR`` shows
   demonstrations, training rollouts and eval episodes, and ``agentgym compare
